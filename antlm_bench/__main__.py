@@ -1,0 +1,3 @@
+from antlm_bench.cli import main
+
+main()

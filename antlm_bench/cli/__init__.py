@@ -1,0 +1,26 @@
+"""``antlm-bench``: a thin command layer over the library. Each module below adds its commands to ``app``."""
+
+from __future__ import annotations
+
+import sys
+
+from antlm_bench.cli.app import app, err_console
+from antlm_bench.errors import UserError
+
+# importing a command module registers its commands
+from antlm_bench.cli import catalog, data  # noqa: E402,F401  isort: skip
+
+
+def main() -> None:
+    """Entry point: a UserError is one red line and exit status 2, never a traceback."""
+    try:
+        app()
+    except UserError as err:
+        err_console.print(f"[red]error:[/red] {err}", soft_wrap=True)
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/yellow]")
+        sys.exit(130)
+
+
+__all__ = ["app", "main"]

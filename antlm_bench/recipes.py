@@ -1,0 +1,120 @@
+"""Trainer recipes: the declarative ``trainers/*.yaml`` files, validated with pydantic.
+
+A recipe names an architecture backend, size presets, the tokenizer, the optimizer, one learning-rate schedule
+per objective, the masking policy and the default schedule. ``antlm-bench list models`` prints them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from antlm_bench.errors import UserError
+from antlm_bench.registry import discover
+
+Objective = Literal["CLM", "MLM", "MNTP"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Preset(_Strict):
+    """Model size and the batch/sequence settings that go with it."""
+
+    n_layers: int = Field(gt=0)
+    n_heads: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    max_seq_len: int = Field(128, gt=0)  # packed training sequence length
+    max_position_embeddings: int = Field(512, gt=0)
+    position_bucket_size: int = Field(32, gt=0)  # LTG-BERT relative-position buckets
+    dropout: float = Field(0.1, ge=0, lt=1)
+    tie_word_embeddings: bool = True
+    global_batch_size: int = Field(gt=0)  # sequences per optimizer step
+    micro_batch_size: int = Field(gt=0)  # sequences per forward pass (gradient accumulation fills the rest)
+    max_words: int | None = None  # default --max-words cap of the corpus for this preset
+    eval_limit: int | None = None  # default --eval-limit for per-phase scoring at this size
+
+
+class Optimizer(_Strict):
+    name: Literal["adamw"] = "adamw"
+    lr: float = Field(gt=0)
+    weight_decay: float = Field(0.1, ge=0)
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-6
+    grad_clip: float | None = 1.0
+
+
+class LRSchedule(_Strict):
+    """Learning-rate shape within one phase."""
+
+    kind: Literal["cosine", "cosine_with_restarts", "linear", "constant"]
+    warmup_ratio: float = Field(0.01, ge=0, lt=1)  # of the phase's steps (of each cycle for restarts)
+    cycle_epochs: float | None = Field(None, gt=0)  # restarts: one cycle every N epochs
+    cycles: int | None = Field(None, gt=0)  # restarts: N cycles over the phase
+    min_lr_ratio: float = Field(0.0, ge=0, le=1)
+
+
+class Masking(_Strict):
+    rate: float = Field(0.15, gt=0, lt=1)
+    mask_token_ratio: float = Field(0.8, ge=0, le=1)
+    random_token_ratio: float = Field(0.1, ge=0, le=1)
+    strategy: Literal["token", "whole_word", "span"] = "token"
+    max_span: int = Field(3, gt=0)  # span masking: geometric span lengths capped here
+
+
+class TokenizerSpec(_Strict):
+    kind: Literal["bpe"] = "bpe"
+    min_frequency: int = Field(2, ge=1)
+    lowercase: bool = False
+
+
+class Recipe(_Strict):
+    name: str
+    description: str = ""
+    architecture: Literal["babyllama", "ltgbert"]
+    default_schedule: str
+    tokenizer: TokenizerSpec = TokenizerSpec()
+    optimizer: Optimizer
+    lr_schedules: dict[Objective, LRSchedule]
+    masking: Masking = Masking()
+    presets: dict[str, Preset]
+    source: Path | None = None  # the YAML file it came from
+
+    def preset(self, name: str) -> Preset:
+        if name not in self.presets:
+            raise UserError(f"recipe {self.name}: unknown preset {name!r}; known: {', '.join(self.presets)}")
+        return self.presets[name]
+
+    def lr_schedule(self, objective: str) -> LRSchedule:
+        # MNTP is masked prediction too: it follows the MLM schedule unless the recipe gives its own
+        if objective in self.lr_schedules:
+            return self.lr_schedules[objective]  # type: ignore[index]
+        if objective == "MNTP" and "MLM" in self.lr_schedules:
+            return self.lr_schedules["MLM"]
+        raise UserError(f"recipe {self.name}: no lr_schedules entry for {objective} (file {self.source})")
+
+
+def _format_validation(path: Path, err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"{path}: field {where}: {first['msg']}"
+
+
+def load_recipe(name: str) -> Recipe:
+    recipes = discover("trainers")
+    if name not in recipes:
+        raise UserError(f"unknown model recipe {name!r}; known: {', '.join(sorted(recipes))}")
+    path, document = recipes[name]
+    try:
+        return Recipe.model_validate({**document, "source": path})
+    except ValidationError as err:
+        raise UserError(_format_validation(path, err)) from None
+
+
+def all_recipes() -> list[Recipe]:
+    return [load_recipe(name) for name in sorted(discover("trainers"))]

@@ -1,0 +1,194 @@
+"""Arrow result tables: one Parquet file per run, plus an append-only index.
+
+Every number antlm-bench produces lands in a ``scores`` table with one row per
+(run, checkpoint, task, subtask, metric). ``--log-samples`` adds an ``items`` table with the raw scores of both
+members of every pair, which paired statistics need. Files are written under a temporary name and renamed, so a
+reader never sees half a file; a run never rewrites another run's file.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from antlm_bench import __version__
+
+SCORES_FILE = "scores.parquet"
+ITEMS_FILE = "items.parquet"
+INDEX_FILE = "index.jsonl"
+
+SCORE_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("recipe", pa.string()),
+        ("architecture", pa.string()),
+        ("preset", pa.string()),
+        ("schedule", pa.string()),
+        ("phase_index", pa.int32()),
+        ("phase_objective", pa.string()),
+        ("epoch", pa.float64()),
+        ("tokens_seen", pa.int64()),
+        ("checkpoint", pa.string()),
+        ("scoring", pa.string()),  # clm / pll / pll-word-l2r / mntp / finetune / probe
+        ("task", pa.string()),
+        ("subtask", pa.string()),  # "" for the task-level aggregate row
+        ("metric", pa.string()),
+        ("value", pa.float64()),
+        ("n", pa.int64()),
+        ("n_ties", pa.int64()),
+        ("ci_low", pa.float64()),
+        ("ci_high", pa.float64()),
+        ("seed", pa.int64()),
+        ("limit", pa.int64()),  # --limit N, or null for the full data
+        ("notes", pa.string()),
+        ("package_version", pa.string()),
+        ("git_commit", pa.string()),
+        ("data_hash", pa.string()),
+        ("created_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+ITEM_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("checkpoint", pa.string()),
+        ("phase_index", pa.int32()),
+        ("scoring", pa.string()),
+        ("task", pa.string()),
+        ("subtask", pa.string()),
+        ("item_id", pa.string()),
+        ("group_id", pa.string()),  # items that must be resampled together (EWoK's swapped pairs)
+        ("context", pa.string()),
+        ("sentence_good", pa.string()),
+        ("sentence_bad", pa.string()),
+        ("score_good", pa.float64()),
+        ("score_bad", pa.float64()),
+        ("correct", pa.float64()),  # 1 win, 0.5 tie, 0 loss; for GLUE: 1 if the prediction is right
+        ("prediction", pa.string()),
+        ("label", pa.string()),
+    ]
+)
+
+
+@dataclass
+class RunInfo:
+    """What a run is: the columns every row of one run shares."""
+
+    run_id: str
+    recipe: str = ""
+    architecture: str = ""
+    preset: str = ""
+    schedule: str = ""
+    seed: int | None = None
+    data_hash: str = ""
+    git_commit: str = field(default_factory=lambda: current_git_commit())
+    package_version: str = __version__
+
+
+@dataclass
+class CheckpointInfo:
+    """Which checkpoint of the run a row scores."""
+
+    checkpoint: str = ""
+    phase_index: int | None = None
+    phase_objective: str = ""
+    epoch: float | None = None
+    tokens_seen: int | None = None
+
+
+@dataclass
+class ScoreRow:
+    task: str
+    subtask: str
+    metric: str
+    value: float
+    n: int
+    scoring: str
+    n_ties: int = 0
+    ci_low: float | None = None
+    ci_high: float | None = None
+    limit: int | None = None
+    notes: str = ""
+
+
+def current_git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
+        )
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def now_utc() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+def score_table(run: RunInfo, checkpoint: CheckpointInfo, rows: Iterable[ScoreRow]) -> pa.Table:
+    created = now_utc()
+    records = []
+    for row in rows:
+        record: dict[str, Any] = {**asdict(run), **asdict(checkpoint), **asdict(row), "created_at": created}
+        records.append(record)
+    return pa.Table.from_pylist(records, schema=SCORE_SCHEMA)
+
+
+def item_table(records: Sequence[dict[str, Any]]) -> pa.Table:
+    """Build the items table; missing optional columns are null."""
+    return pa.Table.from_pylist([{k: r.get(k) for k in ITEM_SCHEMA.names} for r in records], schema=ITEM_SCHEMA)
+
+
+def write_table_atomic(table: pa.Table, path: Path) -> None:
+    """Write Parquet under a temporary name in the same folder, then rename over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def append_table(table: pa.Table, path: Path) -> None:
+    """Add rows to this run's own table (read, concatenate, atomic rewrite of the same run's file)."""
+    if path.exists():
+        table = pa.concat_tables([pq.read_table(path, schema=table.schema), table])
+    write_table_atomic(table, path)
+
+
+def append_index(results_root: Path, entry: dict[str, Any]) -> None:
+    """Append one JSON line to ``index.jsonl``; a single ``write`` with O_APPEND is atomic for short lines."""
+    results_root.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()
+    fd = os.open(results_root / INDEX_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def read_scores(paths: Sequence[str | Path]) -> pa.Table:
+    """Read every ``scores.parquet`` under the given files or folders into one table."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            files.extend(sorted(path.rglob(SCORES_FILE)))
+    if not files:
+        return SCORE_SCHEMA.empty_table()
+    return pa.concat_tables([pq.read_table(f, schema=SCORE_SCHEMA) for f in files])

@@ -1,0 +1,124 @@
+"""Task specs (``tasks/*.yaml``) and how a ``--tasks`` string resolves to them.
+
+A spec names its adapter class (``class:``), registered with :func:`antlm_bench.registry.register_task_class`;
+the class reads the data and knows how to score it. A group spec (``group:``) names several tasks.
+``--tasks blimp,glue:rte,mrpc,ewok`` selects BLiMP, two GLUE members and EWoK: names after ``task:`` that are
+not themselves tasks are members of that task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from antlm_bench.errors import UserError
+from antlm_bench.registry import TASK_CLASSES, discover
+
+
+class TaskSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str
+    description: str = ""
+    class_name: str = Field(alias="class")
+    data: dict[str, Any] = {}
+    fields: dict[str, Any] = {}
+    metric: str = "accuracy"
+    members: dict[str, dict[str, Any]] = {}  # GLUE-style tasks: member name -> its settings
+    defaults: dict[str, Any] = {}
+    source: Path | None = None
+
+
+class GroupSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    group: str
+    description: str = ""
+    task: list[str]
+    source: Path | None = None
+
+
+@dataclass
+class TaskRequest:
+    """One task the user asked for, with the members they named (None: all)."""
+
+    spec: TaskSpec
+    members: list[str] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def adapter(self) -> Any:
+        """Instantiate the spec's adapter class."""
+        import antlm_bench.adapters  # noqa: F401  (registers the shipped adapter classes)
+
+        cls = TASK_CLASSES.get(self.spec.class_name, where=str(self.spec.source))
+        return cls(self.spec, self.members)
+
+
+def _validate(model: type[BaseModel], path: Path, document: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate({**document, "source": path})
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"{path}: field {where}: {first['msg']}") from None
+
+
+def all_specs() -> dict[str, TaskSpec | GroupSpec]:
+    specs: dict[str, TaskSpec | GroupSpec] = {}
+    for name, (path, document) in discover("tasks").items():
+        specs[name] = _validate(GroupSpec if "group" in document else TaskSpec, path, document)
+    return specs
+
+
+def resolve_tasks(text: str | list[str]) -> list[TaskRequest]:
+    """Turn ``"blimp,glue:rte,mrpc"`` (or a list of such tokens) into task requests, groups expanded."""
+    tokens = [t.strip() for t in (text if isinstance(text, list) else [text]) for t in t.split(",")]
+    tokens = [t.lower() for t in tokens if t]
+    if not tokens:
+        raise UserError("--tasks is empty; name at least one task (see `antlm-bench list tasks`)")
+    specs = all_specs()
+    requests: dict[str, TaskRequest] = {}
+    last: TaskRequest | None = None
+
+    def add(name: str, members: list[str] | None, seen: tuple[str, ...] = ()) -> TaskRequest | None:
+        spec = specs[name]
+        if isinstance(spec, GroupSpec):
+            if name in seen:
+                raise UserError(f"{spec.source}: group {name} includes itself")
+            for member in spec.task:
+                if member not in specs:
+                    raise UserError(f"{spec.source}: group {name} names unknown task {member!r}")
+                add(member, None, (*seen, name))
+            return None
+        request = requests.setdefault(name, TaskRequest(spec, members))
+        if members is None:
+            request.members = None
+        elif request.members is not None:
+            request.members = sorted(set(request.members) | set(members))
+        return request
+
+    for token in tokens:
+        name, _, member = token.partition(":")
+        if name in specs:
+            last = add(name, [member] if member else None)
+        elif last is not None and last.members is not None and not member:
+            last.members = sorted(set(last.members) | {name})  # "glue:rte,mrpc": mrpc belongs to glue
+        else:
+            known = ", ".join(sorted(specs))
+            raise UserError(f"unknown task {token!r} in --tasks; known tasks and groups: {known}")
+    for request in requests.values():
+        if request.members and request.spec.members:
+            unknown = sorted(set(request.members) - set(request.spec.members))
+            if unknown:
+                raise UserError(
+                    f"task {request.name} has no member {unknown[0]!r}; members: {', '.join(request.spec.members)}"
+                )
+        elif request.members and not request.spec.members:
+            raise UserError(f"task {request.name} has no members to select; write just {request.name!r}")
+    return list(requests.values())
