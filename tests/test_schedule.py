@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -139,3 +142,33 @@ def test_garbage_is_a_schedule_error_or_a_valid_schedule(text: str) -> None:
         assert 0 <= err.position <= len(text)
         return
     assert parse_schedule(schedule.canonical) == schedule
+
+
+# -- the command ------------------------------------------------------------------------------------------------
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    return subprocess.run([sys.executable, "-m", "antlm_bench", *args], capture_output=True, text=True, env=env)
+
+
+def test_cli_prints_canonical_form_and_phases() -> None:
+    out = _cli("schedule", " 2x( 1_clm+2_MLM) + 0.5_mix(clm:1,mlm:15)", "--model", "antlm-ltgbert")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "2x(1_CLM+2_MLM)+0.5_MIX(CLM:1,MLM:15)"
+    rows = [line for line in lines if line.startswith("│")]
+    assert len(rows) == 5
+    assert "causal" in rows[0] and "bidirectional" in rows[1] and "MIX(CLM:1,MLM:15)" in rows[4]
+    assert "4 cycles" in rows[0]
+
+
+def test_cli_bad_schedule_is_one_line_and_a_caret() -> None:
+    out = _cli("schedule", "4_CLM+16_MLX")
+    assert out.returncode == 2
+    assert out.stdout == ""
+    error, line, caret = out.stderr.splitlines()
+    assert error.startswith("error: schedule '4_CLM+16_MLX': expected an objective") and "character 10" in error
+    assert line == "  4_CLM+16_MLX"
+    assert caret == "  " + " " * 9 + "^"
+    assert "Traceback" not in out.stderr

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sys
 
+from rich.markup import escape
+
 from antlm_bench.cli.app import app, err_console
 from antlm_bench.errors import UserError
 
 # importing a command module registers its commands
-from antlm_bench.cli import catalog, data  # noqa: E402,F401  isort: skip
+from antlm_bench.cli import catalog, data, schedule  # noqa: E402,F401  isort: skip
 
 
 def main() -> None:
@@ -16,7 +18,10 @@ def main() -> None:
     try:
         app()
     except UserError as err:
-        err_console.print(f"[red]error:[/red] {err}", soft_wrap=True)
+        err_console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True)
+        # errors that point into a line of input (a bad schedule) show that line and a caret below the message
+        for line in getattr(err, "context_lines", None) or []:
+            err_console.print("  " + line, markup=False, highlight=False, soft_wrap=True)
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/yellow]")
