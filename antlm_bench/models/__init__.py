@@ -1,0 +1,133 @@
+"""Model backends: a recipe preset -> a model, checkpoints -> a model, and parameter counts.
+
+Each backend lives in one file (``babyllama.py``, ``ltgbert.py``) and registers itself with
+``antlm_bench.registry.register_backend`` under the name that recipes give as ``architecture:``. A backend class
+has ``lm_class``, ``classifier_class``, ``is_masked_lm`` and ``make_config(preset, special_ids)``. Importing this
+package also registers LTG-BERT with transformers' Auto classes.
+
+Both LM classes offer ``hidden_states(input_ids, attention_mask, attention_mode)``, ``lm_logits(hidden)`` and
+``forward(input_ids, attention_mask, attention_mode, labels, label_shift, return_logits)``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from antlm_bench.errors import UserError
+from antlm_bench.models import babyllama, ltgbert  # noqa: F401  (registers the backends)
+from antlm_bench.models.babyllama import BabyLlamaForCausalLM, BabyLlamaForSequenceClassification
+from antlm_bench.models.ltgbert import (
+    LtgBertConfig,
+    LtgBertForCausalLM,
+    LtgBertForMaskedLM,
+    LtgBertForSequenceClassification,
+)
+from antlm_bench.recipes import Recipe
+from antlm_bench.registry import BACKENDS
+
+ARCHITECTURES = ("babyllama", "ltgbert")
+
+
+def backend(architecture: str) -> Any:
+    """The registered backend class for ``architecture``."""
+    return BACKENDS.get(architecture, "architecture")
+
+
+def special_token_ids(tokenizer: PreTrainedTokenizerBase | None) -> dict[str, int | None]:
+    if tokenizer is None:
+        return {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None, "mask_token_id": None}
+    return {
+        "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id, "mask_token_id": tokenizer.mask_token_id,
+    }
+
+
+def build_model(recipe: Recipe, preset_name: str, tokenizer: PreTrainedTokenizerBase | None = None) -> PreTrainedModel:
+    """A freshly initialised LM for ``recipe`` at ``preset_name`` (seed torch first for reproducible weights).
+
+    The embedding has the preset's vocabulary size; the tokenizer must not be larger (a BPE trained on a small
+    corpus may be smaller: the unused rows are never targets).
+    """
+    preset = recipe.preset(preset_name)
+    if tokenizer is not None and len(tokenizer) > preset.vocab_size:
+        raise UserError(
+            f"recipe {recipe.name} preset {preset_name}: tokenizer has {len(tokenizer)} tokens but vocab_size is "
+            f"{preset.vocab_size}; retrain the tokenizer at that size or raise presets.{preset_name}.vocab_size"
+        )
+    chosen = backend(recipe.architecture)
+    config = chosen.make_config(preset, special_token_ids(tokenizer))
+    return chosen.lm_class(config)
+
+
+def count_parameters(recipe: Recipe, preset_name: str) -> int:
+    """Trainable parameters of the preset's model (tied weights once), built on the meta device: no memory used."""
+    with torch.device("meta"):
+        model = build_model(recipe, preset_name, None)
+    return sum(p.numel() for p in model.parameters())
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise UserError(f"{path}: no config.json; pass a Hugging Face model folder (an antlm-bench checkpoint)")
+    try:
+        return json.loads(config_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise UserError(f"{config_file}:{err.lineno}: corrupt config ({err.msg}); re-save the checkpoint") from None
+
+
+def is_masked_lm(path: str | Path) -> bool:
+    """Whether the checkpoint is an encoder (scored with PLL by default) rather than a decoder."""
+    config = _read_config(Path(path))
+    if config.get("antlm_architecture") in ARCHITECTURES:
+        return bool(backend(config["antlm_architecture"]).is_masked_lm)
+    return any(name.endswith("ForMaskedLM") for name in config.get("architectures") or [])
+
+
+def load_model(path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+               task: str = "lm", num_labels: int | None = None) -> PreTrainedModel:
+    """Load a checkpoint in eval mode: our class for antlm-bench checkpoints, a transformers Auto class otherwise.
+
+    ``task="classification"`` builds the backend's sequence-classification class on the checkpoint's encoder
+    (``num_labels`` outputs, a fresh head).
+    """
+    path = Path(path)
+    config = _read_config(path)
+    architecture = config.get("antlm_architecture")
+    try:
+        if architecture in ARCHITECTURES:
+            chosen = backend(architecture)
+            if task == "classification":
+                model = chosen.classifier_class.from_pretrained(path, dtype=dtype, num_labels=num_labels or 2)
+            else:
+                model = chosen.lm_class.from_pretrained(path, dtype=dtype)
+        elif task == "classification":
+            from transformers import AutoModelForSequenceClassification
+
+            model = AutoModelForSequenceClassification.from_pretrained(path, dtype=dtype, num_labels=num_labels or 2)
+        elif is_masked_lm(path):
+            model = AutoModelForMaskedLM.from_pretrained(path, dtype=dtype)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    except (OSError, ValueError, KeyError) as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(f"{path}: cannot load the model ({first_line}); is the checkpoint complete?") from None
+    return model.to(device).eval()
+
+
+__all__ = [
+    "ARCHITECTURES", "AutoConfig", "BabyLlamaForCausalLM", "BabyLlamaForSequenceClassification", "LtgBertConfig",
+    "LtgBertForCausalLM", "LtgBertForMaskedLM", "LtgBertForSequenceClassification", "backend", "build_model",
+    "count_parameters", "is_masked_lm", "load_model", "special_token_ids",
+]

@@ -1,0 +1,404 @@
+"""LTG-BERT (Samuel et al. 2023) with an attention mode per forward call.
+
+As published: a word embedding with a LayerNorm; NormFormer-style LayerNorms (before attention, after its output
+projection, and around the GEGLU in the feed-forward); DeBERTa-style disentangled attention whose scores are
+content-content + content-to-position + position-to-content, over relative positions in log buckets (bucket 32,
+max 512), all scaled by 1/sqrt(3 * head_size); and a masked-LM head (LayerNorm, dense, GELU, LayerNorm, decoder
+tied to the word embedding). Parameter names follow the published modeling_ltgbert.py, so its checkpoints load.
+
+The positional terms depend on the query and key contents, so they cannot be folded into the kernel: they are
+computed as an additive bias [B, H, T, T] and given to ``scaled_dot_product_attention`` as ``attn_mask``, with the
+causal / padding mask filled in as -inf. Causal mode is the same network under a lower-triangular mask.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSequenceClassification
+from transformers import PreTrainedConfig, PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_outputs import CausalLMOutput, MaskedLMOutput, SequenceClassifierOutput
+
+from antlm_bench.models.masks import check_mode, full_mask
+from antlm_bench.recipes import Preset
+from antlm_bench.registry import register_backend
+
+ARCHITECTURE = "ltgbert"
+
+
+class LtgBertConfig(PreTrainedConfig):
+    model_type = "ltgbert"
+
+    vocab_size: int = 16384
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 2048
+    max_position_embeddings: int = 512
+    position_bucket_size: int = 32
+    layer_norm_eps: float = 1e-7
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    classifier_dropout: float | None = None
+    tie_word_embeddings: bool = True
+    pad_token_id: int | None = None
+    bos_token_id: int | None = None
+    eos_token_id: int | None = None
+    mask_token_id: int | None = None
+    antlm_architecture: str = ARCHITECTURE
+
+
+def make_log_bucket_position(relative_pos: torch.Tensor, bucket_size: int, max_position: int) -> torch.Tensor:
+    """Relative distance -> bucket: exact within +-bucket_size/2, logarithmic beyond, +-(bucket_size-1) at most."""
+    sign = torch.sign(relative_pos)
+    mid = bucket_size // 2
+    abs_pos = torch.where(
+        (relative_pos < mid) & (relative_pos > -mid),
+        torch.full_like(relative_pos, mid - 1),  # placeholder inside the exact zone: keeps log() finite
+        relative_pos.abs().clamp(max=max_position - 1),
+    )
+    log_pos = torch.ceil(torch.log(abs_pos / mid) / math.log((max_position - 1) / mid) * (mid - 1)).int() + mid
+    return torch.where(abs_pos <= mid, relative_pos, log_pos * sign).long()
+
+
+def relative_position_indices(length: int, bucket_size: int, max_position: int, device=None) -> torch.Tensor:
+    """[T, T] row of the relative embedding (0 .. 2*bucket_size-2) for query i, key j (distance i - j)."""
+    positions = torch.arange(length, dtype=torch.long, device=device)
+    relative = positions[:, None] - positions[None, :]
+    return bucket_size - 1 + make_log_bucket_position(relative, bucket_size, max_position)
+
+
+class Embedding(nn.Module):
+    def __init__(self, config: LtgBertConfig) -> None:
+        super().__init__()
+        self.word_embedding = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.word_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, elementwise_affine=False)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.relative_embedding = nn.Parameter(torch.empty(2 * config.position_bucket_size - 1, config.hidden_size))
+        self.relative_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        words = self.dropout(self.word_layer_norm(self.word_embedding(input_ids)))
+        return words, self.relative_layer_norm(self.relative_embedding)
+
+
+class Attention(nn.Module):
+    def __init__(self, config: LtgBertConfig) -> None:
+        super().__init__()
+        if config.hidden_size % config.num_attention_heads:
+            raise ValueError(f"hidden_size {config.hidden_size} is not a multiple of {config.num_attention_heads}")
+        self.n_heads = config.num_attention_heads
+        self.head_size = config.hidden_size // config.num_attention_heads
+        self.bucket_size = config.position_bucket_size
+        self.max_position = config.max_position_embeddings
+        self.in_proj_qk = nn.Linear(config.hidden_size, 2 * config.hidden_size)
+        self.in_proj_v = nn.Linear(config.hidden_size, config.hidden_size)
+        self.out_proj = nn.Linear(config.hidden_size, config.hidden_size)
+        self.pre_layer_norm = nn.LayerNorm(config.hidden_size, config.layer_norm_eps, elementwise_affine=False)
+        self.post_layer_norm = nn.LayerNorm(config.hidden_size, config.layer_norm_eps)
+        self.dropout_p = config.attention_probs_dropout_prob
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.scale = 1.0 / math.sqrt(3 * self.head_size)
+
+    def position_bias(self, query: torch.Tensor, key: torch.Tensor, relative_embedding: torch.Tensor,
+                      indices: torch.Tensor) -> torch.Tensor:
+        """content->position + position->content scores, [B, H, T, T], already scaled."""
+        positions = self.in_proj_qk(self.dropout(relative_embedding))  # [R, 2D]
+        # the published model splits the projected positions per head ([R, H, 2*head_size]) rather than into a
+        # query half and a key half as it does for the content; kept so that its checkpoints mean the same
+        query_pos, key_pos = positions.view(-1, self.n_heads, 2 * self.head_size).chunk(2, dim=-1)  # [R, H, d]
+        # scores against every bucket (R = 2*bucket-1 is small), then pick the bucket of each (i, j)
+        c2p = torch.einsum("bhqd,rhd->bhqr", query, key_pos * self.scale)  # [B, H, T, R]
+        p2c = torch.einsum("bhkd,rhd->bhrk", key * self.scale, query_pos)  # [B, H, R, T]
+        batch, heads, length, _ = query.shape
+        index = indices.expand(batch, heads, length, length)
+        return c2p.gather(3, index) + p2c.gather(2, index)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, relative_embedding: torch.Tensor,
+                indices: torch.Tensor) -> torch.Tensor:
+        batch, length, hidden = x.shape
+        x = self.pre_layer_norm(x)
+        query, key = self.in_proj_qk(x).chunk(2, dim=-1)
+        query = query.view(batch, length, self.n_heads, self.head_size).transpose(1, 2)
+        key = key.view(batch, length, self.n_heads, self.head_size).transpose(1, 2)
+        value = self.in_proj_v(x).view(batch, length, self.n_heads, self.head_size).transpose(1, 2)
+        bias = self.position_bias(query, key, relative_embedding, indices)
+        if mask is not None:
+            bias = bias.masked_fill(~mask, float("-inf"))
+        context = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=bias.to(query.dtype),
+            dropout_p=self.dropout_p if self.training else 0.0, scale=self.scale,
+        )
+        context = self.out_proj(context.transpose(1, 2).reshape(batch, length, hidden))
+        return self.dropout(self.post_layer_norm(context))
+
+
+class GeGLU(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x, gate = x.chunk(2, dim=-1)
+        return x * F.gelu(gate, approximate="tanh")
+
+
+class FeedForward(nn.Module):
+    """LayerNorm -> Linear(D, 2I) -> GEGLU -> LayerNorm -> Linear(I, D) -> dropout."""
+
+    def __init__(self, config: LtgBertConfig, layer_index: int) -> None:
+        super().__init__()
+        eps = config.layer_norm_eps
+        self.mlp = nn.Sequential(
+            nn.LayerNorm(config.hidden_size, eps=eps, elementwise_affine=False),
+            nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False),
+            GeGLU(),
+            nn.LayerNorm(config.intermediate_size, eps=eps, elementwise_affine=False),
+            nn.Linear(config.intermediate_size, config.hidden_size, bias=False),
+            nn.Dropout(config.hidden_dropout_prob),
+        )
+        # deeper layers start smaller, as published: std * sqrt(1 / (2 (i + 1)))
+        for linear in (self.mlp[1], self.mlp[4]):
+            linear.init_scale = math.sqrt(1.0 / (2.0 * (layer_index + 1)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(x)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, config: LtgBertConfig, layer_index: int) -> None:
+        super().__init__()
+        self.attention = Attention(config)
+        self.mlp = FeedForward(config, layer_index)
+
+    def forward(self, x, mask, relative_embedding, indices) -> torch.Tensor:
+        x = x + self.attention(x, mask, relative_embedding, indices)
+        return x + self.mlp(x)
+
+
+class Encoder(nn.Module):
+    def __init__(self, config: LtgBertConfig) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(config, i) for i in range(config.num_hidden_layers))
+
+
+class Classifier(nn.Module):
+    """LayerNorm, dense, GELU, LayerNorm, dropout, linear to ``n_outputs``: the LM head and the GLUE head."""
+
+    def __init__(self, config: LtgBertConfig, n_outputs: int, dropout: float | None = None) -> None:
+        super().__init__()
+        eps = config.layer_norm_eps
+        self.nonlinearity = nn.Sequential(
+            nn.LayerNorm(config.hidden_size, eps, elementwise_affine=False),
+            nn.Linear(config.hidden_size, config.hidden_size),
+            nn.GELU(),
+            nn.LayerNorm(config.hidden_size, eps, elementwise_affine=False),
+            nn.Dropout(config.hidden_dropout_prob if dropout is None else dropout),
+            nn.Linear(config.hidden_size, n_outputs),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.nonlinearity(x)
+
+
+class LtgBertPreTrainedModel(PreTrainedModel):
+    config_class = LtgBertConfig
+    base_model_prefix = "ltgbert"
+    supports_gradient_checkpointing = False
+    _no_split_modules = ["EncoderLayer"]
+    _supports_sdpa = True
+    # the published checkpoints store the bucket table; we rebuild it
+    _keys_to_ignore_on_load_unexpected = [r"position_indices"]
+
+    def _init_weights(self, module: nn.Module) -> None:
+        # truncated normal, std sqrt(2 / (5 D)), cut at 2 std; zero biases (Samuel et al. 2023)
+        std = math.sqrt(2.0 / (5.0 * self.config.hidden_size))
+        if isinstance(module, nn.Linear):
+            scaled = std * getattr(module, "init_scale", 1.0)
+            init.trunc_normal_(module.weight, mean=0.0, std=scaled, a=-2 * scaled, b=2 * scaled)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.trunc_normal_(module.weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
+        elif isinstance(module, Embedding):
+            init.trunc_normal_(module.relative_embedding, mean=0.0, std=std, a=-2 * std, b=2 * std)
+        elif isinstance(module, nn.LayerNorm) and module.weight is not None:
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+               attention_mode: str) -> torch.Tensor:
+        """Embedding and encoder layers (every LTG-BERT class holds ``embedding`` and ``transformer``)."""
+        length = input_ids.shape[1]
+        x, relative_embedding = self.embedding(input_ids)
+        mask = full_mask(attention_mask, attention_mode, length, input_ids.device)
+        indices = relative_position_indices(
+            length, self.config.position_bucket_size, self.config.max_position_embeddings, input_ids.device
+        )
+        for layer in self.transformer.layers:
+            x = layer(x, mask, relative_embedding, indices)
+        return x
+
+
+class LtgBertModel(LtgBertPreTrainedModel):
+    """Embedding and encoder layers: the last layer's hidden states (LTG-BERT has no final norm; its head has)."""
+
+    def __init__(self, config: LtgBertConfig) -> None:
+        super().__init__(config)
+        self.embedding = Embedding(config)
+        self.transformer = Encoder(config)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embedding.word_embedding
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embedding.word_embedding = value
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                attention_mode: str = "bidirectional") -> torch.Tensor:
+        return self.encode(input_ids, attention_mask, attention_mode)
+
+
+def lm_loss(head, hidden: torch.Tensor, labels: torch.Tensor, shift: int) -> torch.Tensor:
+    """Mean cross-entropy over the labelled positions (-100 = ignored), the head applied there only."""
+    if shift:
+        hidden, labels = hidden[:, :-shift], labels[:, shift:]
+    chosen = labels != -100
+    logits = head(hidden[chosen])
+    if logits.shape[0] == 0:
+        return logits.float().sum() * 0.0
+    return F.cross_entropy(logits.float(), labels[chosen])
+
+
+class LtgBertForMaskedLM(LtgBertPreTrainedModel):
+    """LTG-BERT with its LM head. ``attention_mode`` picks the mask; the default here is bidirectional."""
+
+    _tied_weights_keys = {"classifier.nonlinearity.5.weight": "embedding.word_embedding.weight"}
+    default_attention_mode = "bidirectional"
+
+    def __init__(self, config: LtgBertConfig) -> None:
+        super().__init__(config)
+        self.embedding = Embedding(config)
+        self.transformer = Encoder(config)
+        self.classifier = Classifier(config, config.vocab_size)  # decoder weight tied to the word embedding
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embedding.word_embedding
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embedding.word_embedding = value
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.classifier.nonlinearity[5]
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.classifier.nonlinearity[5] = value
+
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                      attention_mode: str | None = None) -> torch.Tensor:
+        """[B, T, H]: the last layer's output (the head's own LayerNorm comes in ``lm_logits``)."""
+        return self.encode(input_ids, attention_mask, attention_mode or self.default_attention_mode)
+
+    def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.classifier(hidden)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                attention_mode: str | None = None, labels: torch.Tensor | None = None,
+                label_shift: int | None = None, return_logits: bool = True, **_: object) -> MaskedLMOutput:
+        """Logits; with ``labels`` the mean cross-entropy at the labelled positions.
+
+        Causal mode shifts the labels (position i predicts labels[i+1]); bidirectional mode reads them at the same
+        position; ``label_shift`` overrides that (MNTP).
+        """
+        attention_mode = attention_mode or self.default_attention_mode
+        check_mode(attention_mode)
+        hidden = self.hidden_states(input_ids, attention_mask, attention_mode)
+        loss = None
+        if labels is not None:
+            shift = label_shift if label_shift is not None else int(attention_mode == "causal")
+            loss = lm_loss(self.classifier, hidden, labels, shift)
+        logits = self.classifier(hidden) if return_logits else None
+        output_class = CausalLMOutput if attention_mode == "causal" else MaskedLMOutput
+        return output_class(loss=loss, logits=logits)
+
+
+class LtgBertForCausalLM(LtgBertForMaskedLM):
+    """The same weights, causal by default: what ``AutoModelForCausalLM`` gives for an LTG-BERT checkpoint."""
+
+    default_attention_mode = "causal"
+
+
+class LtgBertForSequenceClassification(LtgBertPreTrainedModel):
+    """The published classifier head (LayerNorm, dense, GELU, LayerNorm, dropout, linear) on the first token.
+
+    Loads from an LTG-BERT LM checkpoint: the encoder is kept, the LM head dropped, ``head`` freshly initialised.
+    """
+
+    _keys_to_ignore_on_load_unexpected = [r"position_indices", r"^classifier\."]
+
+    def __init__(self, config: LtgBertConfig) -> None:
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.embedding = Embedding(config)
+        self.transformer = Encoder(config)
+        self.head = Classifier(config, config.num_labels, config.classifier_dropout)
+        self.post_init()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, attention_mode: str = "bidirectional",
+                **_: object) -> SequenceClassifierOutput:
+        hidden = self.encode(input_ids, attention_mask, attention_mode)
+        logits = self.head(hidden[:, 0])
+        loss = None
+        if labels is not None:
+            if self.num_labels == 1:
+                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
+            else:
+                loss = F.cross_entropy(logits.float(), labels)
+        return SequenceClassifierOutput(loss=loss, logits=logits)
+
+
+def make_config(*, vocab_size: int, hidden_size: int, n_layers: int, n_heads: int, intermediate_size: int,
+                max_position_embeddings: int, position_bucket_size: int, tie_word_embeddings: bool, dropout: float,
+                bos_token_id: int | None, eos_token_id: int | None, pad_token_id: int | None,
+                mask_token_id: int | None) -> LtgBertConfig:
+    return LtgBertConfig(
+        vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=n_layers, num_attention_heads=n_heads,
+        intermediate_size=intermediate_size, max_position_embeddings=max_position_embeddings,
+        position_bucket_size=position_bucket_size, tie_word_embeddings=tie_word_embeddings,
+        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, bos_token_id=bos_token_id,
+        eos_token_id=eos_token_id, pad_token_id=pad_token_id, mask_token_id=mask_token_id,
+        architectures=["LtgBertForMaskedLM"],
+    )
+
+
+@register_backend(ARCHITECTURE)
+class LtgBertBackend:
+    """How a recipe preset becomes an LTG-BERT (the registry entry `architecture: ltgbert` names)."""
+
+    lm_class = LtgBertForMaskedLM
+    classifier_class = LtgBertForSequenceClassification
+    is_masked_lm = True
+
+    @staticmethod
+    def make_config(preset: Preset, special_ids: dict[str, int | None]) -> LtgBertConfig:
+        return make_config(
+            vocab_size=preset.vocab_size, hidden_size=preset.hidden_size, n_layers=preset.n_layers,
+            n_heads=preset.n_heads, intermediate_size=preset.intermediate_size,
+            max_position_embeddings=preset.max_position_embeddings, position_bucket_size=preset.position_bucket_size,
+            tie_word_embeddings=preset.tie_word_embeddings, dropout=preset.dropout, **special_ids,
+        )
+
+
+# importing antlm_bench.models registers the classes with the Auto factories (exist_ok: re-imports are harmless)
+AutoConfig.register(LtgBertConfig.model_type, LtgBertConfig, exist_ok=True)
+AutoModelForMaskedLM.register(LtgBertConfig, LtgBertForMaskedLM, exist_ok=True)
+AutoModelForCausalLM.register(LtgBertConfig, LtgBertForCausalLM, exist_ok=True)
+AutoModelForSequenceClassification.register(LtgBertConfig, LtgBertForSequenceClassification, exist_ok=True)
+
+__all__ = [
+    "ARCHITECTURE", "LtgBertBackend", "LtgBertConfig", "LtgBertForCausalLM", "LtgBertForMaskedLM", "LtgBertForSequenceClassification",
+    "LtgBertModel", "make_config", "make_log_bucket_position", "relative_position_indices",
+]
