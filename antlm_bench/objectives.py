@@ -1,0 +1,214 @@
+"""Training batches for each objective: input corruption, labels and the attention mode.
+
+One set of parameters and one LM head serve every objective; the phase only picks how a batch of packed token
+sequences is turned into (inputs, labels, label shift, attention mode):
+
+- CLM: inputs unchanged, causal attention, position i predicts token i+1 (shift 1).
+- MLM: ``rate`` of the (non-special) positions chosen; of those 80% become [MASK], 10% a random token, 10% stay;
+  bidirectional attention; the loss only at the chosen positions, read at the same position (shift 0). Positions
+  are chosen token by token, whole word by whole word, or in spans of whole words (LTG-BERT's best), as the recipe
+  says; the number of chosen tokens per sequence is ``rate`` of its eligible tokens (to the nearest whole unit).
+- MNTP: MLM's corruption, the chosen token i predicted from position i-1 (shift 1), bidirectional attention.
+- MIX: each optimizer step draws one of its objectives by weight.
+
+All randomness comes from ``numpy`` generators keyed by (seed, step, purpose), never from a global state: the same
+step gets the same masks whether the run was resumed or not and however many processes share the global batch.
+A builder always corrupts the WHOLE global batch; each process then takes its rows (``Batch.rows``), so every
+process also knows how many tokens the global batch predicts (``n_targets``), the loss's denominator.
+
+``sequence_loss_sum`` is the loss itself: hidden states, then the head ONLY at the positions that carry a loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from antlm_bench.recipes import Masking
+
+IGNORE = -100
+SHIFT = {"CLM": 1, "MLM": 0, "MNTP": 1}
+ATTENTION = {"CLM": "causal", "MLM": "bidirectional", "MNTP": "bidirectional"}
+SPAN_CONTINUE_P = 0.5  # span masking: a span takes in the next word with this probability (geometric lengths)
+
+# purposes mixed into the generator keys, so that two uses of randomness at one step never share a stream
+_PURPOSE = {"MLM": 1, "MNTP": 2, "MIX": 3}
+
+
+@dataclass
+class Batch:
+    """A (global or per-process) batch. ``labels`` hold the token each position's prediction is scored against,
+    IGNORE elsewhere; position i's output predicts ``labels[i + shift]``."""
+
+    objective: str
+    attention_mode: str
+    input_ids: np.ndarray  # [B, T] int64 (corrupted for MLM / MNTP)
+    labels: np.ndarray  # [B, T] int64
+    shift: int
+
+    @property
+    def n_targets(self) -> int:
+        return int((self.labels[:, self.shift :] != IGNORE).sum())
+
+    def rows(self, index: slice | np.ndarray) -> Batch:
+        return replace(self, input_ids=self.input_ids[index], labels=self.labels[index])
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+
+def step_rng(seed: int, step: int, purpose: str) -> np.random.Generator:
+    """The generator of one optimizer step and one purpose; a pure function of its arguments."""
+    return np.random.default_rng([int(seed), int(step), _PURPOSE[purpose]])
+
+
+def draw_mix_objective(weights: dict[str, float], seed: int, step: int) -> str:
+    """MIX: which objective this step trains (the same on every process, and again after a resume)."""
+    names = list(weights)
+    p = np.asarray([weights[n] for n in names], dtype=np.float64)
+    return names[int(step_rng(seed, step, "MIX").choice(len(names), p=p / p.sum()))]
+
+
+class BatchBuilder:
+    """Turns packed token sequences into the batches of each objective.
+
+    ``special_ids`` are never chosen for masking nor drawn as random replacements; ``vocab_size`` is the
+    tokenizer's (random replacements come from its non-special tokens).
+    """
+
+    def __init__(
+        self, masking: Masking, mask_token_id: int, vocab_size: int, special_ids: Sequence[int], seed: int
+    ) -> None:
+        if masking.mask_token_ratio + masking.random_token_ratio > 1 + 1e-9:
+            raise ValueError("mask_token_ratio + random_token_ratio must be at most 1")
+        self.masking = masking
+        self.mask_token_id = int(mask_token_id)
+        self.special_ids = np.asarray(sorted({int(i) for i in special_ids}), dtype=np.int64)
+        self.replacements = np.setdiff1d(np.arange(vocab_size, dtype=np.int64), self.special_ids)
+        self.seed = int(seed)
+
+    def build(
+        self, objective: str, input_ids: np.ndarray, word_starts: np.ndarray | None, step: int
+    ) -> Batch:
+        ids = np.asarray(input_ids, dtype=np.int64)
+        if objective == "CLM":
+            return Batch("CLM", "causal", ids, ids.copy(), 1)
+        if objective not in ("MLM", "MNTP"):
+            raise ValueError(f"unknown objective {objective!r} (MIX is drawn per step with draw_mix_objective)")
+        rng = step_rng(self.seed, step, objective)
+        chosen = self.choose_positions(ids, word_starts, rng, skip_first=objective == "MNTP")
+        corrupted = self.corrupt(ids, chosen, rng)
+        labels = np.where(chosen, ids, IGNORE)
+        return Batch(objective, "bidirectional", corrupted, labels, SHIFT[objective])
+
+    # -- which positions ---------------------------------------------------------------------------------------
+    def choose_positions(
+        self, ids: np.ndarray, word_starts: np.ndarray | None, rng: np.random.Generator, skip_first: bool = False
+    ) -> np.ndarray:
+        """Boolean [B, T]: the positions whose tokens the model must recover."""
+        n_rows, length = ids.shape
+        eligible = ~np.isin(ids, self.special_ids)
+        if skip_first:
+            eligible[:, 0] = False  # MNTP reads token i at position i-1: position 0 has nothing before it
+        strategy = self.masking.strategy
+        # the units that are masked as a whole: tokens, words, or spans of consecutive words
+        if strategy == "token" or word_starts is None:
+            unit_start = np.ones_like(eligible)
+        else:
+            unit_start = np.asarray(word_starts, dtype=bool).copy()
+            unit_start |= ~eligible  # special tokens stand alone (and so never join a span) ...
+            unit_start[:, 1:] |= ~eligible[:, :-1]  # ... and the token after one starts a unit
+            unit_start[:, 0] = True
+            if strategy == "span":
+                unit_start = self._group_into_spans(unit_start, eligible, rng)
+        unit = np.cumsum(unit_start, axis=1) - 1  # [B, T] unit index within its row
+        flat = unit + np.arange(n_rows)[:, None] * length
+        size = np.bincount(flat.ravel(), weights=eligible.ravel(), minlength=n_rows * length).reshape(n_rows, length)
+        budget = np.rint(self.masking.rate * eligible.sum(axis=1))[:, None]  # tokens to choose per row
+        # units in a random order; each is taken while it brings the row nearer to its budget (a unit larger than
+        # what is left is skipped, as in BERT's whole-word masking, and later smaller ones still fill the gap)
+        keys = np.where(size > 0, rng.random(size.shape), 2.0)
+        order = np.argsort(keys, axis=1, kind="stable")
+        sorted_size = np.take_along_axis(size, order, axis=1)
+        take_sorted = np.zeros(sorted_size.shape, dtype=bool)
+        total = np.zeros(n_rows)
+        budget = budget[:, 0]
+        if sorted_size.max(initial=0) <= 1:  # single tokens: the first `budget` of the order, no loop needed
+            take_sorted = (sorted_size > 0) & (np.arange(length)[None, :] < budget[:, None])
+            total = take_sorted.sum(axis=1)
+        for j in range(length if sorted_size.max(initial=0) > 1 else 0):  # T vector steps over all rows
+            fits = (sorted_size[:, j] > 0) & (total + sorted_size[:, j] / 2 < budget)
+            take_sorted[:, j] = fits
+            total += np.where(fits, sorted_size[:, j], 0)
+            if not (total < budget).any():
+                break
+        none_yet = (total == 0) & (budget > 0) & (sorted_size[:, 0] > 0)
+        take_sorted[none_yet, 0] = True  # a row whose units are all too large still gets one
+        take = np.zeros_like(take_sorted)
+        np.put_along_axis(take, order, take_sorted, axis=1)
+        return np.take_along_axis(take, unit, axis=1) & eligible
+
+    def _group_into_spans(self, word_start: np.ndarray, eligible: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Spans of 1..max_span whole words, lengths geometric (truncated at max_span)."""
+        n_rows, length = word_start.shape
+        draws = rng.random((n_rows, length))
+        span_start = np.zeros_like(word_start)
+        words_in_span = np.zeros(n_rows, dtype=np.int64)
+        for t in range(length):  # T vector steps over all rows
+            starts_word = word_start[:, t]
+            new = starts_word & (
+                (t == 0) | (draws[:, t] >= SPAN_CONTINUE_P) | (words_in_span >= self.masking.max_span)
+                | ~eligible[:, t] | ~eligible[:, t - 1 if t else 0]
+            )
+            span_start[:, t] = new
+            words_in_span = np.where(new, 1, words_in_span + starts_word)
+        return span_start
+
+    # -- how they are corrupted --------------------------------------------------------------------------------
+    def corrupt(self, ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """80/10/10: [MASK], a random non-special token, or the token itself (ratios from the recipe)."""
+        draw = rng.random(ids.shape)
+        random_tokens = self.replacements[rng.integers(0, len(self.replacements), size=ids.shape)]
+        out = ids.copy()
+        to_mask = chosen & (draw < self.masking.mask_token_ratio)
+        to_random = chosen & ~to_mask & (draw < self.masking.mask_token_ratio + self.masking.random_token_ratio)
+        out[to_mask] = self.mask_token_id
+        out[to_random] = random_tokens[to_random]
+        return out
+
+
+def sequence_loss_sum(model: torch.nn.Module, input_ids: torch.Tensor, labels: torch.Tensor, shift: int,
+                      attention_mode: str) -> torch.Tensor:
+    """Summed cross-entropy (float32) over the labelled positions; the LM head runs only there.
+
+    ``model`` offers ``hidden_states(input_ids, attention_mask, attention_mode)`` and ``lm_logits(hidden)``.
+    """
+    hidden = model.hidden_states(input_ids, None, attention_mode)
+    if shift:
+        hidden, labels = hidden[:, :-shift], labels[:, shift:]
+    if attention_mode == "causal" and shift == 1:
+        # CLM labels every position: a view instead of a gather
+        hidden, targets = hidden.reshape(-1, hidden.shape[-1]), labels.reshape(-1)
+        keep = targets != IGNORE
+        if not bool(keep.all()):
+            hidden, targets = hidden[keep], targets[keep]
+    else:
+        keep = labels != IGNORE
+        hidden, targets = hidden[keep], labels[keep]
+    logits = model.lm_logits(hidden)
+    return F.cross_entropy(logits.float(), targets, reduction="sum")
+
+
+class LossModule(torch.nn.Module):
+    """The model plus its loss, as one module: DistributedDataParallel must wrap what ``forward`` runs."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor, shift: int, attention_mode: str) -> torch.Tensor:
+        return sequence_loss_sum(self.model, input_ids, labels, shift, attention_mode)
