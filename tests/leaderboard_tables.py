@@ -1,0 +1,92 @@
+"""Hand-made result tables for the leaderboard and check tests: a run folder with scores (and items) written
+through antlm_bench.tables, exactly as the evaluator writes them, from per-item correctness arrays."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from antlm_bench.stats import bootstrap_macro
+from antlm_bench.tables import (
+    ITEMS_FILE,
+    SCORES_FILE,
+    CheckpointInfo,
+    RunInfo,
+    ScoreRow,
+    item_table,
+    score_table,
+    write_table_atomic,
+)
+
+TASK_METRIC = {"glue": "score"}
+
+
+def correctness(rng: np.random.Generator, n: int, p: float) -> np.ndarray:
+    return (rng.random(n) < p).astype(np.float64)
+
+
+def write_run(
+    root: Path,
+    run_id: str,
+    checkpoints: list[dict],
+    recipe: str = "antlm-babyllama",
+    preset: str = "tiny",
+    schedule: str = "1_CLM",
+    seed: int = 0,
+    items: bool = True,
+    shuffle_items: bool = False,
+    limit: int | None = None,
+) -> Path:
+    """``checkpoints``: [{phase_index, objective, epoch, tokens, scoring, tasks: {task: {subtask: correct[]}}}].
+
+    A checkpoint's ``scoring`` is one method, or a dict task -> method (``probe`` for GLUE probes).
+    Task rows get the mean over subtasks and the stratified bootstrap interval, as the evaluator computes them.
+    """
+    folder = root / run_id
+    run = RunInfo(run_id=run_id, recipe=recipe, architecture="babyllama", preset=preset, schedule=schedule,
+                  seed=seed, git_commit="test")
+    tables, item_records = [], []
+    rng = np.random.default_rng(zlib.crc32(run_id.encode()))
+    for spec in checkpoints:
+        ckpt = CheckpointInfo(checkpoint=f"{run_id}/ckpt{spec['phase_index']}", phase_index=spec["phase_index"],
+                              phase_objective=spec.get("objective", "CLM"), epoch=spec.get("epoch"),
+                              tokens_seen=spec.get("tokens"))
+        rows = []
+        scoring_spec = spec.get("scoring", "clm")
+        for task, subtasks in spec["tasks"].items():
+            scoring = scoring_spec if isinstance(scoring_spec, str) else scoring_spec.get(task, "clm")
+            subtask_metric = "accuracy"
+            for name, values in subtasks.items():
+                values = np.asarray(values, dtype=np.float64)
+                rows.append(ScoreRow(task, name, subtask_metric, float(values.mean()), values.size, scoring,
+                                     limit=limit))
+                ids = [f"{name}-{i}" for i in range(values.size)]
+                order = rng.permutation(values.size) if shuffle_items else range(values.size)
+                for i in order:
+                    item_records.append({
+                        "run_id": run_id, "checkpoint": ckpt.checkpoint, "phase_index": ckpt.phase_index,
+                        "scoring": scoring, "task": task, "subtask": name, "item_id": ids[i],
+                        "correct": float(values[i]),
+                    })
+            interval = bootstrap_macro({k: np.asarray(v, float) for k, v in subtasks.items()})
+            rows.append(ScoreRow(task, "", TASK_METRIC.get(task, "accuracy"), interval.value,
+                                 sum(len(v) for v in subtasks.values()), scoring, ci_low=interval.low,
+                                 ci_high=interval.high, limit=limit))
+        tables.append(score_table(run, ckpt, rows))
+    write_table_atomic(pa.concat_tables(tables), folder / SCORES_FILE)
+    if items:
+        write_table_atomic(item_table(item_records), folder / ITEMS_FILE)
+    return folder
+
+
+def four_tasks(rng: np.random.Generator, p: dict[str, float], n: int = 200) -> dict:
+    """The four macro tasks with a few subtasks each, item correctness drawn with probability p[task]."""
+    return {
+        "blimp": {f"paradigm_{k}": correctness(rng, n, p["blimp"]) for k in range(3)},
+        "blimp_supplement": {f"supp_{k}": correctness(rng, n, p["blimp_supplement"]) for k in range(2)},
+        "ewok": {f"domain_{k}": correctness(rng, n, p["ewok"]) for k in range(2)},
+        "glue": {"rte": correctness(rng, n, p["glue"]), "boolq": correctness(rng, n, p["glue"])},
+    }

@@ -1,0 +1,214 @@
+"""Leaderboard aggregation on hand-made result tables: final checkpoints, seeds, macro, scoring columns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from leaderboard_tables import correctness, four_tasks, write_run
+
+from antlm_bench.errors import UserError
+from antlm_bench.leaderboard import (
+    LeaderboardDefinition,
+    board_table,
+    build_leaderboard,
+    load_definition,
+    read_results,
+    render_markdown,
+)
+
+
+def _study(tmp_path, seeds=(0, 1), items=True):
+    """Two schedules x seeds; the MLM-final schedule is clearly better on every task."""
+    rng = np.random.default_rng(7)
+    runs = {}
+    for schedule, objective, scoring, p in (("4_CLM", "CLM", "clm", 0.6), ("4_CLM+16_MLM", "MLM", "pll", 0.8)):
+        for seed in seeds:
+            run_id = f"{schedule}-s{seed}"
+            early = four_tasks(rng, dict.fromkeys(("blimp", "blimp_supplement", "ewok", "glue"), 0.95))
+            final = four_tasks(rng, dict.fromkeys(("blimp", "blimp_supplement", "ewok", "glue"), p))
+            write_run(tmp_path, run_id, [
+                # an earlier checkpoint with higher scores: the leaderboard must ignore it (not final)
+                {"phase_index": 0, "objective": "CLM", "epoch": 4.0, "tokens": 4000, "scoring": "clm", "tasks": early},
+                {"phase_index": 1, "objective": objective, "epoch": 20.0, "tokens": 20000,
+                 "scoring": {"blimp": scoring, "blimp_supplement": scoring, "ewok": scoring, "glue": "finetune"},
+                 "tasks": final},
+            ], schedule=schedule, seed=seed, items=items)
+            runs[run_id] = final
+    return runs
+
+
+def _task_value(subtasks):
+    return float(np.mean([np.mean(v) for v in subtasks.values()]))
+
+
+def test_one_row_per_group_seeds_averaged_final_checkpoint_macro(tmp_path):
+    runs = _study(tmp_path)
+    board = build_leaderboard(read_results([tmp_path]))
+    assert [r.key for r in board.rows] == [("antlm-babyllama", "tiny", "4_CLM+16_MLM"),
+                                          ("antlm-babyllama", "tiny", "4_CLM")]
+    assert board.columns == ["blimp", "blimp_supplement", "ewok", "glue"]
+    for row in board.rows:
+        schedule = row.key[2]
+        assert len(row.run_ids) == 2
+        for task in board.columns:
+            seed_values = [_task_value(runs[f"{schedule}-s{s}"][task]) for s in (0, 1)]
+            cell = row.cells[task]
+            assert cell.value == pytest.approx(np.mean(seed_values))
+            assert cell.spread == pytest.approx(np.std(seed_values, ddof=1))
+            assert cell.n_seeds == 2
+            assert cell.low < cell.value < cell.high
+            assert cell.interval == "items"
+        assert row.macro.value == pytest.approx(np.mean([row.cells[t].value for t in board.columns]))
+        assert row.macro.low < row.macro.value < row.macro.high
+    best = board.rows[0]
+    assert best.cells["blimp"].scoring == "pll" and best.cells["glue"].scoring == "finetune"
+    assert board.rows[1].cells["blimp"].scoring == "clm"
+    # Figure-2 curves: both checkpoints, in training order, the early one scored clm
+    curve = best.curves["blimp"]
+    assert [p.epoch for p in curve] == [4.0, 20.0]
+    assert [p.scoring for p in curve] == ["clm", "pll"]
+    assert curve[0].value > curve[1].value
+
+
+def test_seed_interval_comes_from_seed_averaged_items(tmp_path):
+    """Two seeds: the interval is the bootstrap of seed-averaged correctness, narrower than either seed's own."""
+    runs = _study(tmp_path)
+    board = build_leaderboard(read_results([tmp_path]))
+    row = next(r for r in board.rows if r.key[2] == "4_CLM")
+    from antlm_bench.stats import bootstrap_macro
+
+    averaged = {}
+    for name, first in runs["4_CLM-s0"]["ewok"].items():
+        # items are aligned by id, held in id order
+        order = np.argsort(np.array([f"{name}-{i}" for i in range(first.size)]))
+        averaged[name] = ((first + runs["4_CLM-s1"]["ewok"][name]) / 2)[order]
+    expected = bootstrap_macro(averaged)
+    cell = row.cells["ewok"]
+    assert cell.high - cell.low == pytest.approx(expected.high - expected.low)
+    one_seed = build_leaderboard(read_results([tmp_path / "4_CLM-s0"])).rows[0].cells["ewok"]
+    assert cell.high - cell.low < one_seed.high - one_seed.low
+
+
+def test_missing_task_means_no_macro_unless_defined(tmp_path):
+    rng = np.random.default_rng(0)
+    tasks = four_tasks(rng, dict.fromkeys(("blimp", "blimp_supplement", "ewok", "glue"), 0.7))
+    del tasks["glue"]
+    write_run(tmp_path, "r1", [{"phase_index": 0, "tasks": tasks}])
+    results = read_results([tmp_path])
+    board = build_leaderboard(results)
+    assert board.rows[0].macro is None
+    assert "glue" not in board.columns
+    assert "| - |" in render_markdown(board).replace("**-**", "-")
+    defined = LeaderboardDefinition(macro_tasks=["blimp", "ewok"])
+    board = build_leaderboard(results, defined)
+    row = board.rows[0]
+    assert row.macro.value == pytest.approx((row.cells["blimp"].value + row.cells["ewok"].value) / 2)
+
+
+def test_probe_rows_get_their_own_column_and_stay_out_of_the_macro(tmp_path):
+    rng = np.random.default_rng(1)
+    tasks = four_tasks(rng, dict.fromkeys(("blimp", "blimp_supplement", "ewok", "glue"), 0.7))
+    probe = {"glue": {"rte": correctness(rng, 100, 0.55)}}
+    write_run(tmp_path, "r1", [{"phase_index": 0, "scoring": {"glue": "finetune"}, "tasks": tasks}])
+    write_run(tmp_path / "probe", "r1p", [{"phase_index": 0, "scoring": {"glue": "probe"}, "tasks": probe}])
+    # the probe of the same run lives in another file but shares the run id
+    table = pq.read_table(tmp_path / "probe" / "r1p" / "scores.parquet")
+    table = table.set_column(table.schema.get_field_index("run_id"), "run_id",
+                             pa.array(["r1"] * table.num_rows))
+    table = table.set_column(table.schema.get_field_index("checkpoint"), "checkpoint",
+                             pa.array(["r1/ckpt0"] * table.num_rows))
+    pq.write_table(table, tmp_path / "probe" / "r1p" / "scores.parquet")
+    board = build_leaderboard(read_results([tmp_path]))
+    row = board.rows[0]
+    assert board.columns == ["blimp", "blimp_supplement", "ewok", "glue", "glue:probe"]
+    assert row.cells["glue"].scoring == "finetune" and row.cells["glue:probe"].scoring == "probe"
+    assert row.cells["glue:probe"].value == pytest.approx(np.mean(probe["glue"]["rte"]))
+    four = [row.cells[t].value for t in ("blimp", "blimp_supplement", "ewok", "glue")]
+    assert row.macro.value == pytest.approx(np.mean(four))
+
+
+def test_scoring_that_matches_the_last_phase_wins(tmp_path):
+    rng = np.random.default_rng(2)
+    clm = {"blimp": {"a": correctness(rng, 100, 0.6)}}
+    pll = {"blimp": {"a": correctness(rng, 100, 0.9)}}
+    for run_id, objective in (("mlm-last", "MLM"), ("clm-last", "CLM")):
+        write_run(tmp_path / run_id, run_id, [
+            {"phase_index": 2, "objective": objective, "scoring": "clm", "tasks": clm},
+        ], schedule=run_id)
+        # the same checkpoint scored a second way, appended to the run's own table
+        folder = write_run(tmp_path / "tmp", run_id, [
+            {"phase_index": 2, "objective": objective, "scoring": "pll", "tasks": pll}], schedule=run_id)
+        both = pa.concat_tables([pq.read_table(tmp_path / run_id / run_id / "scores.parquet"),
+                                 pq.read_table(folder / "scores.parquet")])
+        pq.write_table(both, tmp_path / run_id / run_id / "scores.parquet")
+    board = build_leaderboard(read_results([tmp_path / "mlm-last", tmp_path / "clm-last"]))
+    chosen = {r.key[2]: r.cells["blimp"].scoring for r in board.rows}
+    assert chosen == {"mlm-last": "pll", "clm-last": "clm"}
+    # a definition can pin the method instead
+    pinned = build_leaderboard(read_results([tmp_path / "mlm-last"]), LeaderboardDefinition(scoring={"blimp": ["clm"]}))
+    assert pinned.rows[0].cells["blimp"].scoring == "clm"
+
+
+def test_group_by_schedule_pools_recipes_and_says_so(tmp_path):
+    rng = np.random.default_rng(3)
+    for recipe in ("antlm-babyllama", "babyllama"):
+        write_run(tmp_path, recipe, [{"phase_index": 0, "tasks": {"blimp": {"a": correctness(rng, 50, 0.7)}}}],
+                  recipe=recipe)
+    board = build_leaderboard(read_results([tmp_path]), group_by=["schedule"])
+    assert len(board.rows) == 1 and len(board.rows[0].run_ids) == 2
+    assert any("recipes" in note for note in board.rows[0].notes)
+    with pytest.raises(UserError, match="--by nonsense"):
+        build_leaderboard(read_results([tmp_path]), group_by=["nonsense"])
+
+
+def test_unusable_input_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        read_results([tmp_path / "missing"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="no scores.parquet"):
+        read_results([tmp_path / "empty"])
+    bad = tmp_path / "bad" / "scores.parquet"
+    bad.parent.mkdir()
+    pq.write_table(pa.table({"run_id": ["x"], "value": [1.0]}), bad)
+    with pytest.raises(UserError, match="not a scores table"):
+        read_results([bad])
+    bad.write_bytes(b"not parquet")
+    with pytest.raises(UserError, match="not a readable Parquet"):
+        read_results([bad])
+
+
+def test_parquet_and_markdown_renderings(tmp_path):
+    _study(tmp_path / "runs", seeds=(0,))
+    board = build_leaderboard(read_results([tmp_path / "runs"]))
+    table = board_table(board)
+    rows = table.to_pylist()
+    macro = [r for r in rows if r["column"] == "macro"]
+    assert [r["rank"] for r in macro] == [1, 2]
+    assert macro[0]["value"] == pytest.approx(board.rows[0].macro.value)
+    assert b"antlm_bench.gaps" in table.schema.metadata
+    text = render_markdown(board)
+    first = text.index("4_CLM+16_MLM |")
+    second = text.index("| 4_CLM |")
+    assert first < second
+    assert f"{100 * board.rows[0].cells['blimp'].value:.1f}" in text
+    assert "paired" in text
+
+
+def test_definition_file_with_results_glob(tmp_path):
+    _study(tmp_path / "board" / "results", seeds=(0,))
+    definition = tmp_path / "board.yaml"
+    definition.write_text("name: demo\nresults: ['board/results/*']\ntasks: [blimp, ewok]\nmacro_tasks: [blimp, ewok]\n"
+                          "reference: {schedule: 4_CLM}\n")
+    from antlm_bench.leaderboard import definition_result_paths
+
+    loaded = load_definition(definition)
+    assert len(definition_result_paths(loaded)) == 2
+    board = build_leaderboard(read_results(definition_result_paths(loaded)), loaded)
+    assert board.columns == ["blimp", "ewok"]
+    assert board.reference[2] == "4_CLM"
+    assert {c.column for c in board.comparisons} == {"blimp", "ewok", "macro"}
+    definition.write_text("name: demo\ntask: [blimp]\n")
+    with pytest.raises(UserError, match="field task"):
+        load_definition(definition)
