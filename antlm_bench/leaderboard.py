@@ -1027,6 +1027,23 @@ def board_table(board: Leaderboard) -> pa.Table:
     return pa.Table.from_pylist(records, schema=schema.with_metadata(meta))
 
 
+def leaderboard_from_paths(
+    results: Sequence[str | Path] = (),
+    definition: str | Path | None = None,
+    group_by: Sequence[str] | None = None,
+    reference: Mapping[str, str] | None = None,
+    alpha: float = 0.05,
+) -> Leaderboard:
+    """The ``antlm-bench leaderboard`` entry point: a definition's results and/or result folders, aggregated."""
+    loaded = load_definition(definition) if definition is not None else LeaderboardDefinition()
+    paths = [*definition_result_paths(loaded), *map(Path, results)]
+    if not paths:
+        raise UserError("no results: give result folders, or --definition with a results: list")
+    if not 0 < alpha < 1:
+        raise UserError(f"--alpha {alpha}: must be between 0 and 1")
+    return build_leaderboard(read_results(paths), loaded, group_by=group_by, reference=reference, alpha=alpha)
+
+
 FORMATS = ("terminal", "markdown", "html", "parquet")
 _SUFFIX_FORMAT = {".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html", ".parquet": "parquet"}
 

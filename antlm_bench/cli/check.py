@@ -1,0 +1,54 @@
+"""``antlm-bench check``: the CI regression gate (exit 0 fine, 1 regression, 2 unusable input)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from antlm_bench.cli.app import app, console, err_console
+
+
+@app.command("check")
+def check_command(
+    results: list[Path] = typer.Option(..., "--results", help="Result folder(s) or scores.parquet of the new run."),
+    baseline: list[Path] = typer.Option(..., "--baseline", help="Baseline scores.parquet or folder(s) (with "
+                                        "items.parquet beside it for paired tests)."),
+    tolerance: float = typer.Option(0.5, "--tolerance", help="Largest drop ignored, in percentage points."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the drop's test."),
+    rule: str = typer.Option("auto", "--rule", help="auto: a drop beyond the tolerance must also be significant "
+                             "(paired with items, unpaired from intervals otherwise); tolerance: the drop alone."),
+    by: str | None = typer.Option(None, "--by", help="Grouping keys that match runs with baseline runs "
+                                  "(default recipe,preset,schedule)."),
+    markdown: Path | None = typer.Option(None, "--markdown", help="Also append the table as Markdown here "
+                                         "(e.g. $GITHUB_STEP_SUMMARY)."),
+) -> None:
+    """Compare task and macro scores with a baseline; exit 1 on a significant drop beyond the tolerance."""
+    from antlm_bench.check import report_markdown, run_check
+
+    group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
+    report = run_check(results, baseline, tolerance, alpha, rule, group_by)
+    table = Table(title=f"check against the baseline (tolerance {tolerance} pp, alpha {alpha}, rule {rule})")
+    for column in ("group", "task", "baseline", "current", "delta pp", f"{100 * (1 - alpha):g}% CI", "p", "test",
+                   "status"):
+        table.add_column(column, justify="right" if column in ("baseline", "current", "delta pp", "p") else "left")
+    for line in report.lines:
+        c = line.comparison
+        style = {"regression": "bold red", "improved": "green", "drop, not significant": "yellow"}.get(line.status)
+        table.add_row(line.group, line.column, f"{100 * line.baseline.value:.2f}", f"{100 * line.current.value:.2f}",
+                      f"{100 * c.delta:+.2f}",
+                      f"[{100 * c.low:+.2f}, {100 * c.high:+.2f}]" if c.low is not None else "-",
+                      f"{c.p_value:.4f}" if c.p_value is not None else "-", line.test, line.status, style=style)
+    console.print(table)
+    for note in report.notes:
+        console.print(f"[yellow]note[/yellow] {note}")
+    if markdown is not None:
+        with open(markdown, "a", encoding="utf-8") as handle:
+            handle.write(report_markdown(report))
+    if report.regressions:
+        err_console.print(f"[red]regression:[/red] {len(report.regressions)} score(s) dropped by more than "
+                          f"{tolerance} pp" + (" and significantly" if rule == "auto" else ""))
+        sys.exit(1)
+    console.print("no regression")

@@ -1,0 +1,56 @@
+"""``antlm-bench leaderboard``: result tables -> one ranked table (terminal, Markdown, HTML page or Parquet)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from antlm_bench.cli.app import IncludePathOption, app, console, err_console
+from antlm_bench.errors import UserError
+from antlm_bench.registry import add_include_path
+
+
+def parse_reference(text: str | None) -> dict[str, str]:
+    """``schedule=4_CLM,preset=small`` -> {"schedule": "4_CLM", "preset": "small"}."""
+    if not text:
+        return {}
+    out = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--reference {text}: expected KEY=VALUE[,KEY=VALUE], e.g. schedule=4_CLM")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@app.command("leaderboard")
+def leaderboard_command(
+    results: list[Path] | None = typer.Argument(None, help="Result folders or scores.parquet files (searched "
+                                                "recursively), in addition to the definition's results."),
+    definition: str | None = typer.Option(None, "--definition", "-d", help="A leaderboards/*.yaml file, or the "
+                                          "name of one: which results, tasks, metrics and macro it holds."),
+    fmt: str | None = typer.Option(None, "--format", "-f", help="terminal, markdown, html or parquet "
+                                   "(default: from --out's suffix, else terminal)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write here (atomically) instead of the terminal."),
+    by: str | None = typer.Option(None, "--by", help="Comma-separated grouping keys (default recipe,preset,"
+                                  "schedule); runs that differ only otherwise are seeds of one row."),
+    reference: str | None = typer.Option(None, "--reference", help="The row the others are compared with, e.g. "
+                                         "schedule=4_CLM (default: the leader)."),
+    plots: Path | None = typer.Option(None, "--plots", help="Also write per-checkpoint curves (PNG and SVG) here."),
+    x_axis: str = typer.Option("epoch", "--x", help="Curves' x axis: epoch or tokens."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the gaps."),
+    include_path: list[Path] | None = IncludePathOption,
+) -> None:
+    """Rank runs by macro score: seeds averaged, 95% intervals, paired gaps where item tables exist."""
+    from antlm_bench.leaderboard import format_for, leaderboard_from_paths, write_leaderboard
+
+    for folder in include_path or []:
+        add_include_path(folder)
+    if x_axis not in ("epoch", "tokens"):
+        raise UserError(f"--x {x_axis}: choose epoch or tokens")
+    group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
+    board = leaderboard_from_paths(results or [], definition, group_by, parse_reference(reference), alpha)
+    written = write_leaderboard(board, format_for(fmt, out), out, console, plots, x_axis)
+    for path in written:
+        err_console.print(f"wrote {path}")
