@@ -610,7 +610,8 @@ def _curves(checkpoints: Mapping[str, list[_RunCheckpoint]], run_ids: Sequence[s
                 points[column][at].append((ckpt, cell_row["value"], cell_row["scoring"]))
             if macro_columns and all(c in ckpt.cells for c in macro_columns):
                 value = float(np.mean([ckpt.cells[c]["value"] for c in macro_columns]))
-                methods = "/".join(sorted({ckpt.cells[c]["scoring"] for c in macro_columns}))
+                methods = "/".join(sorted({ckpt.cells[c]["scoring"] for c in macro_columns},
+                                          key=lambda m: (m in ("finetune", "probe"), m)))
                 points[MACRO][at].append((ckpt, value, methods))
     curves: dict[str, list[CurvePoint]] = {}
     for column in [*columns, MACRO]:
@@ -623,7 +624,7 @@ def _curves(checkpoints: Mapping[str, list[_RunCheckpoint]], run_ids: Sequence[s
             tokens = [e[0].meta["tokens_seen"] for e in entries if e[0].meta["tokens_seen"] is not None]
             curve.append(CurvePoint(meta["phase_index"], meta["epoch"], float(np.mean(tokens)) if tokens else None,
                                     float(np.mean([e[1] for e in entries])),
-                                    "+".join(sorted({e[2] for e in entries}))))
+                                    "+".join(dict.fromkeys(e[2] for e in entries))))
         curves[column] = curve
     return curves
 
@@ -755,13 +756,35 @@ def verdict(c: Comparison) -> str:
     kind = "paired" if c.paired else "unpaired"
     if c.significant is None:
         return f"no interval ({kind})"
-    return f"{'significant' if c.significant else 'not significant'} ({kind}, p={c.p_value:.3f})"
+    return f"{'significant' if c.significant else 'not significant'} ({kind}, {p_text(c.p_value)})"
 
 
-def key_text(board: Leaderboard, key: tuple[str, ...] | None) -> str:
+def p_text(p: float | None) -> str:
+    if p is None:
+        return "p -"
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
+def shown_keys(board: Leaderboard) -> list[int]:
+    """Grouping keys whose value differs between rows (all of them when none does): the others go in a title."""
+    varying = [i for i in range(len(board.group_by)) if len({r.key[i] for r in board.rows}) > 1]
+    return varying or list(range(len(board.group_by)))
+
+
+def common_text(board: Leaderboard) -> str:
+    """``recipe=antlm-babyllama, preset=tiny``: the grouping values every row shares."""
+    shown = shown_keys(board)
+    if not board.rows:
+        return ""
+    return ", ".join(f"{k}={board.rows[0].key[i]}" for i, k in enumerate(board.group_by)
+                     if i not in shown and board.rows[0].key[i])
+
+
+def key_text(board: Leaderboard, key: tuple[str, ...] | None, full: bool = False) -> str:
     if key is None:
         return "-"
-    return ", ".join(f"{k}={v}" for k, v in zip(board.group_by, key) if v) or "(all runs)"
+    indices = range(len(board.group_by)) if full else shown_keys(board)
+    return ", ".join(f"{board.group_by[i]}={key[i]}" for i in indices if key[i]) or "(all runs)"
 
 
 def method_lines(board: Leaderboard) -> list[str]:
@@ -780,16 +803,18 @@ def method_lines(board: Leaderboard) -> list[str]:
 def render_terminal(board: Leaderboard, console: Any) -> None:
     from rich.table import Table
 
-    table = Table(title=f"leaderboard: {board.definition.name}", show_lines=False)
+    shown = shown_keys(board)
+    common = common_text(board)
+    table = Table(title=f"leaderboard: {board.definition.name}" + (f" ({common})" if common else ""))
     table.add_column("#", justify="right")
-    for key in board.group_by:
-        table.add_column(key)
+    for i in shown:
+        table.add_column(board.group_by[i], overflow="fold")
     table.add_column("runs", justify="right")
     for column in board.columns:
         table.add_column(column, justify="right")
     table.add_column(MACRO, justify="right", style="bold")
     for rank, row in enumerate(board.rows, 1):
-        table.add_row(str(rank), *row.key, str(len(row.run_ids)),
+        table.add_row(str(rank), *[row.key[i] for i in shown], str(len(row.run_ids)),
                       *[cell_text(row.cells.get(c)) for c in board.columns], cell_text(row.macro, False))
     console.print(table)
     if board.comparisons:
@@ -814,15 +839,18 @@ def _md_escape(text: str) -> str:
 
 
 def render_markdown(board: Leaderboard, plot_files: Sequence[str] = ()) -> str:
+    shown = shown_keys(board)
     lines = [f"# {board.definition.name}", ""]
     if board.definition.description:
         lines += [board.definition.description, ""]
-    header = ["#", *board.group_by, "runs", *board.columns, MACRO]
+    if common_text(board):
+        lines += [f"All rows: {common_text(board)}.", ""]
+    header = ["#", *[board.group_by[i] for i in shown], "runs", *board.columns, MACRO]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join("---:" if h in ("#", "runs") or h in board.columns or h == MACRO else "---"
                                 for h in header) + "|")
     for rank, row in enumerate(board.rows, 1):
-        cells = [str(rank), *row.key, str(len(row.run_ids)), *[cell_text(row.cells.get(c)) for c in board.columns],
+        cells = [str(rank), *[row.key[i] for i in shown], str(len(row.run_ids)), *[cell_text(row.cells.get(c)) for c in board.columns],
                  f"**{cell_text(row.macro, False)}**"]
         lines.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
     if board.comparisons:
@@ -925,8 +953,12 @@ _JS = """
     if(start!==null){sortTable(table,parseInt(start,10),true);
       // the rank is the position by macro, fixed once: re-sorting by another column keeps it
       Array.prototype.forEach.call(table.tBodies[0].rows,function(r,i){
-        var cell=r.querySelector('td.rank');if(cell){cell.textContent=String(i+1);}});
-      table.setAttribute('data-ranked','yes');}
+        var cell=r.querySelector('td.rank');if(cell){cell.textContent=String(i+1);cell.setAttribute('data-value',i+1);}});
+      table.setAttribute('data-ranked','yes');
+      // a link ending in #sort=<column> opens the page sorted by that column (best first)
+      var m=/^#sort=(.+)$/.exec(window.location.hash);
+      if(m){var name=decodeURIComponent(m[1]);Array.prototype.forEach.call(heads,function(th,i){
+        if(th.textContent.trim()===name){sortTable(table,i,true);}});}}
   });
 })();
 """
@@ -949,20 +981,23 @@ def _html_cell(cell: Cell | None, css: str = "") -> str:
 def render_html(board: Leaderboard, x: str = "epoch") -> str:
     """One self-contained page: inline CSS, a few lines of JS (sortable columns), the plot as inline PNG."""
     e = html.escape
-    macro_index = 2 + len(board.group_by) + len(board.columns)
+    shown = shown_keys(board)
+    macro_index = 2 + len(shown) + len(board.columns)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>{e(board.definition.name)} — antlm-bench leaderboard</title>", f"<style>{_CSS}</style></head>",
            "<body>", f"<h1>{e(board.definition.name)}</h1>"]
     if board.definition.description:
         out.append(f"<p>{e(board.definition.description)}</p>")
+    if common_text(board):
+        out.append(f"<p>All rows: {e(common_text(board))}.</p>")
     # rows go out in group order; the script ranks them by macro on load (without JS: unranked, still readable)
     out.append(f'<table id="leaderboard" class="sortable" data-sort-column="{macro_index}"><thead><tr>')
-    out.append('<th class="key">#</th>' + "".join(f'<th class="key">{e(k)}</th>' for k in board.group_by)
+    out.append('<th class="key">#</th>' + "".join(f'<th class="key">{e(board.group_by[i])}</th>' for i in shown)
                + "<th>runs</th>" + "".join(f"<th>{e(c)}</th>" for c in board.columns) + f"<th>{MACRO}</th>")
     out.append("</tr></thead><tbody>")
     for row in sorted(board.rows, key=lambda r: r.key):
         out.append("<tr>" + '<td class="rank key" data-value=""></td>'
-                   + "".join(f'<td class="key">{e(v)}</td>' for v in row.key)
+                   + "".join(f'<td class="key">{e(row.key[i])}</td>' for i in shown)
                    + f'<td data-value="{len(row.run_ids)}">{len(row.run_ids)}</td>'
                    + "".join(_html_cell(row.cells.get(c)) for c in board.columns)
                    + _html_cell(row.macro, "macro") + "</tr>")
@@ -977,10 +1012,11 @@ def render_html(board: Leaderboard, x: str = "epoch") -> str:
             css = "" if not c.significant else (' class="sig-up"' if c.delta > 0 else ' class="sig-down"')
             ci = f"[{100 * c.low:+.1f}, {100 * c.high:+.1f}]" if c.low is not None else "-"
             pv = "" if c.p_value is None else f"{c.p_value:.4g}"
+            pv_text = "-" if c.p_value is None else p_text(c.p_value).removeprefix("p=")
             sig = "-" if c.significant is None else ("significant" if c.significant else "not significant")
             out.append(f'<tr{css}><td class="key">{e(key_text(board, c.row))}</td><td class="key">{e(c.column)}</td>'
                        f'<td data-value="{c.delta:.10g}">{100 * c.delta:+.1f}</td><td>{ci}</td>'
-                       f'<td data-value="{pv}">{pv or "-"}</td>'
+                       f'<td data-value="{pv}">{e(pv_text)}</td>'
                        f'<td class="key">{"paired, " + str(c.n_items) + " items" if c.paired else "unpaired"}</td>'
                        f'<td class="key">{sig}</td></tr>')
         out.append("</tbody></table>")
@@ -1019,10 +1055,10 @@ def board_table(board: Leaderboard) -> pa.Table:
                         ("ci_low", pa.float64()), ("ci_high", pa.float64()), ("interval", pa.string()),
                         ("spread", pa.float64()), ("n_seeds", pa.int32()), ("scoring", pa.string()),
                         ("n", pa.int64())])
-    gaps = [{"row": key_text(board, c.row), "column": c.column, "delta": c.delta, "low": c.low, "high": c.high,
+    gaps = [{"row": key_text(board, c.row, full=True), "column": c.column, "delta": c.delta, "low": c.low, "high": c.high,
              "p_value": c.p_value, "paired": c.paired, "n_items": c.n_items, "significant": c.significant}
             for c in board.comparisons]
-    meta = {"antlm_bench.reference": key_text(board, board.reference), "antlm_bench.gaps": json.dumps(gaps),
+    meta = {"antlm_bench.reference": key_text(board, board.reference, full=True), "antlm_bench.gaps": json.dumps(gaps),
             "antlm_bench.version": __version__}
     return pa.Table.from_pylist(records, schema=schema.with_metadata(meta))
 
@@ -1096,7 +1132,18 @@ def write_leaderboard(board: Leaderboard, fmt: str, out: Path | None, console: A
         else:
             atomic_write_bytes(out, text.encode("utf-8"))
             written.append(out)
+    for path in written:
+        _readable(path)
     return written
+
+
+def _readable(path: Path) -> None:
+    """Temp-file-then-rename leaves mode 0600; a page or table is meant to be shared, as a plain write would be."""
+    import os
+
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
 
 
 def _relative(path: Path, base: Path) -> Path:

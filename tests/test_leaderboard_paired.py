@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 from leaderboard_tables import write_run
 
-from antlm_bench.leaderboard import Cell, build_leaderboard, hierarchical_replicates, read_results, unpaired_gap
+from antlm_bench.leaderboard import (
+    Cell,
+    build_leaderboard,
+    hierarchical_replicates,
+    read_results,
+    unpaired_gap,
+)
 from antlm_bench.stats import paired_bootstrap
 
 
