@@ -27,20 +27,28 @@ def check_command(
 ) -> None:
     """Compare task and macro scores with a baseline; exit 1 on a significant drop beyond the tolerance."""
     from antlm_bench.check import report_markdown, run_check
+    from antlm_bench.leaderboard import p_text
 
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
     report = run_check(results, baseline, tolerance, alpha, rule, group_by)
-    table = Table(title=f"check against the baseline (tolerance {tolerance} pp, alpha {alpha}, rule {rule})")
-    for column in ("group", "task", "baseline", "current", "delta pp", f"{100 * (1 - alpha):g}% CI", "p", "test",
-                   "status"):
-        table.add_column(column, justify="right" if column in ("baseline", "current", "delta pp", "p") else "left")
+    groups = list(dict.fromkeys(line.group for line in report.lines))
+    title = f"check against the baseline (tolerance {tolerance} pp, alpha {alpha}, rule {rule})"
+    if len(groups) == 1:
+        title += f"\n{groups[0]}"
+    table = Table(title=title)
+    columns = (["group"] if len(groups) > 1 else []) + ["task", "base", "new", "delta pp",
+                                                        f"{100 * (1 - alpha):g}% CI", "p", "test", "status"]
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("base", "new", "delta pp", "p") else "left",
+                         overflow="fold", no_wrap=column in ("status", "delta pp", "p"))
     for line in report.lines:
         c = line.comparison
         style = {"regression": "bold red", "improved": "green", "drop, not significant": "yellow"}.get(line.status)
-        table.add_row(line.group, line.column, f"{100 * line.baseline.value:.2f}", f"{100 * line.current.value:.2f}",
+        table.add_row(*([line.group] if len(groups) > 1 else []), line.column, f"{100 * line.baseline.value:.2f}", f"{100 * line.current.value:.2f}",
                       f"{100 * c.delta:+.2f}",
                       f"[{100 * c.low:+.2f}, {100 * c.high:+.2f}]" if c.low is not None else "-",
-                      f"{c.p_value:.4f}" if c.p_value is not None else "-", line.test, line.status, style=style)
+                      p_text(c.p_value).removeprefix("p=").removeprefix("p "). removeprefix("p"),
+                      f"{line.test} ({c.n_items} items)" if c.paired else line.test, line.status, style=style)
     console.print(table)
     for note in report.notes:
         console.print(f"[yellow]note[/yellow] {note}")
