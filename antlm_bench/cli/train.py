@@ -1,0 +1,71 @@
+"""``antlm-bench train``: pre-train a recipe through a schedule of CLM / MLM / MNTP / MIX phases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from pydantic import ValidationError
+
+from antlm_bench.cli.app import DataDirOption, IncludePathOption, app, err_console
+from antlm_bench.errors import UserError
+
+
+@app.command("train")
+def train_command(
+    model: str = typer.Option("antlm-babyllama", "--model", "-m", help="Recipe name (antlm-bench list models)."),
+    preset: str = typer.Option("tiny", "--preset", help="Size preset of the recipe: tiny, small, paper."),
+    output: Path = typer.Option(..., "--output", "-o", help="Run folder: checkpoints, metrics, scores."),
+    schedule: str | None = typer.Option(None, "--schedule", help='e.g. "4_CLM+16_MLM+4_CLM" (default: the recipe\'s).'),
+    data_dir: Path | None = DataDirOption,
+    corpus: Path | None = typer.Option(None, "--corpus", help="Folder of *.train files (default: the data folder's "
+                                       "pretrain_sample)."),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Tokenizer / packed corpus cache."),
+    seed: int = typer.Option(42, "--seed"),
+    max_words: int | None = typer.Option(None, "--max-words", help="Cap the corpus (default: the preset's)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --output from its last checkpoint."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Delete the run in --output and start again."),
+    eval_every: str = typer.Option("none", "--eval-every", help="Score checkpoints at every phase or epoch end."),
+    eval_tasks: str = typer.Option("blimp", "--eval-tasks", help="Tasks for --eval-every."),
+    eval_limit: int | None = typer.Option(None, "--eval-limit", help="Items per subtask for --eval-every "
+                                          "(default: the preset's eval_limit)."),
+    save_every_steps: int | None = typer.Option(None, "--save-every-steps", help="Resume point every N steps."),
+    save_every_minutes: float = typer.Option(30.0, "--save-every-minutes", help="Resume point every M minutes."),
+    save_every_epoch: bool = typer.Option(False, "--save-every-epoch", help="A checkpoint at every epoch end."),
+    micro_batch_size: int | None = typer.Option(None, "--micro-batch-size", help="Sequences per forward pass "
+                                                "(gradient accumulation keeps the recipe's global batch)."),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1 ..."),
+    deterministic: bool = typer.Option(False, "--deterministic", help="Deterministic kernels (bit-exact reruns)."),
+    report_to: list[str] | None = typer.Option(None, "--report-to", help="tensorboard and/or wandb (if installed)."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar."),
+    include_path: list[Path] | None = IncludePathOption,
+) -> None:
+    """Train MODEL at PRESET through its schedule; `torchrun --nproc-per-node N` runs it with DDP."""
+    from antlm_bench.recipes import load_recipe
+    from antlm_bench.registry import add_include_path
+    from antlm_bench.trainer import TrainConfig, train
+
+    for folder in include_path or []:
+        add_include_path(folder)
+    if eval_limit is None and eval_every != "none":
+        eval_limit = load_recipe(model).preset(preset).eval_limit
+    kinds = [kind.strip() for item in report_to or [] for kind in item.split(",") if kind.strip()]
+    try:
+        config = TrainConfig(
+            model=model, preset=preset, output=output, schedule=schedule, data_dir=data_dir, corpus=corpus,
+            cache_dir=cache_dir, seed=seed, max_words=max_words, resume=resume, overwrite=overwrite,
+            eval_every=eval_every, eval_tasks=eval_tasks, eval_limit=eval_limit, save_every_steps=save_every_steps,
+            save_every_minutes=save_every_minutes, save_every_epoch=save_every_epoch,
+            micro_batch_size=micro_batch_size, max_steps=max_steps, device=device, deterministic=deterministic,
+            report_to=kinds, progress=not no_progress,
+        )
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "option"
+        raise UserError(f"{field}: {first['msg']} (got {first.get('input')!r})") from None
+    if resume and overwrite:
+        raise UserError("--resume and --overwrite contradict each other; pass one")
+    result = train(config, console=err_console)
+    where = result.final_checkpoint or (output / "last")
+    err_console.print(f"done: {result.steps} steps; model in {where}", highlight=False)

@@ -1,0 +1,797 @@
+"""The phase trainer: one model, a schedule of objectives, checkpoints you can resume bit for bit.
+
+    result = train(TrainConfig(model="antlm-babyllama", preset="tiny", output="runs/x"))
+
+The loop, top to bottom (``Trainer.run``):
+
+1. The schedule becomes a plan of global steps: an epoch is ``ceil(N_sequences / global_batch)`` steps, a phase
+   ``round(epochs * steps_per_epoch)`` steps (at least one). Step ``g`` reads the rows ``g % steps_per_epoch`` of
+   epoch ``g // steps_per_epoch``'s permutation, seeded by (seed, epoch): a fractional phase continues where the
+   last one stopped, and the order depends on nothing but the seed.
+2. Each step builds the WHOLE global batch for its objective (``objectives.BatchBuilder``; masks keyed by
+   (seed, step)), takes this process's rows, and runs them in micro-batches: gradients accumulate, scaled so that
+   the step's gradient is the mean over every labelled token of the global batch, whatever the micro-batch size or
+   the number of processes. Under DDP (``torchrun``) gradients are all-reduced at the last micro-batch only.
+3. A non-finite loss or gradient norm stops the run before the optimizer moves (``TrainingDiverged``); the last
+   checkpoint stays as it was. Otherwise: clip, AdamW, the phase's LR schedule (restarted at every phase).
+4. Checkpoints: ``checkpoints/phase-<k>-<OBJ>`` at every phase end (``epoch-<e>`` with ``--save-every-epoch`` or
+   ``--eval-every epoch``), the resume point ``last`` every ``--save-every-steps`` / ``--save-every-minutes`` and at
+   every phase end. ``--eval-every`` scores the new checkpoint with the phase's own method and appends the rows to
+   ``scores.parquet`` (the paper's Figure 2 data).
+
+Resume: weights, optimizer, scheduler position and every process's RNG state come back from ``last``; the data
+order and the masks are functions of (seed, step), so a resumed run computes exactly what the uninterrupted run
+computed. bf16 autocast is used on CUDA only; on CPU everything is float32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import math
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import torch
+import torch.distributed as dist
+from pydantic import BaseModel, ConfigDict, Field
+
+from antlm_bench import __version__
+from antlm_bench.checkpoint import (
+    LAST,
+    RESUME_DIR,
+    last_checkpoint,
+    read_trainer_state,
+    write_checkpoint,
+    write_json_atomic,
+    write_resume_point,
+)
+from antlm_bench.checkpoint_state import auto_scoring_method
+from antlm_bench.errors import UserError
+from antlm_bench.lr_schedules import PhaseLR, build_phase_lr, describe, phase_scheduler
+from antlm_bench.objectives import BatchBuilder, LossModule, draw_mix_objective
+from antlm_bench.recipes import Recipe, load_recipe
+from antlm_bench.schedule import Phase, Schedule, format_number, parse_schedule
+
+RUN_FILE = "run.json"
+METRICS_FILE = "metrics.jsonl"
+CHECKPOINTS = "checkpoints"
+SCORES = "scores.parquet"
+_RUN_ITEMS = (RUN_FILE, METRICS_FILE, CHECKPOINTS, SCORES, LAST, RESUME_DIR, "index.jsonl", "tensorboard")
+
+
+class TrainingDiverged(UserError):
+    """The loss (or the gradient norm) stopped being a finite number."""
+
+    exit_code = 3
+
+
+class TrainConfig(BaseModel):
+    """Everything ``antlm-bench train`` takes (validated here, at the edge)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "antlm-babyllama"
+    preset: str = "tiny"
+    output: Path
+    schedule: str | None = None  # default: the recipe's default_schedule
+    data_dir: Path | None = None  # the data folder; the corpus defaults to its pretrain_sample/
+    corpus: Path | None = None  # a BabyLM-style folder of *.train files (overrides data_dir's sample)
+    cache_dir: Path | None = None  # tokenizer and packed-corpus cache
+    seed: int = 42
+    max_words: int | None = Field(None, gt=0)
+    resume: bool = False
+    overwrite: bool = False
+    eval_every: Literal["none", "phase", "epoch"] = "none"
+    eval_tasks: str = "blimp"
+    eval_limit: int | None = Field(None, gt=0)
+    save_every_steps: int | None = Field(None, gt=0)
+    save_every_minutes: float | None = Field(30.0, gt=0)
+    save_every_epoch: bool = False
+    micro_batch_size: int | None = Field(None, gt=0)  # default: the preset's
+    max_steps: int | None = Field(None, gt=0)  # stop after this many global steps (smoke runs, benchmarks)
+    device: str = "auto"
+    deterministic: bool = False  # torch.use_deterministic_algorithms (bit-exact reruns; slower on GPU)
+    report_to: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list)
+    progress: bool = True
+
+
+@dataclass
+class PhasePlan:
+    index: int
+    phase: Phase
+    start_step: int  # global step where the phase begins
+    n_steps: int
+    lr: PhaseLR
+
+    @property
+    def end_step(self) -> int:
+        return self.start_step + self.n_steps
+
+    @property
+    def folder_name(self) -> str:
+        return f"phase-{self.index}-{self.phase.objective}"
+
+
+@dataclass
+class StepInfo:
+    """What callbacks receive after every optimizer step."""
+
+    step: int  # global steps done
+    phase_index: int
+    objective: str  # the objective this step trained (MIX: the one drawn)
+    epoch: float
+    loss: float
+    lr: float
+    grad_norm: float
+    tokens_seen: int
+    tokens_per_s: float
+
+
+@dataclass
+class TrainResult:
+    output: Path
+    final_checkpoint: Path | None
+    steps: int
+    losses: list[float] = field(default_factory=list)  # of the steps this process ran (not the resumed ones)
+    stopped_early: bool = False
+
+
+def plan_phases(schedule: Schedule, recipe: Recipe, steps_per_epoch: int) -> list[PhasePlan]:
+    plans, start = [], 0
+    for index, phase in enumerate(schedule.phases):
+        n_steps = max(1, round(phase.epochs * steps_per_epoch))
+        spec = recipe.lr_schedule(phase.dominant_objective)
+        plans.append(PhasePlan(index, phase, start, n_steps, build_phase_lr(spec, n_steps, steps_per_epoch)))
+        start += n_steps
+    return plans
+
+
+def epoch_order(seed: int, epoch: int, n_sequences: int) -> np.ndarray:
+    """The permutation of the corpus for one epoch: a pure function of (seed, epoch)."""
+    return np.random.default_rng([int(seed), int(epoch), 0xDA7A]).permutation(n_sequences)
+
+
+def _split_rows(n_rows: int, parts: int) -> list[np.ndarray]:
+    return np.array_split(np.arange(n_rows), parts)
+
+
+class _Dist:
+    """The process group, if ``torchrun`` / ``accelerate launch`` started us in one."""
+
+    def __init__(self, device_kind: str) -> None:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.started_here = False
+        if world > 1 and not dist.is_initialized():
+            backend = "nccl" if device_kind == "cuda" else "gloo"
+            dist.init_process_group(backend=backend, timeout=_dt.timedelta(hours=2))
+            self.started_here = True
+        self.enabled = dist.is_initialized() and dist.get_world_size() > 1
+        self.rank = dist.get_rank() if self.enabled else 0
+        self.world = dist.get_world_size() if self.enabled else 1
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.enabled:
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor
+
+    def gather(self, obj: Any) -> list[Any]:
+        if not self.enabled:
+            return [obj]
+        out: list[Any] = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
+    def broadcast(self, obj: Any) -> Any:
+        if not self.enabled:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def close(self) -> None:
+        if self.started_here and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _resolve_device(name: str, local_rank: int) -> torch.device:
+    if name == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
+        if device.index is None:
+            device = torch.device(f"cuda:{local_rank}")
+    return device
+
+
+def _optimizer(model: torch.nn.Module, recipe: Recipe, device: torch.device) -> torch.optim.AdamW:
+    """AdamW; no weight decay on biases and norm gains (one-dimensional parameters)."""
+    decay, no_decay = [], []
+    for _, param in model.named_parameters():
+        if param.requires_grad:
+            (decay if param.ndim >= 2 else no_decay).append(param)
+    spec = recipe.optimizer
+    groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    extra = {"fused": True} if device.type == "cuda" else {}
+    return torch.optim.AdamW(groups, lr=spec.lr, betas=spec.betas, eps=spec.eps, **extra)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class _Reporters:
+    """Optional TensorBoard / W&B, on the main process only."""
+
+    def __init__(self, kinds: list[str], output: Path, run_record: dict[str, Any]) -> None:
+        self.tb = None
+        self.wandb = None
+        if "tensorboard" in kinds:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                raise UserError("--report-to tensorboard: the tensorboard package is not installed; "
+                                "pip install tensorboard, or drop the option") from None
+            self.tb = SummaryWriter(log_dir=str(output / "tensorboard"))
+        if "wandb" in kinds:
+            try:
+                import wandb
+            except ImportError:
+                raise UserError("--report-to wandb: the wandb package is not installed; pip install wandb, or drop "
+                                "the option") from None
+            self.wandb = wandb.init(project=os.environ.get("WANDB_PROJECT", "antlm-bench"), dir=str(output),
+                                    name=output.name, config=run_record, resume="allow")
+
+    def log(self, info: StepInfo) -> None:
+        scalars = {"loss": info.loss, "lr": info.lr, "grad_norm": info.grad_norm, "epoch": info.epoch,
+                   "tokens_per_s": info.tokens_per_s, f"loss_{info.objective}": info.loss}
+        if self.tb is not None:
+            for key, value in scalars.items():
+                self.tb.add_scalar(f"train/{key}", value, info.step)
+        if self.wandb is not None:
+            self.wandb.log({f"train/{k}": v for k, v in scalars.items()}, step=info.step)
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, *, tokenizer: Any = None, corpus: Any = None,
+                 callbacks: list[Callable[[StepInfo], None]] | None = None, console: Any = None) -> None:
+        self.config = config
+        self.callbacks = list(callbacks or [])
+        self.console = console
+        requested = config.device
+        kind = "cuda" if requested.startswith("cuda") or (requested == "auto" and torch.cuda.is_available()) else "cpu"
+        self.dist = _Dist(kind)
+        self.device = _resolve_device(requested, self.dist.local_rank)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        if config.deterministic:
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True)
+        self.recipe = load_recipe(config.model)
+        self.preset = self.recipe.preset(config.preset)
+        self.schedule = parse_schedule(config.schedule or self.recipe.default_schedule)
+        self.output = Path(config.output).expanduser()
+        self.resume_from = self._prepare_output()
+
+        self.tokenizer, self.corpus = self._data(tokenizer, corpus)
+        self.n_sequences = int(self.corpus.input_ids.shape[0])
+        self.seq_len = int(self.corpus.input_ids.shape[1])
+        self.global_batch = self.preset.global_batch_size
+        self.micro_batch = config.micro_batch_size or self.preset.micro_batch_size
+        self.steps_per_epoch = math.ceil(self.n_sequences / self.global_batch)
+        self.plans = plan_phases(self.schedule, self.recipe, self.steps_per_epoch)
+        self.total_steps = self.plans[-1].end_step
+        self.builder = BatchBuilder(
+            self.recipe.masking, self.tokenizer.mask_token_id, len(self.tokenizer), self.tokenizer.all_special_ids,
+            config.seed,
+        )
+        self.autocast = (
+            torch.autocast("cuda", dtype=torch.bfloat16) if self.device.type == "cuda" and torch.cuda.is_bf16_supported()
+            else contextlib.nullcontext()
+        )
+
+        # the model: the same initial weights on every process (seeded), then this process's dropout stream
+        torch.manual_seed(config.seed)
+        from antlm_bench.models import build_model
+
+        self.model = build_model(self.recipe, config.preset, self.tokenizer).to(self.device)
+        if self.dist.rank > 0:
+            torch.manual_seed(config.seed + 7919 * self.dist.rank)
+        self.n_parameters = sum(p.numel() for p in self.model.parameters())
+        self.optimizer = _optimizer(self.model, self.recipe, self.device)
+        self.step = 0
+        self.tokens_seen = 0
+        self.elapsed_before = 0.0
+        if self.resume_from is not None:
+            self._load_resume_point(self.resume_from)
+        self.model.train()
+        loss_module = LossModule(self.model)
+        if self.dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.loss_module: torch.nn.Module = DistributedDataParallel(loss_module, device_ids=ids)
+        else:
+            self.loss_module = loss_module
+        self._orders: dict[int, np.ndarray] = {}
+
+    # -- setup -------------------------------------------------------------------------------------------------
+    def _say(self, message: str) -> None:
+        if self.console is not None and self.dist.main:
+            self.console.print(message, highlight=False, markup=False)
+
+    def _prepare_output(self) -> Path | None:
+        """Refuse to train into another run's folder; return the checkpoint to resume from, if any."""
+        config, out = self.config, self.output
+        present = [name for name in _RUN_ITEMS if (out / name).exists() or (out / name).is_symlink()]
+        resume_from = None
+        if config.resume:
+            last = last_checkpoint(out)
+            if last is not None:
+                resume_from = last
+                self._check_same_run(out)
+            elif present and self.dist.main:
+                # a run that never reached its first checkpoint: nothing to keep
+                self._say(f"--resume: {out} has no resume checkpoint yet; starting from the beginning")
+        elif present:
+            if not config.overwrite:
+                raise UserError(f"{out} already holds a training run ({', '.join(present)}); pass --resume to "
+                                "continue it or --overwrite to start again")
+        self.dist.barrier()
+        if self.dist.main:
+            if resume_from is None:
+                for name in present:
+                    path = out / name
+                    if path.is_symlink() or path.is_file():
+                        path.unlink()
+                    else:
+                        shutil.rmtree(path)
+            out.mkdir(parents=True, exist_ok=True)
+            for leftover in list(out.glob(f"{CHECKPOINTS}/.*.tmp-*")) + list(out.glob(f"{RESUME_DIR}/.*.tmp-*")):
+                shutil.rmtree(leftover, ignore_errors=True)  # staging folders of a killed writer
+        self.dist.barrier()
+        return resume_from
+
+    def _check_same_run(self, out: Path) -> None:
+        path = out / RUN_FILE
+        if not path.is_file():
+            return
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            return
+        mine = {"recipe": self.recipe.name, "preset": self.config.preset, "schedule": self.schedule.canonical,
+                "seed": self.config.seed}
+        for key, value in mine.items():
+            if key in record and record[key] != value:
+                raise UserError(f"--resume {out}: the run was started with {key}={record[key]!r}, now {value!r}; "
+                                "resume with the same settings or train into a new --output")
+
+    def _data(self, tokenizer: Any, corpus: Any) -> tuple[Any, Any]:
+        if corpus is not None:
+            if tokenizer is None:
+                raise ValueError("a corpus passed in needs its tokenizer")
+            return tokenizer, corpus
+        from antlm_bench.corpus import default_corpus_dir, prepare_training_data
+
+        folder = self.config.corpus or default_corpus_dir(self.config.data_dir)
+        # the main process trains the tokenizer and packs the corpus; the others then read the same cache
+        result = None
+        if self.dist.main:
+            result = prepare_training_data(folder, self.recipe, self.config.preset, self.config.cache_dir,
+                                           self.config.max_words)
+        self.dist.barrier()
+        if not self.dist.main:
+            result = prepare_training_data(folder, self.recipe, self.config.preset, self.config.cache_dir,
+                                           self.config.max_words)
+        return result
+
+    def _load_resume_point(self, path: Path) -> None:
+        state, trainer_state = read_trainer_state(path)
+        if state.get("data_hash") and state["data_hash"] != self.corpus.data_hash:
+            raise UserError(f"--resume {path}: the training data changed since the checkpoint (data hash "
+                            f"{state['data_hash'][:12]} vs {self.corpus.data_hash[:12]}); use the same corpus")
+        if state.get("global_batch_size") not in (None, self.global_batch):
+            raise UserError(f"--resume {path}: global batch {state['global_batch_size']} then, {self.global_batch} now")
+        from safetensors.torch import load_file
+
+        weights = load_file(str(path / "model.safetensors"), device=str(self.device))
+        missing, unexpected = self.model.load_state_dict(weights, strict=False)
+        tied = set(getattr(self.model, "_tied_weights_keys", None) or [])
+        if unexpected or any(key not in tied for key in missing):
+            raise UserError(f"--resume {path}: the weights do not fit the model (missing {missing[:3]}, unexpected "
+                            f"{unexpected[:3]}); resume with the same recipe and preset")
+        self.optimizer.load_state_dict(trainer_state["optimizer"])
+        self.step = int(trainer_state["step"])
+        self.tokens_seen = int(trainer_state["tokens_seen"])
+        self.elapsed_before = float(trainer_state.get("elapsed_s", 0.0))
+        rng = trainer_state.get("rng", {})
+        cpu_states = rng.get("torch", [])
+        if len(cpu_states) == self.dist.world:
+            torch.set_rng_state(cpu_states[self.dist.rank])
+            cuda_states = rng.get("cuda", [])
+            if self.device.type == "cuda" and len(cuda_states) == self.dist.world and cuda_states[self.dist.rank] is not None:
+                torch.cuda.set_rng_state(cuda_states[self.dist.rank], self.device)
+        else:
+            self._say(f"--resume: the run had {len(cpu_states)} processes, now {self.dist.world}; dropout noise "
+                      "is reseeded (the data order and masks are unchanged)")
+            torch.manual_seed(self.config.seed + 104729 * (self.step + 1) + 7919 * self.dist.rank)
+        self._say(f"resumed from {path.resolve()} at step {self.step} (epoch {self.step / self.steps_per_epoch:.2f})")
+
+    # -- records -----------------------------------------------------------------------------------------------
+    def _plan_at(self, step: int) -> PhasePlan:
+        """The phase that global step ``step`` (0-based) belongs to."""
+        for plan in self.plans:
+            if step < plan.end_step:
+                return plan
+        return self.plans[-1]
+
+    def _record(self, plan: PhasePlan, complete: bool) -> dict[str, Any]:
+        from antlm_bench.tables import current_git_commit
+
+        return {
+            "schedule": self.schedule.canonical,
+            "phases": [{"index": p.index, "objective": p.phase.label, "epochs": p.phase.epochs,
+                        "attention": p.phase.attention_mode, "start_step": p.start_step, "steps": p.n_steps}
+                       for p in self.plans],
+            "phase_index": plan.index, "phase_objective": plan.phase.label, "phase_complete": complete,
+            "phase_step": self.step - plan.start_step, "phase_steps": plan.n_steps,
+            "epoch": self.step / self.steps_per_epoch, "step": self.step, "tokens_seen": self.tokens_seen,
+            "recipe": self.recipe.name, "preset": self.config.preset, "architecture": self.recipe.architecture,
+            "seed": self.config.seed, "data_hash": self.corpus.data_hash, "tokenizer_hash": self.corpus.tokenizer_hash,
+            "package_version": __version__, "git_commit": current_git_commit(),
+            "steps_per_epoch": self.steps_per_epoch, "global_batch_size": self.global_batch, "seq_len": self.seq_len,
+            "n_sequences": self.n_sequences, "world_size": self.dist.world, "created_at": _now(),
+        }
+
+    def _run_record(self, status: str) -> dict[str, Any]:
+        return {
+            "status": status, "recipe": self.recipe.name, "preset": self.config.preset,
+            "architecture": self.recipe.architecture, "schedule": self.schedule.canonical, "seed": self.config.seed,
+            "config": json.loads(self.config.model_dump_json()), "n_parameters": self.n_parameters,
+            "n_sequences": self.n_sequences, "seq_len": self.seq_len, "n_words": getattr(self.corpus, "n_words", None),
+            "global_batch_size": self.global_batch, "micro_batch_size": self.micro_batch,
+            "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps, "world_size": self.dist.world,
+            "device": str(self.device), "autocast": "bf16" if self.device.type == "cuda" else "none (float32)",
+            "data_hash": self.corpus.data_hash, "tokenizer_hash": self.corpus.tokenizer_hash,
+            "phases": [{"index": p.index, "objective": p.phase.label, "epochs": p.phase.epochs, "steps": p.n_steps,
+                        "lr_schedule": describe(p.lr.spec)} for p in self.plans],
+            "step": self.step, "package_version": __version__, "updated_at": _now(),
+        }
+
+    def _trainer_state(self, elapsed: float) -> dict[str, Any]:
+        cpu = self.dist.gather(torch.get_rng_state())
+        cuda = self.dist.gather(torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None)
+        return {
+            "optimizer": self.optimizer.state_dict(), "step": self.step, "tokens_seen": self.tokens_seen,
+            "scheduler": {"phase_index": self._plan_at(max(self.step - 1, 0)).index,
+                          "last_lr": [g["lr"] for g in self.optimizer.param_groups]},
+            "rng": {"torch": cpu, "cuda": cuda}, "world_size": self.dist.world, "elapsed_s": elapsed,
+        }
+
+    def _save_last(self, plan: PhasePlan, complete: bool, elapsed: float) -> None:
+        trainer_state = self._trainer_state(elapsed)  # a collective: every process takes part
+        if self.dist.main:
+            write_resume_point(self.output, self.model, self.tokenizer, self._record(plan, complete), trainer_state)
+        self.dist.barrier()
+
+    def _save_named(self, name: str, plan: PhasePlan, complete: bool) -> Path:
+        folder = self.output / CHECKPOINTS / name
+        if self.dist.main:
+            write_checkpoint(folder, self.model, self.tokenizer, self._record(plan, complete))
+            self._say(f"saved {folder} (step {self.step}, epoch {format_number(round(self.step / self.steps_per_epoch, 4))})")
+        self.dist.barrier()
+        return folder
+
+    # -- evaluation --------------------------------------------------------------------------------------------
+    def _evaluate(self, folder: Path) -> None:
+        """Score a checkpoint with its phase's own method; its rows replace any earlier rows of that checkpoint."""
+        if self.dist.main:
+            from antlm_bench.checkpoint_state import read_state
+            from antlm_bench.evaluate import evaluate
+            from antlm_bench.tables import CheckpointInfo, RunInfo, append_index
+
+            state = read_state(folder)
+            method, _ = auto_scoring_method(state, is_masked_lm=False)
+            name = str(folder.relative_to(self.output))
+            run = RunInfo(run_id=self.output.name, recipe=self.recipe.name, architecture=self.recipe.architecture,
+                          preset=self.config.preset, schedule=self.schedule.canonical, seed=self.config.seed,
+                          data_hash=self.corpus.data_hash)
+            checkpoint = CheckpointInfo(checkpoint=name, phase_index=state["phase_index"],
+                                        phase_objective=state["phase_objective"], epoch=state["epoch"],
+                                        tokens_seen=state["tokens_seen"])
+            self.model.eval()
+            try:
+                out = evaluate(self.model, self.config.eval_tasks, scoring=method, limit=self.config.eval_limit,
+                               device=str(self.device), data_dir=self.config.data_dir, run_info=run,
+                               checkpoint_info=checkpoint, progress=False, tokenizer=self.tokenizer,
+                               model_path=folder, seeds=[self.config.seed])
+            finally:
+                self.model.train()
+            path = self.output / SCORES
+            table = out.scores
+            if path.exists():
+                old = pq.read_table(path, schema=table.schema)
+                keep = pc.not_equal(old["checkpoint"], pa.scalar(name))
+                table = pa.concat_tables([old.filter(keep), table])
+            from antlm_bench.tables import write_table_atomic
+
+            write_table_atomic(table, path)
+            append_index(self.output, {"checkpoint": name, "scores": SCORES, "scoring": method,
+                                       "tasks": self.config.eval_tasks, "step": state["step"],
+                                       "epoch": state["epoch"], "created_at": _now()})
+            aggregate = [r for r in out.scores.to_pylist() if r["subtask"] == "" and r["metric"] == "accuracy"]
+            shown = ", ".join(f"{r['task']} {r['value']:.3f}" for r in aggregate)
+            self._say(f"scored {name} with {method}: {shown}")
+        self.dist.barrier()
+
+    def _missing_evals(self) -> list[Path]:
+        """Checkpoints an interrupted run saved but never scored (resume scores them first)."""
+        if self.config.eval_every == "none" or not self.dist.main:
+            return []
+        kind = "phase-*" if self.config.eval_every == "phase" else "epoch-*"
+        folders = sorted((self.output / CHECKPOINTS).glob(kind)) if (self.output / CHECKPOINTS).is_dir() else []
+        done: set[str] = set()
+        if (self.output / SCORES).exists():
+            done = set(pq.read_table(self.output / SCORES, columns=["checkpoint"])["checkpoint"].to_pylist())
+        return [f for f in folders if f.is_dir() and not f.name.startswith(".") and
+                str(f.relative_to(self.output)) not in done]
+
+    # -- the loop ----------------------------------------------------------------------------------------------
+    def _rows(self, step: int) -> np.ndarray:
+        epoch, index = divmod(step, self.steps_per_epoch)
+        if epoch not in self._orders:
+            self._orders = {epoch: epoch_order(self.config.seed, epoch, self.n_sequences)}
+        return self._orders[epoch][index * self.global_batch : (index + 1) * self.global_batch]
+
+    def _objective(self, step: int) -> str:
+        phase = self._plan_at(step).phase
+        if phase.objective == "MIX":
+            assert phase.weights is not None
+            return draw_mix_objective(phase.weights, self.config.seed, step)
+        return phase.objective
+
+    def _build(self, step: int):
+        rows = np.sort(self._rows(step))  # sorted: cheaper gathers, and the order within a batch does not matter
+        word_starts = getattr(self.corpus, "word_starts", None)
+        return self.builder.build(self._objective(step), self.corpus.input_ids[rows],
+                                  None if word_starts is None else word_starts[rows], step)
+
+    def _micro_batches(self, n_rows: int) -> list[np.ndarray]:
+        mine = _split_rows(n_rows, self.dist.world)[self.dist.rank]
+        n_micro = max(1, math.ceil(math.ceil(self.global_batch / self.dist.world) / self.micro_batch))
+        chunks = np.array_split(mine, n_micro)
+        # the synchronising backward is the last one: keep the non-empty chunks at the end
+        return sorted(chunks, key=len)
+
+    def _train_step(self, batch) -> tuple[float, float]:
+        """One optimizer step over the global batch; returns (mean loss per labelled token, grad norm)."""
+        n_targets = batch.n_targets
+        chunks = self._micro_batches(len(batch))
+        scale = self.dist.world / max(n_targets, 1)
+        local_sum = torch.zeros((), device=self.device, dtype=torch.float32)
+        for i, rows in enumerate(chunks):
+            last = i == len(chunks) - 1
+            if len(rows) == 0 and not (last and self.dist.enabled):
+                continue
+            weight = 1.0
+            if len(rows) == 0:  # this process has no rows left but must join the gradient all-reduce
+                rows, weight = np.arange(1), 0.0
+            x = torch.from_numpy(batch.input_ids[rows]).to(self.device, non_blocking=True)
+            y = torch.from_numpy(batch.labels[rows]).to(self.device, non_blocking=True)
+            sync = contextlib.nullcontext() if last or not self.dist.enabled else self.loss_module.no_sync()
+            with sync:
+                with self.autocast:
+                    loss_sum = self.loss_module(x, y, batch.shift, batch.attention_mode)
+                (loss_sum * (scale * weight)).backward()
+            local_sum += loss_sum.detach().float() * weight
+        total = self.dist.all_reduce_sum(local_sum)
+        loss = float(total) / max(n_targets, 1)
+        clip = self.recipe.optimizer.grad_clip
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if clip:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+        else:
+            grad_norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
+        return loss, grad_norm
+
+    def _agree(self, flag: bool) -> bool:
+        """The main process's decision (wall-clock triggers), shared so every process saves together."""
+        return bool(self.dist.broadcast(flag)) if self.dist.enabled else flag
+
+    def run(self) -> TrainResult:
+        config = self.config
+        if self.dist.main:
+            write_json_atomic(self.output / RUN_FILE, self._run_record("running"))
+        self._truncate_metrics()
+        for folder in self._missing_evals():
+            self._evaluate(folder)
+        self.dist.barrier()
+        reporters = _Reporters(config.report_to, self.output, self._run_record("running")) if self.dist.main else None
+        stop_at = min(self.total_steps, config.max_steps) if config.max_steps else self.total_steps
+        losses: list[float] = []
+        progress = self._progress(stop_at)
+        start_time = time.perf_counter()
+        last_save_time = start_time
+        tokens_at_start = self.tokens_seen
+        self._say(self._plan_text())
+        prefetch = ThreadPoolExecutor(max_workers=1)
+        pending = prefetch.submit(self._build, self.step) if self.step < stop_at else None
+        scheduler = None
+        scheduler_phase = -1
+        try:
+            while self.step < stop_at:
+                plan = self._plan_at(self.step)
+                if scheduler_phase != plan.index:
+                    scheduler = phase_scheduler(self.optimizer, plan.lr, self.step - plan.start_step)
+                    scheduler_phase = plan.index
+                    self._say(f"phase {plan.index}/{len(self.plans) - 1} {plan.phase.label}: steps "
+                              f"{self.step - plan.start_step}..{plan.n_steps} of {plan.n_steps}, "
+                              f"{plan.phase.attention_mode} attention, {describe(plan.lr.spec)}")
+                assert pending is not None
+                batch = pending.result()
+                pending = prefetch.submit(self._build, self.step + 1) if self.step + 1 < stop_at else None
+                lr = self.optimizer.param_groups[0]["lr"]
+                loss, grad_norm = self._train_step(batch)
+                if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                    self._diverged(plan, loss, grad_norm)
+                self.optimizer.step()
+                assert scheduler is not None
+                scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                self.step += 1
+                self.tokens_seen += len(batch) * self.seq_len
+                losses.append(loss)
+                now = time.perf_counter()
+                speed = (self.tokens_seen - tokens_at_start) / max(now - start_time, 1e-9)
+                info = StepInfo(self.step, plan.index, batch.objective, self.step / self.steps_per_epoch, loss, lr,
+                                grad_norm, self.tokens_seen, speed)
+                self._log(info, reporters, progress)
+
+                # checkpoints: phase end, epoch end, every N steps / minutes, and where --max-steps stops
+                phase_end = self.step == plan.end_step
+                epoch_end = self.step % self.steps_per_epoch == 0
+                if epoch_end and (config.save_every_epoch or config.eval_every == "epoch"):
+                    folder = self._save_named(f"epoch-{self.step // self.steps_per_epoch}", plan, phase_end)
+                    if config.eval_every == "epoch":
+                        self._evaluate(folder)
+                if phase_end:
+                    folder = self._save_named(plan.folder_name, plan, True)
+                    self._save_last(plan, True, self.elapsed_before + now - start_time)
+                    last_save_time = time.perf_counter()
+                    if config.eval_every == "phase" or (config.eval_every == "epoch" and not epoch_end):
+                        self._evaluate(folder)
+                else:
+                    by_steps = bool(config.save_every_steps) and self.step % config.save_every_steps == 0
+                    by_time = bool(config.save_every_minutes) and now - last_save_time >= 60 * config.save_every_minutes
+                    if by_steps or self._agree(by_time) or self.step == stop_at:
+                        self._save_last(plan, False, self.elapsed_before + now - start_time)
+                        last_save_time = time.perf_counter()
+                for callback in self.callbacks:
+                    callback(info)
+        finally:
+            prefetch.shutdown(wait=True, cancel_futures=True)
+            if progress is not None:
+                progress.stop()
+            if reporters is not None:
+                reporters.close()
+        finished = self.step >= self.total_steps
+        if self.dist.main:
+            write_json_atomic(self.output / RUN_FILE, self._run_record("finished" if finished else "stopped"))
+        final = self.output / CHECKPOINTS / self.plans[-1].folder_name
+        self.dist.barrier()
+        self.dist.close()
+        return TrainResult(self.output, final if finished else None, self.step, losses, stopped_early=not finished)
+
+    def _diverged(self, plan: PhasePlan, loss: float, grad_norm: float) -> None:
+        what = f"loss {loss}" if not math.isfinite(loss) else f"gradient norm {grad_norm}"
+        last = self.output / LAST
+        kept = f"the last good checkpoint is {last} (step {json.loads((last / 'antlm_state.json').read_text())['step']})" \
+            if (last / "antlm_state.json").is_file() else "no checkpoint was saved before it"
+        if self.dist.main:
+            record = self._run_record("diverged")
+            record["diverged_at_step"] = self.step + 1
+            write_json_atomic(self.output / RUN_FILE, record)
+        raise TrainingDiverged(
+            f"{what} at step {self.step + 1} (phase {plan.index} {plan.phase.label}, epoch "
+            f"{(self.step + 1) / self.steps_per_epoch:.2f}); training stopped and {kept}; lower the learning rate "
+            "or check the data, then --resume"
+        )
+
+    # -- progress and metrics ----------------------------------------------------------------------------------
+    def _plan_text(self) -> str:
+        lines = [f"{self.recipe.name} ({self.config.preset}, {self.n_parameters / 1e6:.2f}M parameters) on "
+                 f"{self.device}, {self.dist.world} process(es): {self.n_sequences} sequences of {self.seq_len} "
+                 f"tokens, global batch {self.global_batch} (micro {self.micro_batch}), {self.steps_per_epoch} steps "
+                 f"per epoch; schedule {self.schedule.canonical}, {self.total_steps} steps"]
+        return "\n".join(lines)
+
+    def _progress(self, stop_at: int):
+        if not (self.config.progress and self.dist.main):
+            return None
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        progress = Progress(
+            TextColumn("{task.fields[phase]}"), BarColumn(), TextColumn("step {task.completed}/{task.total}"),
+            TextColumn("epoch {task.fields[epoch]}"), TextColumn("loss {task.fields[loss]}"),
+            TextColumn("{task.fields[speed]} tok/s"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            console=self.console, transient=False,
+        )
+        progress.start()
+        self._task = progress.add_task("train", total=stop_at, completed=self.step, phase="", epoch="-", loss="-",
+                                       speed="-")
+        return progress
+
+    def _log(self, info: StepInfo, reporters: _Reporters | None, progress) -> None:
+        if not self.dist.main:
+            return
+        record = {"step": info.step, "phase_index": info.phase_index, "objective": info.objective,
+                  "epoch": round(info.epoch, 6), "loss": info.loss, "lr": info.lr, "grad_norm": info.grad_norm,
+                  "tokens_seen": info.tokens_seen, "tokens_per_s": round(info.tokens_per_s, 1)}
+        line = (json.dumps(record) + "\n").encode()
+        fd = os.open(self.output / METRICS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)  # one write of one short line: never interleaved, never half a record
+        finally:
+            os.close(fd)
+        if reporters is not None:
+            reporters.log(info)
+        if progress is not None:
+            plan = self.plans[info.phase_index]
+            progress.update(self._task, completed=info.step, epoch=f"{info.epoch:.2f}", loss=f"{info.loss:.4f}",
+                            speed=f"{info.tokens_per_s:,.0f}",
+                            phase=f"phase {plan.index}/{len(self.plans) - 1} {info.objective}")
+
+    def _truncate_metrics(self) -> None:
+        """Drop metric lines past the resume point (and a half-written last line), so the log tells one story."""
+        path = self.output / METRICS_FILE
+        if not self.dist.main or not path.exists():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("step", 0) <= self.step:
+                kept.append(line)
+        from antlm_bench.data import atomic_write_bytes
+
+        atomic_write_bytes(path, ("\n".join(kept) + "\n").encode() if kept else b"")
+
+
+def train(config: TrainConfig, **kwargs: Any) -> TrainResult:
+    """Train ``config.model`` at ``config.preset`` through its schedule (see the module docstring)."""
+    return Trainer(config, **kwargs).run()
+
+
+def read_metrics(output: str | Path) -> list[dict[str, Any]]:
+    path = Path(output) / METRICS_FILE
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

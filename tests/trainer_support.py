@@ -1,0 +1,57 @@
+"""Shared by the trainer tests: a small synthetic BabyLM-style corpus and a fast tiny-run configuration."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from antlm_bench.trainer import TrainConfig
+
+_SYLLABLES = ["ka", "lo", "mi", "ter", "sun", "pa", "dri", "vel", "on", "ba", "chi", "rum", "es", "tor", "ni"]
+_FUNCTION = ["the", "a", "and", "of", "to", "in", "that", "with", "is", "was", "on", "for", "it", "he", "she"]
+
+
+def write_corpus(folder: Path, n_words: int = 6000, seed: int = 0) -> Path:
+    """Sentences of function words and invented multi-syllable words (so BPE splits words into several tokens),
+    in two sources, deterministic."""
+    rng = random.Random(seed)
+    content = ["".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 4))) for _ in range(400)]
+    folder.mkdir(parents=True, exist_ok=True)
+    for source, share in (("stories", 0.6), ("talk", 0.4)):
+        lines, words = [], 0
+        while words < n_words * share:
+            length = rng.randint(4, 14)
+            sentence = [rng.choice(_FUNCTION) if rng.random() < 0.4 else rng.choice(content) for _ in range(length)]
+            lines.append(" ".join(sentence).capitalize() + rng.choice([" .", " ?", " !"]))
+            words += length
+        (folder / f"{source}.train").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def tiny_config(tmp: Path, output: Path, **overrides: Any) -> TrainConfig:
+    corpus = tmp / "corpus"
+    if not corpus.is_dir():
+        write_corpus(corpus)
+    values: dict[str, Any] = dict(
+        model="antlm-babyllama", preset="tiny", output=output, schedule="1_CLM+1_MLM", corpus=corpus,
+        cache_dir=tmp / "cache", seed=3, progress=False, save_every_minutes=None, device="cpu",
+    )
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def cli_args(config: TrainConfig) -> list[str]:
+    """The same run as ``antlm-bench train`` arguments."""
+    args = ["train", "--model", config.model, "--preset", config.preset, "--output", str(config.output),
+            "--schedule", config.schedule or "", "--corpus", str(config.corpus), "--cache-dir", str(config.cache_dir),
+            "--seed", str(config.seed), "--device", config.device, "--no-progress"]
+    if config.save_every_steps:
+        args += ["--save-every-steps", str(config.save_every_steps)]
+    if config.micro_batch_size:
+        args += ["--micro-batch-size", str(config.micro_batch_size)]
+    if config.deterministic:
+        args.append("--deterministic")
+    if config.resume:
+        args.append("--resume")
+    return args
