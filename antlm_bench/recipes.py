@@ -7,7 +7,7 @@ per objective, the masking policy and the default schedule. ``antlm-bench list m
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -38,6 +38,7 @@ class Preset(_Strict):
     micro_batch_size: int = Field(gt=0)  # sequences per forward pass (gradient accumulation fills the rest)
     max_words: int | None = None  # default --max-words cap of the corpus for this preset
     eval_limit: int | None = None  # default --eval-limit for per-phase scoring at this size
+    glue_budget: dict[str, Any] = {}  # default GLUE options for `run` at this size (e.g. epochs, max_train_examples)
 
 
 class Optimizer(_Strict):

@@ -10,7 +10,7 @@ from antlm_bench.cli.app import app, err_console
 from antlm_bench.errors import UserError
 
 # importing a command module registers its commands
-from antlm_bench.cli import catalog, data, eval, prepare, schedule, leaderboard, check, train  # noqa: E402,F401  isort: skip
+from antlm_bench.cli import catalog, data, eval, prepare, schedule, leaderboard, check, train, run  # noqa: E402,F401  isort: skip
 
 
 def main() -> None:

@@ -1,0 +1,77 @@
+"""``antlm-bench run``: prepare, train under a schedule, evaluate, summarise -- the user's whole job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from antlm_bench.cli.app import DataDirOption, IncludePathOption, app, console
+from antlm_bench.registry import add_include_path
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: give integers separated by commas, e.g. 1,2,3") from None
+    if not seeds:
+        raise typer.BadParameter("give at least one seed")
+    return seeds
+
+
+@app.command("run")
+def run(
+    model: str = typer.Option("antlm-babyllama", "--model", "-m", help="Trainer recipe (see `antlm-bench list models`)."),
+    tasks: str = typer.Option("babylm", "--tasks", "-t",
+                              help="Tasks to evaluate the final model on: blimp, blimp_supplement, ewok, glue "
+                                   "(glue:rte,mrpc for a few members), or the group babylm (all four)."),
+    preset: str | None = typer.Option(None, help="Model size: tiny, small or paper (default: paper with CUDA, "
+                                                 "tiny otherwise)."),
+    schedule: str | None = typer.Option(None, help="Schedule such as 4_CLM+16_MLM+4_CLM (default: the recipe's)."),
+    seeds: str = typer.Option("42", help="Comma-separated seeds; one run per seed, summarised as mean and spread."),
+    output: Path = typer.Option(Path("results"), "--output", "-o", help="Folder for run folders and tables."),
+    data_dir: Path | None = DataDirOption,
+    corpus: Path | None = typer.Option(None, help="Pre-training text folder (default: DATA/pretrain_sample)."),
+    max_words: int | None = typer.Option(None, help="Cap the pre-training corpus (default: the preset's cap)."),
+    eval_limit: int | None = typer.Option(None, help="Items per subtask when scoring each phase (default: the "
+                                                    "preset's; the final evaluation uses all items)."),
+    limit: int | None = typer.Option(None, help="Final minimal-pair evaluation on the first N items per subtask "
+                                               "(a quick look; rows record it)."),
+    glue_epochs: int | None = typer.Option(None, help="GLUE fine-tuning epochs (default: 10, 30 for WSC; the tiny "
+                                                     "preset uses a smaller CPU budget and says so)."),
+    glue_max_train_examples: int | None = typer.Option(None, help="Cap each GLUE training split."),
+    probe: bool = typer.Option(False, "--probe", help="GLUE by a frozen-feature logistic-regression probe "
+                                                       "(fast on CPU; reported as method probe, never mixed with "
+                                                       "fine-tuning)."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda[:N]."),
+    include_path: list[Path] | None = IncludePathOption,
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    """Train a model under a schedule, score each phase its own way, evaluate the final model, and print a
+    Table-2-style summary (BLiMP, supplement, EWoK, GLUE, macro, with 95% intervals). Re-running the same command
+    reuses finished training and evaluations and resumes unfinished ones."""
+    from antlm_bench.leaderboard import build_leaderboard, read_results, render_terminal
+    from antlm_bench.pipeline import RunConfig, run_benchmark
+
+    for folder in include_path or []:
+        add_include_path(folder)
+    glue: dict[str, object] = {}
+    if glue_epochs is not None:
+        glue["epochs"] = glue_epochs
+    if glue_max_train_examples is not None:
+        glue["max_train_examples"] = glue_max_train_examples
+    if probe:
+        glue["probe"] = True
+    config = RunConfig(
+        model=model, tasks=tasks, preset=preset, schedule=schedule, seeds=_seeds(seeds), output=output,
+        data_dir=data_dir, corpus=corpus, max_words=max_words, eval_limit=eval_limit, limit=limit, glue=glue,
+        device=device, progress=not quiet,
+    )
+    summary = run_benchmark(config, console=console)
+    board = build_leaderboard(read_results([r.folder for r in summary.runs]))
+    render_terminal(board, console)
+    for note in summary.notes:
+        console.print(f"note: {note}")
+    console.print(f"tables: {', '.join(str(r.folder) for r in summary.runs)}")
+    console.print(f"compare schedules: antlm-bench leaderboard {summary.output}")

@@ -1,0 +1,249 @@
+"""``antlm-bench run``: the whole job in one command.
+
+    data + tokenizer (cached) -> train under the schedule, each phase scored its own way (paper Fig. 2)
+      -> final checkpoint evaluated on every asked task (minimal pairs with `auto` scoring, GLUE fine-tuning)
+      -> rows appended to the run's tables -> a Table-2-style summary over seeds
+
+Each seed is one run folder ``<output>/<recipe>-<preset>-<schedule>-seed<N>``. Re-running the same command reuses
+what is finished: training is skipped when the run folder says it finished with the same settings (and resumed
+from its last checkpoint when it did not), and a task's final evaluation is skipped when a marker keyed by the
+content hash of (checkpoint weights, task spec, evaluation settings) says it was done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from antlm_bench.errors import UserError
+from antlm_bench.recipes import Recipe, load_recipe
+from antlm_bench.schedule import parse_schedule
+from antlm_bench.tables import ITEMS_FILE, SCORES_FILE, append_index, append_table
+
+EVALS_DIR = "evals"  # markers of finished final evaluations
+
+
+class RunConfig(BaseModel):
+    """What ``antlm-bench run`` takes (validated at the edge)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "antlm-babyllama"
+    tasks: str = "babylm"
+    preset: str | None = None  # default: paper on CUDA, tiny on CPU
+    schedule: str | None = None  # default: the recipe's
+    seeds: list[int] = Field(default_factory=lambda: [42])
+    output: Path = Path("results")
+    data_dir: Path | None = None
+    corpus: Path | None = None
+    cache_dir: Path | None = None
+    max_words: int | None = Field(None, gt=0)
+    eval_every: str = "phase"
+    eval_limit: int | None = Field(None, gt=0)  # per-phase scoring; default: the preset's eval_limit
+    limit: int | None = Field(None, gt=0)  # final minimal-pair evaluation: first N items per subtask
+    glue: dict[str, Any] = Field(default_factory=dict)  # GLUE options (epochs, max_train_examples, probe, ...)
+    batch_tokens: int = Field(4096, gt=0)
+    device: str = "auto"
+    progress: bool = True
+
+
+@dataclass
+class SeedRun:
+    seed: int
+    folder: Path
+    trained: str  # "trained", "resumed", "reused"
+    evaluated: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunSummary:
+    recipe: str
+    preset: str
+    schedule: str
+    runs: list[SeedRun]
+    output: Path
+    notes: list[str] = field(default_factory=list)
+
+
+def default_preset() -> tuple[str, str]:
+    if torch.cuda.is_available():
+        return "paper", f"CUDA device {torch.cuda.get_device_name(0)} found: preset paper"
+    return "tiny", "no CUDA device: preset tiny (CPU quickstart size; pass --preset small or paper to change)"
+
+
+def run_folder_name(recipe: str, preset: str, schedule: str, seed: int) -> str:
+    slug = re.sub(r"[^A-Za-z0-9.]+", "_", schedule).strip("_")
+    return f"{recipe}-{preset}-{slug}-seed{seed}"
+
+
+def _sha256_text(*parts: str) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def checkpoint_hash(folder: Path) -> str:
+    """Content hash of a checkpoint's weights and record (cheap: weights are hashed once per evaluation)."""
+    from antlm_bench.data import hash_files
+
+    files = sorted(p for p in folder.iterdir() if p.suffix in {".safetensors", ".json"} and p.is_file())
+    return hash_files(files)
+
+
+def _finished_training(folder: Path, recipe: Recipe, preset: str, schedule: str, seed: int) -> bool:
+    record_path = folder / "run.json"
+    if not record_path.is_file():
+        return False
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return False
+    same = (record.get("recipe"), record.get("preset"), record.get("schedule"), record.get("seed")) == (
+        recipe.name, preset, schedule, seed)
+    if record.get("status") == "finished" and not same:
+        raise UserError(f"{folder}: holds a finished run with other settings ({record.get('recipe')}, "
+                        f"{record.get('preset')}, {record.get('schedule')}, seed {record.get('seed')}); "
+                        "use another --output")
+    return record.get("status") == "finished"
+
+
+def _eval_marker(folder: Path, task: str, key: str) -> Path:
+    return folder / EVALS_DIR / f"{task}-{key[:16]}.json"
+
+
+def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
+    """Train (or reuse) one run per seed, evaluate its final checkpoint on every task, summarise."""
+    from antlm_bench.evaluate import evaluate
+    from antlm_bench.tasks import resolve_tasks
+    from antlm_bench.trainer import TrainConfig, train
+
+    def say(message: str) -> None:
+        if console is not None:
+            console.print(message, highlight=False)
+
+    preset = config.preset
+    if preset is None:
+        preset, why = default_preset()
+        say(why)
+    recipe = load_recipe(config.model)
+    preset_spec = recipe.preset(preset)
+    schedule = parse_schedule(config.schedule or recipe.default_schedule).canonical
+    requests = resolve_tasks(config.tasks)  # fail on a bad task name before any training
+    minimal_pair_tasks = [r.name for r in requests if r.name != "glue"]
+    eval_limit = config.eval_limit or preset_spec.eval_limit
+    glue_options = {**preset_spec.glue_budget, **config.glue}
+    notes = []
+    if preset_spec.glue_budget and any(r.name == "glue" for r in requests):
+        applied = {k: v for k, v in preset_spec.glue_budget.items() if k not in config.glue}
+        if applied:
+            notes.append(f"preset {preset}: GLUE budget " + ", ".join(f"{k}={v}" for k, v in applied.items())
+                         + " (override with --glue-epochs / --glue-max-train-examples)")
+    for note in notes:
+        say(note)
+    say(f"{recipe.name} ({recipe.architecture}), preset {preset}, schedule {schedule}, seeds "
+        f"{', '.join(map(str, config.seeds))}, tasks {', '.join(r.name for r in requests)}")
+
+    output = config.output.expanduser()
+    runs: list[SeedRun] = []
+    for seed in config.seeds:
+        folder = output / run_folder_name(recipe.name, preset, schedule, seed)
+        if _finished_training(folder, recipe, preset, schedule, seed):
+            status = "reused"
+            say(f"seed {seed}: training already finished in {folder}; reusing it")
+        else:
+            status = "resumed" if (folder / "run.json").exists() else "trained"
+            train_config = TrainConfig(
+                model=recipe.name, preset=preset, output=folder, schedule=schedule, data_dir=config.data_dir,
+                corpus=config.corpus, cache_dir=config.cache_dir, seed=seed, max_words=config.max_words,
+                resume=status == "resumed", eval_every=config.eval_every if minimal_pair_tasks else "none",
+                eval_tasks=",".join(minimal_pair_tasks) or "blimp", eval_limit=eval_limit, device=config.device,
+                progress=config.progress,
+            )
+            result = train(train_config, console=console)
+            if result.final_checkpoint is None:
+                raise UserError(f"{folder}: training stopped before the last phase; run the same command again "
+                                "to resume")
+        final = _final_checkpoint(folder)
+        seed_run = SeedRun(seed, folder, status)
+        weights = checkpoint_hash(final)
+        for request in requests:
+            settings = {"scoring": "auto", "limit": config.limit, "batch_tokens": config.batch_tokens,
+                        "glue": glue_options if request.name == "glue" else None, "seed": seed}
+            spec_text = request.spec.source.read_text(encoding="utf-8") if request.spec.source else request.name
+            key = _sha256_text(weights, spec_text, json.dumps(settings, sort_keys=True, default=str),
+                               ",".join(request.members or []))
+            marker = _eval_marker(folder, request.name, key)
+            if marker.exists():
+                seed_run.reused.append(request.name)
+                continue
+            task_arg = request.name + (":" + ",".join(request.members) if request.members else "")
+            out = evaluate(
+                final, task_arg, scoring="auto", limit=config.limit, log_samples=True,
+                batch_tokens=config.batch_tokens, device="cuda" if _use_cuda(config.device) else "cpu",
+                data_dir=config.data_dir, run_info=_run_info(folder, final),
+                checkpoint_info=_checkpoint_info(folder, final), options=glue_options,
+                progress=config.progress, seeds=[seed], work_dir=folder / "work",
+            )
+            append_table(out.scores, folder / SCORES_FILE)
+            if out.items is not None and out.items.num_rows:
+                append_table(out.items, folder / ITEMS_FILE)
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            from antlm_bench.data import atomic_write_bytes
+
+            atomic_write_bytes(marker, json.dumps({"task": task_arg, "key": key, "settings": settings},
+                                                  default=str, indent=1).encode())
+            append_index(folder, {"checkpoint": str(final.relative_to(folder)), "scores": SCORES_FILE,
+                                  "tasks": task_arg, "final": True})
+            seed_run.evaluated.append(request.name)
+        runs.append(seed_run)
+    return RunSummary(recipe.name, preset, schedule, runs, output, notes)
+
+
+def _use_cuda(device: str) -> bool:
+    return device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+
+
+def _final_checkpoint(folder: Path) -> Path:
+    record = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    phases = record.get("phases") or []
+    if not phases:
+        raise UserError(f"{folder}/run.json: field phases missing; the run folder is damaged, train again")
+    last = phases[-1]
+    objective = str(last["objective"]).split("(")[0]
+    final = folder / "checkpoints" / f"phase-{last['index']}-{objective}"
+    if not final.is_dir():
+        raise UserError(f"{final}: final checkpoint missing; run the same command again to resume training")
+    return final
+
+
+def _checkpoint_info(folder: Path, final: Path):
+    """Name the checkpoint as the trainer's per-phase rows do, so the final rows replace the phase's quick look."""
+    from antlm_bench.checkpoint_state import read_state
+    from antlm_bench.tables import CheckpointInfo
+
+    state = read_state(final) or {}
+    return CheckpointInfo(checkpoint=str(final.relative_to(folder)), phase_index=state.get("phase_index"),
+                          phase_objective=str(state.get("phase_objective", "")), epoch=state.get("epoch"),
+                          tokens_seen=state.get("tokens_seen"))
+
+
+def _run_info(folder: Path, final: Path):
+    """The run's identity as the trainer recorded it, so final rows join the per-phase rows of the same run."""
+    from antlm_bench.checkpoint_state import read_state
+    from antlm_bench.tables import RunInfo
+
+    state = read_state(final) or {}
+    return RunInfo(run_id=folder.name, recipe=str(state.get("recipe", "")),
+                   architecture=str(state.get("architecture", "")), preset=str(state.get("preset", "")),
+                   schedule=str(state.get("schedule", "")), seed=state.get("seed"),
+                   data_hash=str(state.get("data_hash", "")))
