@@ -1,0 +1,83 @@
+"""`antlm-bench run` end to end on a tiny budget, and reuse of finished steps on a re-run."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from antlm_bench.cli import app
+from antlm_bench.errors import UserError
+from antlm_bench.pipeline import RunConfig, run_benchmark
+
+SCHEDULE = "0.5_CLM+0.5_MLM"
+
+
+@pytest.fixture(scope="module")
+def finished_run(real_data_dir, tmp_path_factory):
+    output = tmp_path_factory.mktemp("run")
+    config = RunConfig(model="antlm-babyllama", tasks="blimp,ewok", preset="tiny", schedule=SCHEDULE, seeds=[3],
+                       output=output, data_dir=real_data_dir, cache_dir=output / "cache", max_words=3000,
+                       eval_limit=2, limit=4, progress=False)
+    return config, run_benchmark(config)
+
+
+def test_run_trains_scores_each_phase_and_evaluates_the_final_model(finished_run):
+    config, summary = finished_run
+    (seed_run,) = summary.runs
+    assert seed_run.trained == "trained" and seed_run.evaluated == ["blimp", "ewok"]
+    rows = pq.read_table(seed_run.folder / "scores.parquet").to_pylist()
+    aggregates = [r for r in rows if r["subtask"] == ""]
+    # per-phase quick looks (limit 2) scored the way each phase trained: CLM -> clm, MLM -> pll
+    phase_rows = {(r["phase_index"], r["scoring"]) for r in aggregates if r["limit"] == 2}
+    assert phase_rows == {(0, "clm"), (1, "pll")}
+    # the final evaluation (limit 4) of the last (MLM) phase uses pll on both tasks, with intervals
+    final = [r for r in aggregates if r["limit"] == 4]
+    assert {(r["task"], r["scoring"], r["phase_index"]) for r in final} == {("blimp", "pll", 1), ("ewok", "pll", 1)}
+    assert all(r["ci_low"] <= r["value"] <= r["ci_high"] for r in final)
+    assert {r["run_id"] for r in rows} == {seed_run.folder.name}
+    assert {r["schedule"] for r in rows} == {SCHEDULE} and {r["seed"] for r in rows} == {3}
+    items = pq.read_table(seed_run.folder / "items.parquet")
+    assert items.num_rows == sum(r["n"] for r in final if r["task"] == "blimp") + sum(
+        r["n"] for r in final if r["task"] == "ewok")
+
+
+def test_rerun_reuses_training_and_evaluations(finished_run):
+    config, first = finished_run
+    before = (first.runs[0].folder / "scores.parquet").stat().st_mtime_ns
+    again = run_benchmark(config)
+    (seed_run,) = again.runs
+    assert seed_run.trained == "reused" and seed_run.evaluated == [] and seed_run.reused == ["blimp", "ewok"]
+    assert (seed_run.folder / "scores.parquet").stat().st_mtime_ns == before
+
+
+def test_changed_evaluation_settings_are_not_reused(finished_run):
+    config, _ = finished_run
+    changed = config.model_copy(update={"limit": 3, "tasks": "blimp"})
+    (seed_run,) = run_benchmark(changed).runs
+    assert seed_run.trained == "reused" and seed_run.evaluated == ["blimp"]
+
+
+def test_folder_of_another_run_is_refused(finished_run):
+    config, summary = finished_run
+    record_path = summary.runs[0].folder / "run.json"
+    record = json.loads(record_path.read_text())
+    record["seed"] = 99
+    record_path.write_text(json.dumps(record))
+    try:
+        with pytest.raises(UserError, match="other settings"):
+            run_benchmark(config)
+    finally:
+        record["seed"] = 3
+        record_path.write_text(json.dumps(record))
+
+
+def test_cli_rejects_bad_schedule_and_task_before_training(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["run", "--tasks", "blimpp", "--output", str(tmp_path), "--preset", "tiny"])
+    assert result.exit_code != 0 and "unknown task 'blimpp'" in str(result.exception or result.output)
+    result = runner.invoke(app, ["run", "--schedule", "4_CLM+x_MLM", "--output", str(tmp_path), "--preset", "tiny"])
+    assert result.exit_code != 0
+    assert not any(tmp_path.iterdir())
