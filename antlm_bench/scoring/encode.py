@@ -1,0 +1,129 @@
+"""Texts to token sequences with the positions whose tokens are scored (DESIGN.md, "Scoring minimal pairs").
+
+- ``clm``: the text is tokenized as given (no special tokens, no added space) and prefixed with BOS, else EOS;
+  every text token is scored. With a context (EWoK), the text is ``context + " " + target`` and the split
+  follows lm-eval: encode the whole, the first ``len(encode(context))`` tokens are context and are not scored.
+  As in lm-eval, a text whose first token already is the prefix token gets no second one.
+- ``pll`` / ``pll-word-l2r`` / ``mntp``: the text is tokenized with the tokenizer's own special tokens
+  (``[CLS] ... [SEP]``, ``<s> ...``); those are present but never scored, and neither are context tokens.
+  ``mntp`` reads token i at position i-1, so a text without a leading special token gets the prefix token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from antlm_bench.errors import UserError
+
+
+@dataclass
+class Seq:
+    """One unique sequence to score."""
+
+    ids: np.ndarray  # int64 [L], special tokens and prefix included
+    scored: np.ndarray  # int64 positions whose token counts, ascending
+    word_ids: np.ndarray | None = None  # int64 [L] word index per position (-1: special), pll-word-l2r only
+
+
+def prefix_token_id(tokenizer) -> int:
+    """BOS, else EOS (lm-eval's ``prefix_token_id``)."""
+    for candidate in (tokenizer.bos_token_id, tokenizer.eos_token_id):
+        if candidate is not None:
+            return int(candidate)
+    raise UserError(f"{getattr(tokenizer, 'name_or_path', 'tokenizer')}: has neither a BOS nor an EOS token; "
+                    "clm scoring needs one to condition the first token on")
+
+
+def _masked_prefix_id(tokenizer) -> int:
+    for candidate in (tokenizer.cls_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id):
+        if candidate is not None:
+            return int(candidate)
+    raise UserError("the tokenizer has no CLS, BOS or EOS token; mntp scoring needs one before the first token")
+
+
+def _texts(items: Sequence[tuple[str | None, str]], leading_space: bool) -> tuple[list[str | None], list[str]]:
+    contexts, wholes = [], []
+    for context, text in items:
+        if context is None:
+            contexts.append(None)
+            wholes.append((" " if leading_space else "") + text)
+        else:
+            context = (" " if leading_space else "") + context
+            contexts.append(context)
+            wholes.append(context + " " + text)
+    return contexts, wholes
+
+
+def _context_lengths(tokenizer, contexts: list[str | None]) -> list[int]:
+    present = [c for c in contexts if c is not None]
+    lengths = iter(len(ids) for ids in tokenizer(present, add_special_tokens=False)["input_ids"]) if present else iter(())
+    return [0 if c is None else next(lengths) for c in contexts]
+
+
+def encode_clm(tokenizer, items: Sequence[tuple[str | None, str]], leading_space: bool = False) -> list[Seq]:
+    prefix = prefix_token_id(tokenizer)
+    contexts, wholes = _texts(items, leading_space)
+    n_context = _context_lengths(tokenizer, contexts)
+    out = []
+    for ids, n_ctx in zip(tokenizer(wholes, add_special_tokens=False)["input_ids"], n_context):
+        if n_ctx == 0 and ids and ids[0] == prefix:
+            full = np.asarray(ids, dtype=np.int64)
+            scored = np.arange(1, len(full), dtype=np.int64)
+        else:
+            full = np.asarray([prefix, *ids], dtype=np.int64)
+            scored = np.arange(1 + n_ctx, len(full), dtype=np.int64)
+        out.append(Seq(full, scored))
+    return out
+
+
+def encode_masked(
+    tokenizer, items: Sequence[tuple[str | None, str]], method: str, leading_space: bool = False
+) -> list[Seq]:
+    if tokenizer.mask_token_id is None:
+        raise UserError(f"--scoring {method} needs a mask token, and this tokenizer has none; use --scoring clm")
+    word_level = method == "pll-word-l2r"
+    if word_level and not getattr(tokenizer, "is_fast", False):
+        raise UserError("--scoring pll-word-l2r needs a fast tokenizer (word_ids); save a tokenizer.json")
+    contexts, wholes = _texts(items, leading_space)
+    n_context = _context_lengths(tokenizer, contexts)
+    encoded = tokenizer(wholes, add_special_tokens=True, return_special_tokens_mask=True)
+    out = []
+    for index, (ids, special, n_ctx) in enumerate(zip(encoded["input_ids"], encoded["special_tokens_mask"], n_context)):
+        full = np.asarray(ids, dtype=np.int64)
+        positions = np.flatnonzero(np.asarray(special) == 0)[n_ctx:].astype(np.int64)
+        word_ids = None
+        if word_level:
+            word_ids = np.asarray([-1 if w is None else w for w in encoded.word_ids(index)], dtype=np.int64)
+        if method == "mntp" and len(positions) and positions[0] == 0:
+            full = np.concatenate([[_masked_prefix_id(tokenizer)], full])
+            positions = positions + 1
+            word_ids = None if word_ids is None else np.concatenate([[-1], word_ids])
+        out.append(Seq(full, positions, word_ids))
+    return out
+
+
+def encode(tokenizer, items: Sequence[tuple[str | None, str]], method: str, leading_space: bool = False) -> list[Seq]:
+    if method == "clm":
+        return encode_clm(tokenizer, items, leading_space)
+    return encode_masked(tokenizer, items, method, leading_space)
+
+
+def dedupe(seqs: list[Seq]) -> tuple[list[Seq], np.ndarray]:
+    """Unique sequences (same tokens and scored positions score the same) and each input's index into them.
+
+    Scoring a repeated sentence once also makes identical sentences score *exactly* the same, so that a pair of
+    identically tokenized sentences is a tie, not a coin flip of float rounding in different batches.
+    """
+    unique: list[Seq] = []
+    seen: dict[tuple[bytes, bytes, bytes], int] = {}
+    index = np.empty(len(seqs), dtype=np.int64)
+    for i, seq in enumerate(seqs):
+        key = (seq.ids.tobytes(), seq.scored.tobytes(), b"" if seq.word_ids is None else seq.word_ids.tobytes())
+        if key not in seen:
+            seen[key] = len(unique)
+            unique.append(seq)
+        index[i] = seen[key]
+    return unique, index

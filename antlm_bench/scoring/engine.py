@@ -1,0 +1,219 @@
+"""The batched scoring loop shared by every method.
+
+Every method reduces to the same computation: rows of token ids go through the transformer body; at chosen
+(row, position) cells the hidden state is gathered; the LM head runs on those rows only; a float32
+log-softmax gives the log-probability of the target token, which is summed into its sequence's score.
+
+- ``clm``: one row per sequence (its last token dropped), causal attention; position j-1 predicts token j.
+- ``pll``: one row per scored token, that token replaced by the mask token, bidirectional attention; the
+  masked position predicts its own token. ``pll-word-l2r`` also masks the later tokens of the same word;
+  ``mntp`` reads the prediction for token i at position i-1.
+
+Rows are sorted by length (longest first, so a too-large budget fails at once) and packed so that
+``rows x padded length <= batch_tokens``; the masked copies of many sentences share a batch, and the copies of
+one long sentence are split over as many batches as the budget needs. Peak activation memory is therefore
+bounded by the budget whatever a sentence's length (a single row longer than the budget forms its own batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from antlm_bench.errors import UserError
+from antlm_bench.scoring.encode import Seq
+from antlm_bench.scoring.model import BIDIRECTIONAL, CAUSAL, ScoringModel
+
+ProgressFn = Callable[[float], None]  # called with the number of sequences (fractional) finished by a batch
+
+# bytes of float32 logits the head may produce at once; keeps big vocabularies inside a bounded footprint
+_HEAD_CHUNK_BYTES = 1 << 28
+
+
+@dataclass
+class Batch:
+    input_ids: np.ndarray  # int64 [B, T]
+    attention_mask: np.ndarray | None  # bool [B, T]; None when no row is padded
+    read_rows: np.ndarray  # int64 [N]
+    read_cols: np.ndarray  # int64 [N]
+    targets: np.ndarray  # int64 [N]
+    owners: np.ndarray  # int64 [N] sequence index of each read
+    progress: float  # sequences finished by this batch (fractions for split sentences)
+
+
+def _pad_id(sm: ScoringModel) -> int:
+    tok = sm.tokenizer
+    for candidate in (tok.pad_token_id, tok.eos_token_id, 0):
+        if candidate is not None:
+            return int(candidate)
+    return 0
+
+
+def _check_lengths(sm: ScoringModel, seqs: list[Seq], drop_last: bool) -> None:
+    limit = sm.max_length
+    if limit is None:
+        return
+    for seq in seqs:
+        length = len(seq.ids) - (1 if drop_last else 0)
+        if length > limit:
+            text = sm.tokenizer.decode(seq.ids[:12].tolist())
+            raise UserError(
+                f"a sequence of {length} tokens ({text!r}...) exceeds the model's {limit} positions; "
+                "shorten the input or use a model with more positions"
+            )
+
+
+def clm_batches(seqs: list[Seq], order: np.ndarray, batch_tokens: int, pad: int) -> Iterator[Batch]:
+    """Rows = sequences without their last token; position j-1 predicts token j."""
+    start = 0
+    while start < len(order):
+        width = len(seqs[order[start]].ids) - 1  # longest first: the first row sets the padded length
+        count = max(1, batch_tokens // max(width, 1))
+        members = order[start:start + count]
+        start += len(members)
+        ids = np.full((len(members), width), pad, dtype=np.int64)
+        mask = np.zeros((len(members), width), dtype=bool)
+        rows, cols, targets, owners = [], [], [], []
+        for row, s in enumerate(members):
+            seq = seqs[s]
+            length = len(seq.ids) - 1
+            ids[row, :length] = seq.ids[:-1]
+            mask[row, :length] = True
+            rows.append(np.full(len(seq.scored), row))
+            cols.append(seq.scored - 1)
+            targets.append(seq.ids[seq.scored])
+            owners.append(np.full(len(seq.scored), s))
+        yield Batch(ids, None if mask.all() else mask, np.concatenate(rows), np.concatenate(cols),
+                    np.concatenate(targets), np.concatenate(owners), float(len(members)))
+
+
+def _extra_masks(seq: Seq) -> tuple[np.ndarray, np.ndarray]:
+    """pll-word-l2r: (copy index, position) of the later same-word tokens each copy also masks."""
+    copies, cols = [], []
+    for k, p in enumerate(seq.scored):
+        word = seq.word_ids[p]
+        if word < 0:
+            continue
+        later = seq.scored[k + 1:]
+        later = later[seq.word_ids[later] == word]
+        copies.extend([k] * len(later))
+        cols.extend(later.tolist())
+    return np.asarray(copies, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+
+
+def masked_batches(
+    seqs: list[Seq], order: np.ndarray, batch_tokens: int, pad: int, mask_id: int, method: str
+) -> Iterator[Batch]:
+    """Rows = masked copies of the sequences (one per scored token), many sentences per batch."""
+    shift = 1 if method == "mntp" else 0
+    word_level = method == "pll-word-l2r"
+    extras: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    segments: list[tuple[int, int, int]] = []  # (sequence, first copy, end copy)
+    width = capacity = used = 0
+
+    def build() -> Batch:
+        n = sum(b - a for _, a, b in segments)
+        ids = np.full((n, width), pad, dtype=np.int64)
+        mask = np.zeros((n, width), dtype=bool)
+        cols = np.empty(n, dtype=np.int64)
+        targets = np.empty(n, dtype=np.int64)
+        owners = np.empty(n, dtype=np.int64)
+        progress = 0.0
+        row = 0
+        for s, a, b in segments:
+            seq, k = seqs[s], b - a
+            length = len(seq.ids)
+            ids[row:row + k, :length] = seq.ids
+            mask[row:row + k, :length] = True
+            positions = seq.scored[a:b]
+            ids[np.arange(row, row + k), positions] = mask_id
+            if word_level:
+                copy_index, extra_cols = extras[s]
+                chosen = (copy_index >= a) & (copy_index < b)
+                ids[row + copy_index[chosen] - a, extra_cols[chosen]] = mask_id
+                if b == len(seq.scored):
+                    del extras[s]
+            cols[row:row + k] = positions - shift
+            targets[row:row + k] = seq.ids[positions]
+            owners[row:row + k] = s
+            progress += k / len(seq.scored)
+            row += k
+        return Batch(ids, None if mask.all() else mask, np.arange(n), cols, targets, owners, progress)
+
+    for s in order.tolist():
+        seq = seqs[s]
+        if word_level:
+            extras[s] = _extra_masks(seq)
+        first = 0
+        while first < len(seq.scored):
+            if not segments:
+                width = len(seq.ids)
+                capacity, used = max(1, batch_tokens // width), 0
+            take = min(capacity - used, len(seq.scored) - first)
+            segments.append((s, first, first + take))
+            used += take
+            first += take
+            if used == capacity:
+                yield build()
+                segments = []
+    if segments:
+        yield build()
+
+
+def run_batches(sm: ScoringModel, batches: Iterator[Batch], n_seqs: int, mode: str,
+                progress: ProgressFn | None = None) -> np.ndarray:
+    """Sum the target log-probabilities of every batch into per-sequence scores (float64)."""
+    device = sm.device
+    scores = torch.zeros(n_seqs, dtype=torch.float64, device=device)
+    vocab = int(getattr(sm.module.config, "vocab_size", 0) or 32768)
+    chunk = max(64, _HEAD_CHUNK_BYTES // (4 * vocab))
+    with torch.inference_mode():
+        for batch in batches:
+            ids = torch.from_numpy(batch.input_ids).to(device, non_blocking=True)
+            mask = None if batch.attention_mask is None else torch.from_numpy(batch.attention_mask).to(device).long()
+            hidden = sm.hidden(ids, mask, mode)
+            rows = torch.from_numpy(batch.read_rows).to(device)
+            cols = torch.from_numpy(batch.read_cols).to(device)
+            targets = torch.from_numpy(batch.targets).to(device)
+            selected = hidden[rows, cols]
+            del hidden
+            pieces = []
+            for lo in range(0, selected.shape[0], chunk):
+                logits = sm.head(selected[lo:lo + chunk]).float()
+                logprobs = F.log_softmax(logits, dim=-1)
+                pieces.append(logprobs.gather(1, targets[lo:lo + chunk, None]).squeeze(1))
+            target_logprobs = torch.cat(pieces) if len(pieces) > 1 else pieces[0]
+            scores.index_add_(0, torch.from_numpy(batch.owners).to(device), target_logprobs.double())
+            if progress is not None:
+                progress(batch.progress)
+    return scores.cpu().numpy()
+
+
+def score_seqs(sm: ScoringModel, seqs: list[Seq], method: str, batch_tokens: int = 4096,
+               progress: ProgressFn | None = None) -> np.ndarray:
+    """Summed natural-log scores of unique sequences under ``method``."""
+    if batch_tokens < 1:
+        raise UserError(f"--batch-tokens {batch_tokens}: must be a positive number of tokens")
+    mode = CAUSAL if method == "clm" else BIDIRECTIONAL
+    sm.check_mode(mode, method)
+    scores = np.zeros(len(seqs), dtype=np.float64)
+    live = np.asarray([i for i, seq in enumerate(seqs) if len(seq.scored)], dtype=np.int64)
+    if progress is not None and len(live) < len(seqs):
+        progress(float(len(seqs) - len(live)))  # nothing to score in those: done at once
+    if not len(live):
+        return scores
+    _check_lengths(sm, [seqs[i] for i in live], drop_last=method == "clm")
+    lengths = np.asarray([len(seqs[i].ids) for i in live])
+    order = live[np.argsort(-lengths, kind="stable")]
+    pad = _pad_id(sm)
+    if method == "clm":
+        batches = clm_batches(seqs, order, batch_tokens, pad)
+    elif method in ("pll", "pll-word-l2r", "mntp"):
+        batches = masked_batches(seqs, order, batch_tokens, pad, int(sm.tokenizer.mask_token_id), method)
+    else:
+        raise UserError(f"--scoring {method}: unknown; use clm, pll, pll-word-l2r or mntp")
+    return run_batches(sm, batches, len(seqs), mode, progress)

@@ -1,0 +1,230 @@
+"""One face for every model the scorer sees: ``hidden(ids, mask, mode)`` and ``head(hidden_selected)``.
+
+Scoring needs log-probabilities at a few positions only (PLL: one masked position per copy), so the engines
+run the transformer body, pick the hidden states they need, and apply the LM head to those rows alone; the
+full ``[batch x length x vocab]`` logits are never built. This module finds body and head:
+
+- antlm-bench models (``config.antlm_architecture``) offer ``hidden_states(ids, mask, attention_mode)`` and
+  ``lm_logits(hidden)`` and run in either attention mode;
+- a plain Hugging Face causal LM (Llama, GPT-2, ...) runs its ``base_model`` (final norm included) and its
+  output-embedding head (``lm_head``), causal only;
+- a plain masked LM (BERT, RoBERTa, ...) runs its ``base_model`` and the child module that owns the output
+  embedding (``cls`` / ``lm_head``: transform, norm, decoder), bidirectional only. Heads spread over several
+  children have an explicit entry in ``_SPLIT_HEADS``.
+
+A Hugging Face model is checked once when wrapped: ``head(hidden(x))`` must equal the model's own logits on a
+short input. A model whose forward does more than that (logit soft-capping, scaling) fails the check and is
+scored through its full forward instead, which is exact but builds full logits (noted in ``notes``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from antlm_bench.errors import UserError
+
+CAUSAL, BIDIRECTIONAL = "causal", "bidirectional"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+# heads made of several children of the top model, composed in this order
+_SPLIT_HEADS: dict[str, Callable[[nn.Module, torch.Tensor], torch.Tensor]] = {
+    "DistilBertForMaskedLM": lambda m, h: m.vocab_projector(m.vocab_layer_norm(m.activation(m.vocab_transform(h)))),
+    "ModernBertForMaskedLM": lambda m, h: m.decoder(m.head(h)),
+    "ElectraForMaskedLM": lambda m, h: m.generator_lm_head(m.generator_predictions(h)),
+}
+
+
+def _is_antlm(model: nn.Module) -> bool:
+    return hasattr(model, "hidden_states") and hasattr(model, "lm_logits")
+
+
+def _is_masked_class(model: nn.Module) -> bool:
+    return any(cls.__name__.endswith("ForMaskedLM") for cls in type(model).__mro__)
+
+
+@dataclass
+class ScoringModel:
+    """A model plus tokenizer, seen as a transformer body and an LM head."""
+
+    module: nn.Module
+    tokenizer: Any
+    kind: str  # "antlm" | "causal" | "masked"
+    modes: tuple[str, ...]
+    head_fn: Callable[[torch.Tensor], torch.Tensor] | None = None  # None: full-forward fallback
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.module.parameters()).device
+
+    @property
+    def is_masked_lm(self) -> bool:
+        """What ``--scoring auto`` assumes for a folder without a training record."""
+        if self.kind == "antlm":
+            return getattr(self.module.config, "antlm_architecture", "") == "ltgbert"
+        return self.kind == "masked"
+
+    @property
+    def max_length(self) -> int | None:
+        config = self.module.config
+        for name in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_len"):
+            value = getattr(config, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
+    def check_mode(self, mode: str, method: str) -> None:
+        if mode not in self.modes:
+            what = "a causal LM" if self.kind == "causal" else "a masked LM"
+            needs = "bidirectional attention (a masked LM or an antlm-bench checkpoint)" if mode == BIDIRECTIONAL \
+                else "causal attention (a causal LM or an antlm-bench checkpoint)"
+            raise UserError(
+                f"--scoring {method} needs {needs}, but {type(self.module).__name__} is {what}; "
+                f"use --scoring {'clm' if self.kind == 'causal' else 'pll'} or auto"
+            )
+
+    def hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, mode: str) -> torch.Tensor:
+        """Final hidden states [B, T, H] (after the final norm)."""
+        if self.kind == "antlm":
+            return self.module.hidden_states(input_ids, attention_mask=attention_mask, attention_mode=mode)
+        if self.head_fn is None:  # fallback: the "hidden state" is the logits themselves
+            return self.module(input_ids=input_ids, attention_mask=attention_mask).logits
+        out = self.module.base_model(input_ids=input_ids, attention_mask=attention_mask)
+        return out[0] if isinstance(out, tuple) else out.last_hidden_state
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """LM-head logits for the given hidden states only ([N, H] -> [N, V])."""
+        if self.kind == "antlm":
+            return self.module.lm_logits(hidden)
+        if self.head_fn is None:
+            return hidden
+        return self.head_fn(hidden)
+
+
+def _find_head(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """The module (or composition) that maps the base model's hidden states to logits, if one is found."""
+    for cls in type(model).__mro__:
+        if cls.__name__ in _SPLIT_HEADS:
+            recipe = _SPLIT_HEADS[cls.__name__]
+            return lambda h: recipe(model, h)
+    output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if output is None:
+        return None
+    base = model.base_model
+    owners = []
+    for _, child in model.named_children():
+        if child is base:
+            continue
+        if child is output or any(module is output for module in child.modules()):
+            owners.append(child)
+    return owners[0] if len(owners) == 1 else None
+
+
+def _self_check(sm: ScoringModel) -> bool:
+    """head(hidden(x)) equals the model's own logits on a short input."""
+    module = sm.module
+    vocab = module.get_output_embeddings().weight.shape[0]
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, (2, 7), generator=generator).to(sm.device)
+    mode = sm.modes[0]
+    with torch.inference_mode():
+        reference = module(input_ids=ids).logits.float()
+        ours = sm.head(sm.hidden(ids, None, mode)).float()
+    if ours.shape != reference.shape:
+        return False
+    tolerance = 1e-3 if next(module.parameters()).dtype == torch.float32 else 5e-2
+    scale = max(1.0, float(reference.abs().max()))
+    return float((ours - reference).abs().max()) <= tolerance * scale
+
+
+_WRAPPED: weakref.WeakKeyDictionary[nn.Module, ScoringModel] = weakref.WeakKeyDictionary()
+
+
+def wrap_model(model: nn.Module, tokenizer: Any) -> ScoringModel:
+    """Wrap an already loaded model (ours or a plain Hugging Face LM) for scoring; cached per model object."""
+    cached = _WRAPPED.get(model)
+    if cached is not None and cached.tokenizer is tokenizer:
+        return cached
+    if _is_antlm(model):
+        sm = ScoringModel(model, tokenizer, "antlm", (CAUSAL, BIDIRECTIONAL), head_fn=None)
+    else:
+        if getattr(model.config, "is_encoder_decoder", False):
+            raise UserError(f"{type(model).__name__} is an encoder-decoder model; give a causal or masked LM")
+        masked = _is_masked_class(model)
+        sm = ScoringModel(model, tokenizer, "masked" if masked else "causal", (BIDIRECTIONAL,) if masked else (CAUSAL,))
+        sm.head_fn = _find_head(model)
+        if sm.head_fn is None or not _self_check(sm):
+            sm.head_fn = None
+            sm.notes.append(
+                f"{type(model).__name__}: LM head not separable from the forward pass; scored with full logits "
+                "(exact, but memory grows with the vocabulary)"
+            )
+    model.eval()
+    _WRAPPED[model] = sm
+    return sm
+
+
+def resolve_device_dtype(device: str, dtype: str) -> tuple[torch.device, torch.dtype]:
+    """Check --device and --dtype; bfloat16 is refused on CPU (it runs ~100x slower there)."""
+    if dtype not in DTYPES:
+        raise UserError(f"--dtype {dtype}: unknown; use one of {', '.join(DTYPES)}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"--device {device}: no CUDA device is visible here; use --device cpu")
+    if not (device == "cpu" or device.startswith("cuda") or device == "mps"):
+        raise UserError(f"--device {device}: unknown; use cpu or cuda")
+    if device == "cpu" and dtype != "float32":
+        raise UserError(f"--dtype {dtype} on cpu is far slower than float32 here; use --dtype float32 on cpu")
+    return torch.device(device), DTYPES[dtype]
+
+
+def load_tokenizer_from(path: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError, KeyError) as err:
+        raise UserError(f"{path}: no usable tokenizer ({str(err).splitlines()[0][:160]}); "
+                        "save the tokenizer into the model folder") from None
+
+
+def load_hf_model(path: Path, device: torch.device, dtype: torch.dtype) -> nn.Module:
+    """Our loader when it exists (it knows our architectures), else a transformers Auto class by config."""
+    try:
+        from antlm_bench.models import load_model  # type: ignore[attr-defined]
+    except ImportError:
+        load_model = None
+    if load_model is not None:
+        return load_model(path, device=str(device), dtype=dtype)
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
+
+    try:
+        config = AutoConfig.from_pretrained(str(path))
+    except (OSError, ValueError, KeyError) as err:
+        raise UserError(f"{path}: not a loadable model config ({str(err).splitlines()[0][:160]})") from None
+    architectures = " ".join(getattr(config, "architectures", None) or [])
+    auto = AutoModelForMaskedLM if "MaskedLM" in architectures else AutoModelForCausalLM
+    try:
+        model = auto.from_pretrained(str(path), dtype=dtype)
+    except (OSError, ValueError) as err:
+        raise UserError(f"{path}: the weights cannot be loaded ({str(err).splitlines()[0][:160]})") from None
+    return model.to(device)
+
+
+def load_scoring_model(path: str | Path, device: str = "cpu", dtype: str = "float32") -> ScoringModel:
+    """Load a checkpoint folder (ours or any Hugging Face causal / masked LM) for scoring."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise UserError(f"--model {folder}: not a folder; give a Hugging Face model folder (config.json + weights)")
+    if not (folder / "config.json").is_file():
+        raise UserError(f"--model {folder}: no config.json; is this a Hugging Face model folder?")
+    torch_device, torch_dtype = resolve_device_dtype(device, dtype)
+    tokenizer = load_tokenizer_from(folder)
+    model = load_hf_model(folder, torch_device, torch_dtype)
+    return wrap_model(model, tokenizer)
