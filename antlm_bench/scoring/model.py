@@ -219,12 +219,20 @@ def load_hf_model(path: Path, device: torch.device, dtype: torch.dtype) -> nn.Mo
 
 def load_scoring_model(path: str | Path, device: str = "cpu", dtype: str = "float32") -> ScoringModel:
     """Load a checkpoint folder (ours or any Hugging Face causal / masked LM) for scoring."""
+    from transformers.utils import logging as hf_logging
+
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise UserError(f"--model {folder}: not a folder; give a Hugging Face model folder (config.json + weights)")
     if not (folder / "config.json").is_file():
         raise UserError(f"--model {folder}: no config.json; is this a Hugging Face model folder?")
     torch_device, torch_dtype = resolve_device_dtype(device, dtype)
-    tokenizer = load_tokenizer_from(folder)
-    model = load_hf_model(folder, torch_device, torch_dtype)
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a "Loading weights" bar per load would bury our own progress line
+    try:
+        tokenizer = load_tokenizer_from(folder)
+        model = load_hf_model(folder, torch_device, torch_dtype)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     return wrap_model(model, tokenizer)

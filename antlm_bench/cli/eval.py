@@ -1,0 +1,100 @@
+"""``antlm-bench eval``: score a model on minimal pairs (and any other task) and write Parquet tables."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich import box
+from rich.table import Table
+
+from antlm_bench.cli.app import DataDirOption, IncludePathOption, app, console, err_console
+from antlm_bench.registry import add_include_path
+
+
+class Scoring(str, Enum):
+    auto = "auto"
+    clm = "clm"
+    pll = "pll"
+    pll_word_l2r = "pll-word-l2r"
+    mntp = "mntp"
+
+
+class Device(str, Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class DType(str, Enum):
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+
+
+@app.command("eval")
+def eval_command(
+    model: Path = typer.Option(..., "--model", help="Model folder: an antlm-bench checkpoint or any Hugging Face "
+                               "causal / masked LM (config.json, weights, tokenizer)."),
+    tasks: str = typer.Option("blimp,blimp_supplement,ewok", "--tasks",
+                              help="Comma-separated tasks or groups (see `antlm-bench list tasks`)."),
+    scoring: Scoring = typer.Option(
+        Scoring.auto, "--scoring",
+        help="clm: sum of ln p(t_i | BOS, t_<i); pll: pseudo-log-likelihood, each token masked in turn; "
+             "pll-word-l2r: also mask the later tokens of its word; mntp: pll read at position i-1; "
+             "auto: the method of the checkpoint's last phase (plain folders: clm for causal, pll for masked LMs).",
+    ),
+    output: Path | None = typer.Option(None, "--output", help="Write scores.parquet, items.parquet and run.json here."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Score only the first N items of each subtask "
+                                     "(a quick look; rows record the limit)."),
+    log_samples: bool = typer.Option(False, "--log-samples", help="Also write items.parquet: both scores of every "
+                                     "pair (EWoK text is left out, as its terms require)."),
+    batch_tokens: int = typer.Option(4096, "--batch-tokens", min=1, help="Token budget per forward pass (rows x "
+                                     "padded length); bounds peak memory whatever a sentence's length."),
+    device: Device = typer.Option(Device.cpu, "--device", help="cpu or cuda."),
+    dtype: DType = typer.Option(DType.float32, "--dtype", help="Model weights dtype (bfloat16: cuda only); "
+                                "log-softmax is float32 either way."),
+    leading_space: bool = typer.Option(False, "--leading-space", help="Score ' ' + sentence, as the stock "
+                                       "lm-eval blimp tasks do (default: the sentence as given)."),
+    data_dir: Path | None = DataDirOption,
+    include_path: list[Path] | None = IncludePathOption,
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+) -> None:
+    """Score minimal pairs (BLiMP, BLiMP supplement, EWoK) and other tasks; print a summary, write Parquet.
+
+    Accuracy = (wins + ties / 2) / n per subtask; a task's score is the unweighted mean over its subtasks, with a
+    95% bootstrap interval. Set OMP_NUM_THREADS=1 on a busy machine: tiny models run faster on one thread.
+    """
+    from antlm_bench.evaluate import evaluate
+
+    for folder in include_path or []:
+        add_include_path(folder)
+    out = evaluate(
+        model, tasks, scoring=scoring.value, output_dir=output, limit=limit, log_samples=log_samples,
+        batch_tokens=batch_tokens, device=device.value, dtype=dtype.value, data_dir=data_dir,
+        leading_space=leading_space, progress=progress,
+    )
+    for note in out.notes:
+        err_console.print(f"[dim]note:[/dim] {note}", soft_wrap=True)
+    console.print(summary_table(out.scores))
+    if output is not None:
+        written = ", ".join(["scores.parquet", *(["items.parquet"] if log_samples else []), "run.json"])
+        console.print(f"wrote {written} to {output}", soft_wrap=True)
+
+
+def summary_table(scores) -> Table:
+    """One line per task: subtask count, score (accuracy; GLUE: its own mean), 95% CI, n, ties, method."""
+    rows = scores.to_pylist()
+    limits = sorted({r["limit"] for r in rows if r["limit"]})
+    title = "antlm-bench eval" + (f" (--limit {limits[0]}: a quick look, not a full score)" if limits else "")
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    for column, justify in (("task", "left"), ("subtasks", "right"), ("score", "right"), ("95% CI", "right"),
+                            ("n", "right"), ("ties", "right"), ("method", "left")):
+        table.add_column(column, justify=justify, no_wrap=True)
+    for row in rows:
+        if row["subtask"] != "":
+            continue
+        subtasks = sum(1 for r in rows if r["task"] == row["task"] and r["subtask"] != "" and r["metric"] == row["metric"])
+        ci = "" if row["ci_low"] is None else f"[{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]"
+        table.add_row(row["task"], str(subtasks), f"{100 * row['value']:.2f}", ci, f"{row['n']:,}",
+                      str(row["n_ties"] or 0), row["scoring"])
+    return table

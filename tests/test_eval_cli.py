@@ -1,0 +1,152 @@
+"""``antlm-bench eval`` and ``evaluate()`` end to end on tiny saved models and the real data (with --limit)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+from tiny_models import build_tiny_llama, build_tiny_tokenizer, save_tiny
+
+from antlm_bench.cli import main
+from antlm_bench.data import hash_files
+from antlm_bench.evaluate import evaluate
+from antlm_bench.scoring import load_scoring_model, score_pairs
+from antlm_bench.tables import ITEM_SCHEMA, SCORE_SCHEMA
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory):
+    return save_tiny("llama", tmp_path_factory.mktemp("llama"))
+
+
+@pytest.fixture(scope="module")
+def bert_dir(tmp_path_factory):
+    return save_tiny("bert", tmp_path_factory.mktemp("bert"))
+
+
+def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["antlm-bench", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as exit_:
+        code = exit_.code or 0
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_eval_writes_scores_items_and_run_record(llama_dir, real_data_dir, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli(
+        monkeypatch, capsys, "eval", "--model", str(llama_dir), "--tasks", "blimp_supplement", "--limit", "4",
+        "--output", str(out), "--log-samples", "--no-progress", "--data-dir", str(real_data_dir),
+    )
+    assert code == 0, stderr
+    scores = pq.read_table(out / "scores.parquet")
+    assert scores.schema.equals(SCORE_SCHEMA)
+    rows = scores.to_pylist()
+    assert [r["subtask"] for r in rows] == ["", "hypernym", "qa_congruence_easy", "qa_congruence_tricky",
+                                            "subject_aux_inversion", "turn_taking"]
+    assert {r["scoring"] for r in rows} == {"clm"} and {r["limit"] for r in rows} == {4}
+    assert rows[0]["n"] == 20 and all(r["ci_low"] <= r["value"] <= r["ci_high"] for r in rows)
+    items = pq.read_table(out / "items.parquet")
+    assert items.schema.equals(ITEM_SCHEMA) and items.num_rows == 20
+    record = json.loads((out / "run.json").read_text())
+    assert record["config"]["scoring"] == "clm" and record["config"]["scoring_requested"] == "auto"
+    assert record["versions"]["torch"] == torch.__version__
+    files = sorted((real_data_dir / "supplement_filtered").glob("*.jsonl*"))
+    assert record["data"]["blimp_supplement"]["sha256"] == hash_files(files)
+    assert "plain causal LM" in stderr  # auto says what it chose and why
+    assert "blimp_supplement" in stdout and "clm" in stdout
+
+
+def test_eval_scores_are_the_engine_scores(llama_dir, real_data_dir):
+    out = evaluate(llama_dir, "blimp", limit=2, log_samples=True, data_dir=real_data_dir, progress=False)
+    items = out.items.to_pylist()
+    sm = load_scoring_model(llama_dir)
+    good, bad = score_pairs(sm, [i["sentence_good"] for i in items], [i["sentence_bad"] for i in items], "clm")
+    assert [i["score_good"] for i in items] == pytest.approx(list(good), abs=1e-4)
+    assert [i["score_bad"] for i in items] == pytest.approx(list(bad), abs=1e-4)
+    accuracy = {r["subtask"]: r["value"] for r in out.scores.to_pylist()}
+    for name in ("adjunct_island", "wh_vs_that_with_gap"):
+        mine = [i["correct"] for i in items if i["subtask"] == name]
+        assert accuracy[name] == pytest.approx(sum(mine) / len(mine))
+
+
+def test_auto_follows_the_checkpoint_record(bert_dir, real_data_dir, tmp_path):
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    for path in bert_dir.iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    state = {"schedule": "1_CLM+1_MLM", "phases": [], "phase_index": 1, "phase_objective": "MLM", "epoch": 2.0,
+             "step": 10, "tokens_seen": 1234, "recipe": "antlm-ltgbert", "preset": "tiny", "architecture": "ltgbert",
+             "seed": 7, "data_hash": "abc", "tokenizer_hash": "def", "package_version": "0.1.0"}
+    (folder / "antlm_state.json").write_text(json.dumps(state))
+    out = evaluate(folder, "ewok", limit=2, data_dir=real_data_dir, progress=False, log_samples=True)
+    assert out.method == "pll"
+    row = out.scores.to_pylist()[0]
+    assert (row["phase_index"], row["phase_objective"], row["tokens_seen"], row["seed"]) == (1, "MLM", 1234, 7)
+    assert row["schedule"] == "1_CLM+1_MLM" and row["data_hash"] == "abc" and "antlm-ltgbert" in row["run_id"]
+    assert row["n"] == 22 and len([r for r in out.scores.to_pylist() if r["subtask"]]) == 11
+    assert out.items.column("sentence_good").null_count == 22  # no EWoK text in the items table
+
+
+def test_in_memory_model_and_tokenizer(real_data_dir):
+    model, tokenizer = build_tiny_llama(), build_tiny_tokenizer("bpe")
+    out = evaluate((model, tokenizer), "blimp_supplement", limit=1, data_dir=real_data_dir, progress=False)
+    assert out.method == "clm" and out.scores.num_rows == 6
+    assert out.run["run"]["run_id"] == "in-memory"
+
+
+def _one_line_error(code: int, stderr: str, *fragments: str) -> None:
+    assert code == 2
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_unknown_task_lists_the_known_ones(llama_dir, monkeypatch, capsys):
+    code, _, stderr = run_cli(monkeypatch, capsys, "eval", "--model", str(llama_dir), "--tasks", "blimpp")
+    _one_line_error(code, stderr, "blimpp", "blimp_supplement", "ewok")
+
+
+def test_bfloat16_on_cpu_is_refused(llama_dir, monkeypatch, capsys):
+    code, _, stderr = run_cli(monkeypatch, capsys, "eval", "--model", str(llama_dir), "--dtype", "bfloat16")
+    _one_line_error(code, stderr, "bfloat16", "float32")
+
+
+def test_missing_data_says_which_path_was_tried(llama_dir, tmp_path, monkeypatch, capsys):
+    code, _, stderr = run_cli(monkeypatch, capsys, "eval", "--model", str(llama_dir), "--tasks", "blimp",
+                              "--data-dir", str(tmp_path), "--no-progress")
+    _one_line_error(code, stderr, "blimp_filtered", "--data-dir")
+
+
+def test_method_the_model_cannot_do_is_refused(bert_dir, real_data_dir, monkeypatch, capsys):
+    code, _, stderr = run_cli(monkeypatch, capsys, "eval", "--model", str(bert_dir), "--scoring", "clm",
+                              "--data-dir", str(real_data_dir), "--no-progress")
+    _one_line_error(code, stderr, "--scoring clm", "causal")
+
+
+def test_missing_model_folder(tmp_path, monkeypatch, capsys):
+    code, _, stderr = run_cli(monkeypatch, capsys, "eval", "--model", str(tmp_path / "nope"))
+    _one_line_error(code, stderr, "nope", "not a folder")
+
+
+def test_help_names_every_option(monkeypatch, capsys):
+    code, stdout, _ = run_cli(monkeypatch, capsys, "eval", "--help")
+    assert code == 0
+    for option in ("--model", "--tasks", "--scoring", "--output", "--limit", "--log-samples", "--batch-tokens",
+                   "--device", "--dtype", "--leading-space", "--data-dir"):
+        assert option in stdout
