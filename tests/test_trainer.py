@@ -153,3 +153,22 @@ def test_eval_every_phase_appends_scores_with_the_phase_method(tmp_path: Path, r
     assert all(r["schedule"] == "0.25_CLM+0.25_MLM" and r["run_id"] == "run" for r in scores)
     index = [json.loads(line) for line in (tmp_path / "run" / "index.jsonl").read_text().splitlines()]
     assert [e["checkpoint"] for e in index] == ["checkpoints/phase-0-CLM", "checkpoints/phase-1-MLM"]
+
+
+@pytest.mark.parametrize(("world", "micro", "rows"), [(1, 32, 32), (2, 5, 32), (3, 4, 30), (2, 8, 7), (4, 8, 3)])
+def test_each_process_takes_its_share_in_micro_batches(world: int, micro: int, rows: int) -> None:
+    from antlm_bench.trainer import Trainer
+
+    shares = []
+    for rank in range(world):
+        trainer = object.__new__(Trainer)
+        trainer.dist = type("D", (), {"world": world, "rank": rank})()
+        trainer.global_batch, trainer.micro_batch = 32, micro
+        chunks = trainer._micro_batches(rows)
+        assert all(len(c) <= micro for c in chunks)
+        assert len({len(trainer._micro_batches(rows)) for _ in range(2)}) == 1
+        assert len(chunks) == max(1, -(-(-(-32 // world)) // micro))  # the same count on every process
+        assert all(len(a) <= len(b) for a, b in zip(chunks, chunks[1:]))  # empty ones first, the last one not
+        shares.append(np.concatenate(chunks))
+    together = np.concatenate(shares)
+    assert sorted(together) == list(range(rows))  # every row once, on exactly one process
