@@ -9,6 +9,7 @@ copies, so nothing is ever unpacked to disk).
 from __future__ import annotations
 
 import hashlib
+import http.client
 import io
 import json
 import lzma
@@ -172,6 +173,8 @@ def fetch(url: str, sha256: str | None, dest_dir: Path | None = None, timeout: f
     name = Path(urllib.request.urlparse(url).path).name or "data.archive"
     part = downloads / (name + ".part")
     done = downloads / name
+    if done.exists() and sha256 is not None and sha256_file(done) != sha256.lower():
+        done.unlink()  # an older archive of the same name: not the one asked for
     if not done.exists():
         offset = part.stat().st_size if part.exists() else 0
         request = urllib.request.Request(url, headers={"Range": f"bytes={offset}-"} if offset else {})
@@ -179,14 +182,19 @@ def fetch(url: str, sha256: str | None, dest_dir: Path | None = None, timeout: f
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 if offset and response.status != 206:  # server ignored Range: start over
                     offset = 0
+                expected = response.length  # bytes promised by Content-Length (None: unknown)
                 with open(part, "ab" if offset else "wb") as handle:
                     shutil.copyfileobj(response, handle, 1 << 20)
+                received = part.stat().st_size - offset
+                # http.client returns a short body without an error when the connection drops
+                if expected is not None and received < expected:
+                    raise ConnectionError(f"connection closed after {received} of {expected} bytes")
         except urllib.error.HTTPError as err:
             if err.code == 416 and part.exists():  # nothing left to fetch
                 pass
             else:
                 raise UserError(f"fetch {url}: HTTP {err.code}; check the URL") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
+        except (OSError, http.client.HTTPException) as err:  # URLError, timeouts, resets, short reads
             raise UserError(f"fetch {url}: {err}; run the same command again to resume") from None
         if sha256 is not None:
             actual = sha256_file(part)
