@@ -1,0 +1,238 @@
+"""lm-eval plug-in: the model type ``antlm`` runs lm-eval's loglikelihood tasks through antlm-bench's scorer.
+
+    antlm-lm-eval --model antlm --model_args pretrained=CKPT,scoring=auto --tasks blimp_adjunct_island
+    python -m antlm_bench.lm_eval_plugin --model antlm ...            (the same command)
+
+Why a wrapper command and not ``lm_eval`` itself: lm-eval 0.4.13 resolves ``--model`` against its own
+registry before any user code runs; it reads no entry-point group for models, and ``--include_path`` only
+indexes task YAML files (their ``!function`` hooks are imported after the model is built). The wrapper imports
+this module, which registers ``antlm``, and then hands the command line, unchanged, to lm-eval's own CLI; every
+lm-eval option works. From Python, ``import antlm_bench.lm_eval_plugin`` and pass ``model="antlm"`` to
+``lm_eval.simple_evaluate``.
+
+What the model computes (the numbers are antlm-bench's scorer's, ``antlm_bench.scoring``):
+
+- ``loglikelihood((context, continuation))``: lm-eval's split (trailing spaces of the context move to the
+  continuation; ``context + continuation`` is tokenized whole and the first ``len(tokenize(context))`` tokens
+  are context), then
+  * ``clm``: sum of ln p(continuation token | everything before it), the sequence prefixed with BOS (else EOS)
+    as lm-eval's ``hf`` model does with an empty context, or with ``add_bos_token=True`` otherwise;
+  * ``pll`` / ``pll-word-l2r`` / ``mntp`` (masked models, which lm-eval's ``hf`` model refuses): the
+    pseudo-log-likelihood of the continuation tokens inside ``context + continuation`` (special tokens present,
+    context tokens unmasked and unscored);
+  ``is_greedy``: every scored token is the argmax at its position (a second pass, argmax only).
+- ``loglikelihood_rolling(text)``: ``clm``: lm-eval's disjoint rolling windows, BOS first; PLL family: the
+  PLL of the whole text (it must fit the model's positions).
+- ``generate_until``: not supported (these are scoring models).
+
+``scoring=auto`` picks the method of the checkpoint's last training phase (``antlm_state.json``), else ``clm``
+for causal and ``pll`` for masked models. Other model arguments: ``device`` (cpu, cuda), ``dtype`` (float32,
+bfloat16 on cuda), ``batch_tokens`` (token budget per forward pass, default 4096).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+# lm-eval fills its registry of built-in models lazily, and only while the registry is empty: import it first,
+# or registering "antlm" would hide "hf" and the others
+import lm_eval.models  # noqa: F401  isort: skip
+from lm_eval.api.model import LM
+from lm_eval.api.registry import model_registry
+
+from antlm_bench.checkpoint_state import auto_scoring_method, read_state
+from antlm_bench.errors import UserError
+from antlm_bench.scoring import check_method, load_scoring_model
+from antlm_bench.scoring.encode import Seq, dedupe, encode, prefix_token_id
+from antlm_bench.scoring.engine import clm_batches, masked_batches, score_seqs
+from antlm_bench.scoring.model import BIDIRECTIONAL, CAUSAL, ScoringModel
+
+logger = logging.getLogger(__name__)
+MODEL_NAME = "antlm"
+_DEFAULT_MAX_LENGTH = 2048
+_ARGMAX_CHUNK_ROWS = 1024
+
+
+class AntLMEvalModel(LM):
+    """lm-eval model backed by antlm-bench's scoring engine (clm, pll, pll-word-l2r, mntp)."""
+
+    def __init__(
+        self,
+        pretrained: str,
+        scoring: str = "auto",
+        device: str | None = "cpu",
+        dtype: str = "float32",
+        batch_tokens: int = 4096,
+        batch_size: Any = None,  # lm-eval passes these; the token budget is what bounds memory here
+        max_batch_size: Any = None,
+        **unused: Any,
+    ) -> None:
+        super().__init__()
+        if unused:
+            logger.warning("antlm: ignoring model_args %s", ", ".join(sorted(unused)))
+        device = str(device or "cpu")
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            # lm-eval's command line defaults to cuda:0; like its hf model, run on the CPU when there is no GPU
+            logger.warning("antlm: %s requested but no CUDA device is visible; using cpu", device)
+            device = "cpu"
+        self.sm: ScoringModel = load_scoring_model(str(pretrained), device=device, dtype=str(dtype))
+        if scoring == "auto":
+            self.method, why = auto_scoring_method(read_state(pretrained), self.sm.is_masked_lm)
+            logger.info("antlm: %s", why)
+        else:
+            self.method = check_method(str(scoring))
+        self.batch_tokens = int(batch_tokens)
+        self.pretrained = str(pretrained)
+        # fail now, not after lm-eval has built every request, when the method does not fit the model
+        self.sm.check_mode(self._mode, self.method)
+
+    @property
+    def _mode(self) -> str:
+        return CAUSAL if self.method == "clm" else BIDIRECTIONAL
+
+    @property
+    def tokenizer_name(self) -> str:
+        return getattr(self.sm.tokenizer, "name_or_path", "antlm").replace("/", "__")
+
+    def get_model_info(self) -> dict:
+        return {"antlm_pretrained": self.pretrained, "antlm_scoring": self.method}
+
+    # -- encoding -------------------------------------------------------------------------------------------
+
+    @property
+    def max_length(self) -> int:
+        return self.sm.max_length or _DEFAULT_MAX_LENGTH
+
+    def _encode_pair(self, context: str, continuation: str) -> Seq:
+        """lm-eval's split of a request, on the scorer's encoding of ``context + continuation``."""
+        n_spaces = len(context) - len(context.rstrip())
+        if n_spaces:
+            context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+        whole = context + continuation
+        (seq,) = encode(self.sm.tokenizer, [(None, whole)], self.method)
+        if not context:
+            return seq
+        tokenizer = self.sm.tokenizer
+        n_context = len(tokenizer(context, add_special_tokens=False)["input_ids"])
+        if self.method == "clm":
+            # scored positions index the prefixed sequence: shift by the prefix the encoder added (0 or 1)
+            n_plain = len(tokenizer(whole, add_special_tokens=False)["input_ids"])
+            seq.scored = seq.scored[seq.scored >= n_context + len(seq.ids) - n_plain]
+            return self._truncate_left(seq)
+        seq.scored = seq.scored[n_context:]  # the k-th non-special token of the whole text
+        return seq
+
+    def _truncate_left(self, seq: Seq) -> Seq:
+        """As lm-eval: a clm input longer than the model keeps its last ``max_length + 1`` tokens."""
+        excess = len(seq.ids) - 1 - self.max_length
+        if excess <= 0:
+            return seq
+        if len(seq.scored) and seq.scored[0] - excess < 1:
+            raise UserError(f"a continuation of {len(seq.scored)} tokens does not fit the model's "
+                            f"{self.max_length} positions")
+        return Seq(seq.ids[excess:], seq.scored - excess)
+
+    # -- lm-eval's interface --------------------------------------------------------------------------------
+
+    def loglikelihood(self, requests: Sequence[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        seqs = [self._encode_pair(*request.args) for request in requests]
+        unique, index = dedupe(seqs)
+        scores = score_seqs(self.sm, unique, self.method, self.batch_tokens)
+        greedy = self._greedy(unique)
+        results = [(float(scores[i]), bool(greedy[i])) for i in index]
+        for request, result in zip(requests, results):
+            self.cache_hook.add_partial("loglikelihood", request.args, result)
+        return results
+
+    def loglikelihood_rolling(self, requests: Sequence[Any], disable_tqdm: bool = False) -> list[float]:
+        from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+
+        seqs: list[Seq] = []
+        owners: list[int] = []
+        for r, request in enumerate(requests):
+            (text,) = request.args[:1]
+            if self.method == "clm":
+                tokens = self.sm.tokenizer(text, add_special_tokens=False)["input_ids"]
+                windows = get_rolling_token_windows(tokens, prefix_token_id(self.sm.tokenizer), self.max_length, 1)
+                for context, continuation in map(make_disjoint_window, windows):
+                    ids = np.asarray([*context, *continuation], dtype=np.int64)
+                    seqs.append(Seq(ids, np.arange(len(context), len(ids), dtype=np.int64)))
+                    owners.append(r)
+            else:
+                (seq,) = encode(self.sm.tokenizer, [(None, text)], self.method)
+                seqs.append(seq)
+                owners.append(r)
+        unique, index = dedupe(seqs)
+        per_window = score_seqs(self.sm, unique, self.method, self.batch_tokens)[index]
+        totals = np.zeros(len(requests))
+        np.add.at(totals, np.asarray(owners, dtype=np.int64), per_window)
+        results = [float(t) for t in totals]
+        for request, result in zip(requests, results):
+            self.cache_hook.add_partial("loglikelihood_rolling", request.args, result)
+        return results
+
+    def generate_until(self, requests: Sequence[Any], disable_tqdm: bool = False) -> list[str]:
+        raise NotImplementedError(
+            "antlm scores text (loglikelihood, loglikelihood_rolling); it does not generate. Choose lm-eval tasks "
+            "with output_type multiple_choice, loglikelihood or loglikelihood_rolling, or use --model hf to generate."
+        )
+
+    # -- is_greedy --------------------------------------------------------------------------------------------
+
+    def _greedy(self, seqs: list[Seq]) -> np.ndarray:
+        """Whether every scored token is the model's argmax, on the scorer's own batches (argmax, no softmax)."""
+        sm, tokenizer = self.sm, self.sm.tokenizer
+        greedy = np.ones(len(seqs), dtype=bool)
+        live = np.asarray([i for i, s in enumerate(seqs) if len(s.scored)], dtype=np.int64)
+        if not len(live):
+            return greedy
+        order = live[np.argsort(-np.asarray([len(seqs[i].ids) for i in live]), kind="stable")]
+        pad = next((int(t) for t in (tokenizer.pad_token_id, tokenizer.eos_token_id) if t is not None), 0)
+        if self.method == "clm":
+            batches = clm_batches(seqs, order, self.batch_tokens, pad)
+        else:
+            batches = masked_batches(seqs, order, self.batch_tokens, pad, int(tokenizer.mask_token_id), self.method)
+        with torch.inference_mode():
+            for batch in batches:
+                ids = torch.from_numpy(batch.input_ids).to(sm.device)
+                mask = None if batch.attention_mask is None else torch.from_numpy(batch.attention_mask).to(sm.device)
+                hidden = sm.hidden(ids, None if mask is None else mask.long(), self._mode)
+                rows = torch.from_numpy(batch.read_rows).to(sm.device)
+                selected = hidden[rows, torch.from_numpy(batch.read_cols).to(sm.device)]
+                predicted = torch.cat([sm.head(selected[lo:lo + _ARGMAX_CHUNK_ROWS]).argmax(-1)
+                                       for lo in range(0, selected.shape[0], _ARGMAX_CHUNK_ROWS)])
+                hits = (predicted.cpu().numpy() == batch.targets)
+                np.logical_and.at(greedy, batch.owners, hits)
+        return greedy
+
+
+def register() -> None:
+    """Register ``antlm`` with lm-eval's model registry (idempotent)."""
+    if MODEL_NAME not in model_registry:
+        model_registry.register(MODEL_NAME)(AntLMEvalModel)
+
+
+register()
+
+
+def cli_evaluate(argv: Sequence[str] | None = None) -> None:
+    """``antlm-lm-eval``: lm-eval's own command line, with ``--model antlm`` available."""
+    from lm_eval.__main__ import cli_evaluate as lm_eval_cli
+
+    if argv is not None:
+        sys.argv = [sys.argv[0], *argv]
+    lm_eval_cli()
+
+
+if __name__ == "__main__":
+    from antlm_bench.lm_eval_plugin import (
+        cli_evaluate as _cli,  # the registered module, not this __main__ copy
+    )
+
+    _cli()
