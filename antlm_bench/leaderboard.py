@@ -273,7 +273,15 @@ def _checkpoint_key(row: Mapping[str, Any]) -> tuple:
     def num(value: Any) -> float:
         return -1.0 if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
-    return (num(row["phase_index"]), num(row["epoch"]), num(row["tokens_seen"]), row["checkpoint"] or "")
+    # where in training, not which folder: the per-phase score of the last phase and the final evaluation of the
+    # same weights may name the checkpoint differently (phase folder, last/ link) but are one checkpoint
+    return (num(row["phase_index"]), num(row["epoch"]), num(row["tokens_seen"]))
+
+
+def _row_preference(row: Mapping[str, Any]) -> tuple:
+    """Of two rows for the same number: one on all items beats a ``--limit`` one, then the later one wins."""
+    created = row["created_at"] or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+    return (row["limit"] is None, created)
 
 
 def _pick_scoring(candidates: Iterable[str], phase_objective: str | None) -> str:
@@ -318,9 +326,9 @@ def _checkpoints(results: Results, definition: LeaderboardDefinition) -> dict[st
         out[run_id] = []
         for ckpt in sorted(ckpts):
             rows = ckpts[ckpt]
-            # the latest row wins when the same number was recorded twice (a re-evaluation)
+            # one row per number: a re-evaluation, or the final evaluation after the last phase's own scoring
             latest: dict[tuple, dict] = {}
-            for row in sorted(rows, key=lambda r: r["created_at"] or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)):
+            for row in sorted(rows, key=_row_preference):
                 latest[(row["task"], row["subtask"], row["metric"], row["scoring"])] = row
             task_rows: dict[str, dict[str, dict[str, dict]]] = defaultdict(lambda: defaultdict(dict))
             subtask_metrics: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
@@ -364,7 +372,10 @@ def _eq(column: pa.ChunkedArray, value: Any) -> pa.ChunkedArray:
 
 def _run_items(path: Path, run_id: str, meta: Mapping[str, Any], task: str, scoring: str,
                subtasks: Iterable[str]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] | None:
-    """One run's items of one cell, subtask -> (sorted ids, correct, groups); None when any subtask is absent."""
+    """One run's items of one cell (``meta``: its score row), subtask -> (sorted ids, correct, groups).
+
+    None when a subtask has no items, so that an interval or a gap is never computed on part of a task.
+    """
     table = _read_items_table(path)
     mask = pc.and_(pc.and_(_eq(table["run_id"], run_id), _eq(table["task"], task)), _eq(table["scoring"], scoring))
     mask = pc.and_(mask, _eq(table["phase_index"], meta["phase_index"]))
@@ -568,7 +579,7 @@ def _group_items(results: Results, present: list[_RunCheckpoint], column: str, s
         path = results.items_files.get(final.run_id)
         if path is None or not _cell_items_usable(task, metrics):
             return None
-        items = _run_items(path, final.run_id, final.meta, task, scoring, sorted(metrics))
+        items = _run_items(path, final.run_id, final.cells[column], task, scoring, sorted(metrics))
         if items is None:
             return None
         per_seed.append(items)

@@ -212,3 +212,21 @@ def test_definition_file_with_results_glob(tmp_path):
     definition.write_text("name: demo\ntask: [blimp]\n")
     with pytest.raises(UserError, match="field task"):
         load_definition(definition)
+
+
+def test_final_evaluation_beats_the_last_phases_limited_score_of_the_same_weights(tmp_path):
+    """The trainer scores each phase on a --limit subset; the final evaluation of the same weights (another
+    checkpoint name, all items) is the leaderboard's number, even when the limited row was written later."""
+    rng = np.random.default_rng(9)
+    full = {"blimp": {"a": correctness(rng, 300, 0.6)}}
+    write_run(tmp_path / "full", "r", [{"phase_index": 1, "epoch": 2.0, "tasks": full}])
+    write_run(tmp_path / "limited", "r", [{"phase_index": 1, "epoch": 2.0,
+                                           "tasks": {"blimp": {"a": np.ones(20)}}}], limit=20)
+    limited = pq.read_table(tmp_path / "limited" / "r" / "scores.parquet")
+    limited = limited.set_column(limited.schema.get_field_index("checkpoint"), "checkpoint",
+                                 pa.array(["r/last"] * limited.num_rows))
+    both = pa.concat_tables([pq.read_table(tmp_path / "full" / "r" / "scores.parquet"), limited])
+    pq.write_table(both, tmp_path / "full" / "r" / "scores.parquet")
+    cell = build_leaderboard(read_results([tmp_path / "full"])).rows[0].cells["blimp"]
+    assert cell.value == pytest.approx(np.mean(full["blimp"]["a"]))
+    assert cell.n == 300
