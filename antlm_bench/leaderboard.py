@@ -1085,6 +1085,9 @@ def leaderboard_from_paths(
     loaded = load_definition(definition) if definition is not None else LeaderboardDefinition()
     paths = [*definition_result_paths(loaded), *map(Path, results)]
     if not paths:
+        if loaded.results:
+            raise UserError(f"{loaded.source}: results {', '.join(loaded.results)} matched nothing (relative to "
+                            f"{loaded.source.parent}); run the study first, or give result folders")
         raise UserError("no results: give result folders, or --definition with a results: list")
     if not 0 < alpha < 1:
         raise UserError(f"--alpha {alpha}: must be between 0 and 1")
