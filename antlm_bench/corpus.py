@@ -265,7 +265,7 @@ def recipe_tokenizer(recipe: Recipe, preset_name: str, corpus: CleanCorpus,
                      cache_dir: str | os.PathLike | None) -> PreTrainedTokenizerFast:
     """The recipe's BPE at the preset's vocabulary size, trained on ``corpus`` or loaded from the cache."""
     preset = recipe.preset(preset_name)
-    train = lambda: train_tokenizer(  # noqa: E731
+    train = lambda: train_tokenizer(
         corpus.lines(), preset.vocab_size, recipe.tokenizer.min_frequency, recipe.tokenizer.lowercase,
         preset.max_position_embeddings,
     )

@@ -19,7 +19,7 @@ from antlm_bench.errors import UserError
 from antlm_bench.recipes import load_recipe
 from antlm_bench.tokenizer import train_tokenizer
 
-WORDS = "the cat sat on a mat and the dog ran to the park while birds sang in trees".split()
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "the", "dog", "ran", "to", "the", "park", "while", "birds", "sang", "in", "trees"]
 
 
 def _text(n_lines: int, offset: int) -> str:
@@ -119,7 +119,7 @@ def test_prepare_training_data_for_a_recipe(corpus_dir, tmp_path):
     tokenizer, packed = prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache")
     assert len(tokenizer) <= 320 and packed.seq_len == recipe.presets["tiny"].max_seq_len
     assert packed.input_ids.max() < len(tokenizer)
-    again_tokenizer, again = prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache")
+    _, again = prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache")
     assert again.from_cache and again.tokenizer_hash == packed.tokenizer_hash
     _, dev = prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache", split="dev")
     assert dev.data_hash != packed.data_hash and dev.tokenizer_hash != packed.tokenizer_hash

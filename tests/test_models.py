@@ -20,7 +20,6 @@ from antlm_bench.models.ltgbert import make_log_bucket_position, relative_positi
 from antlm_bench.recipes import load_recipe
 
 
-
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread():
     # tiny matrices: thread start-up costs more than the work when other jobs share the two cores
@@ -219,7 +218,7 @@ def test_ltgbert_attention_matches_the_published_math(mode):
     indices = relative_position_indices(11, 8, 64)
     mask = full_mask(padding, mode, 11, x.device)
     with torch.no_grad():
-        ours = attn(x, mask, relative, indices)
+        ours = attn(x, ~mask, relative, indices)
         reference = _reference_ltgbert_attention(attn, x, mask, relative, indices)
     torch.testing.assert_close(ours, reference, atol=1e-5, rtol=1e-5)
 

@@ -22,6 +22,7 @@ from transformers import LlamaConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import CausalLMOutput, SequenceClassifierOutput
 
+from antlm_bench.models.loss import lm_loss
 from antlm_bench.models.masks import boolean_mask, check_mode
 from antlm_bench.recipes import Preset
 from antlm_bench.registry import register_backend
@@ -203,21 +204,6 @@ class BabyLlamaModel(BabyLlamaPreTrainedModel):
         return self.norm(x)
 
 
-def lm_loss(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, labels: torch.Tensor,
-            shift: int) -> torch.Tensor:
-    """Mean cross-entropy over the labelled positions, the head applied there only.
-
-    ``shift`` = 1: position i predicts labels[i + 1] (causal LM, MNTP); 0: position i predicts labels[i] (MLM).
-    """
-    if shift:
-        hidden, labels = hidden[:, :-shift], labels[:, shift:]
-    chosen = labels != -100
-    logits = head(hidden[chosen])
-    if logits.shape[0] == 0:  # nothing labelled: a zero that still carries the graph
-        return logits.float().sum() * 0.0
-    return F.cross_entropy(logits.float(), labels[chosen])
-
-
 class BabyLlamaForCausalLM(BabyLlamaPreTrainedModel):
     """The language model: ``hidden_states`` + ``lm_logits``, and ``forward`` for the transformers way."""
 
@@ -271,10 +257,10 @@ class BabyLlamaForCausalLM(BabyLlamaPreTrainedModel):
         check_mode(attention_mode)
         hidden = self.hidden_states(input_ids, attention_mask, attention_mode)
         loss = None
+        logits = self.lm_head(hidden) if return_logits else None
         if labels is not None:
             shift = label_shift if label_shift is not None else int(attention_mode == "causal")
-            loss = lm_loss(self.lm_head, hidden, labels, shift)
-        logits = self.lm_head(hidden) if return_logits else None
+            loss = lm_loss(self.lm_head, hidden, labels, shift, logits)
         return CausalLMOutput(loss=loss, logits=logits)
 
 

@@ -18,11 +18,18 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSequenceClassification
-from transformers import PreTrainedConfig, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    PreTrainedConfig,
+    PreTrainedModel,
+)
 from transformers import initialization as init
 from transformers.modeling_outputs import CausalLMOutput, MaskedLMOutput, SequenceClassifierOutput
 
+from antlm_bench.models.loss import lm_loss
 from antlm_bench.models.masks import check_mode, full_mask
 from antlm_bench.recipes import Preset
 from antlm_bench.registry import register_backend
@@ -116,10 +123,12 @@ class Attention(nn.Module):
         p2c = torch.einsum("bhkd,rhd->bhrk", key * self.scale, query_pos)  # [B, H, R, T]
         batch, heads, length, _ = query.shape
         index = indices.expand(batch, heads, length, length)
-        return c2p.gather(3, index) + p2c.gather(2, index)
+        # in place: neither gather nor add keeps its output for the backward pass
+        return c2p.gather(3, index).add_(p2c.gather(2, index))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, relative_embedding: torch.Tensor,
+    def forward(self, x: torch.Tensor, blocked: torch.Tensor | None, relative_embedding: torch.Tensor,
                 indices: torch.Tensor) -> torch.Tensor:
+        """``blocked``: True where query i may not see key j (causal / padding), or None."""
         batch, length, hidden = x.shape
         x = self.pre_layer_norm(x)
         query, key = self.in_proj_qk(x).chunk(2, dim=-1)
@@ -127,11 +136,10 @@ class Attention(nn.Module):
         key = key.view(batch, length, self.n_heads, self.head_size).transpose(1, 2)
         value = self.in_proj_v(x).view(batch, length, self.n_heads, self.head_size).transpose(1, 2)
         bias = self.position_bias(query, key, relative_embedding, indices)
-        if mask is not None:
-            bias = bias.masked_fill(~mask, float("-inf"))
+        if blocked is not None:
+            bias.masked_fill_(blocked, float("-inf"))
         context = F.scaled_dot_product_attention(
-            query, key, value, attn_mask=bias.to(query.dtype),
-            dropout_p=self.dropout_p if self.training else 0.0, scale=self.scale,
+            query, key, value, attn_mask=bias, dropout_p=self.dropout_p if self.training else 0.0, scale=self.scale,
         )
         context = self.out_proj(context.transpose(1, 2).reshape(batch, length, hidden))
         return self.dropout(self.post_layer_norm(context))
@@ -171,8 +179,8 @@ class EncoderLayer(nn.Module):
         self.attention = Attention(config)
         self.mlp = FeedForward(config, layer_index)
 
-    def forward(self, x, mask, relative_embedding, indices) -> torch.Tensor:
-        x = x + self.attention(x, mask, relative_embedding, indices)
+    def forward(self, x, blocked, relative_embedding, indices) -> torch.Tensor:
+        x = x + self.attention(x, blocked, relative_embedding, indices)
         return x + self.mlp(x)
 
 
@@ -232,11 +240,12 @@ class LtgBertPreTrainedModel(PreTrainedModel):
         length = input_ids.shape[1]
         x, relative_embedding = self.embedding(input_ids)
         mask = full_mask(attention_mask, attention_mode, length, input_ids.device)
+        blocked = None if mask is None else ~mask
         indices = relative_position_indices(
             length, self.config.position_bucket_size, self.config.max_position_embeddings, input_ids.device
         )
         for layer in self.transformer.layers:
-            x = layer(x, mask, relative_embedding, indices)
+            x = layer(x, blocked, relative_embedding, indices)
         return x
 
 
@@ -258,17 +267,6 @@ class LtgBertModel(LtgBertPreTrainedModel):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 attention_mode: str = "bidirectional") -> torch.Tensor:
         return self.encode(input_ids, attention_mask, attention_mode)
-
-
-def lm_loss(head, hidden: torch.Tensor, labels: torch.Tensor, shift: int) -> torch.Tensor:
-    """Mean cross-entropy over the labelled positions (-100 = ignored), the head applied there only."""
-    if shift:
-        hidden, labels = hidden[:, :-shift], labels[:, shift:]
-    chosen = labels != -100
-    logits = head(hidden[chosen])
-    if logits.shape[0] == 0:
-        return logits.float().sum() * 0.0
-    return F.cross_entropy(logits.float(), labels[chosen])
 
 
 class LtgBertForMaskedLM(LtgBertPreTrainedModel):
@@ -316,10 +314,10 @@ class LtgBertForMaskedLM(LtgBertPreTrainedModel):
         check_mode(attention_mode)
         hidden = self.hidden_states(input_ids, attention_mask, attention_mode)
         loss = None
+        logits = self.classifier(hidden) if return_logits else None
         if labels is not None:
             shift = label_shift if label_shift is not None else int(attention_mode == "causal")
-            loss = lm_loss(self.classifier, hidden, labels, shift)
-        logits = self.classifier(hidden) if return_logits else None
+            loss = lm_loss(self.classifier, hidden, labels, shift, logits)
         output_class = CausalLMOutput if attention_mode == "causal" else MaskedLMOutput
         return output_class(loss=loss, logits=logits)
 

@@ -1,0 +1,128 @@
+"""Forward+backward throughput of the two backends against transformers' own models of the same size.
+
+For each preset (tiny, small) and attention mode (causal, bidirectional) one training step (forward, loss over all
+positions, backward) is timed on a batch of the preset's micro-batch x sequence length, and tokens/s are compared:
+
+- BabyLlama vs ``transformers.LlamaForCausalLM`` (same config). Llama has no bidirectional mode, so both of our
+  modes are compared with its causal step.
+- LTG-BERT vs a transformers BERT with the same hidden size, layers, heads and vocabulary and an FFN of 1.5x the
+  width, so that both have the same number of parameters (GEGLU has three FFN matrices, BERT's MLP two):
+  ``BertForMaskedLM`` for bidirectional, ``BertLMHeadModel(is_decoder=True)`` for causal.
+
+Target: ratio (ours / transformers) >= 1. One run, same machine, same process; the two steps alternate and the
+median step time counts, so both see the same load. On CUDA the step runs under bf16
+autocast; on CPU always float32 (bf16 on CPU is emulated and ~100x slower).
+
+    python benchmarks/models.py [--presets tiny,small] [--seconds 3] [--device cpu|cuda] [--clock wall|cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from transformers import BertConfig, BertForMaskedLM, BertLMHeadModel, LlamaForCausalLM
+
+from antlm_bench.models import build_model
+from antlm_bench.recipes import load_recipe
+
+
+def compare(ours: Callable[[], torch.Tensor], peer: Callable[[], torch.Tensor], device: str, seconds: float,
+            tokens: int, clock: Callable[[], float] = time.perf_counter) -> tuple[float, float]:
+    """Tokens per second of two training steps, timed alternately step by step (median of each).
+
+    Alternating makes both see the same machine load, which matters on a shared machine.
+    """
+    def timed(step: Callable[[], torch.Tensor]) -> float:
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = clock()
+        step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return clock() - start
+
+    for _ in range(2):  # warm-up: allocator, kernels, autograd graph caches
+        timed(ours), timed(peer)
+    ours_times: list[float] = []
+    peer_times: list[float] = []
+    deadline = time.perf_counter() + 2 * seconds
+    while time.perf_counter() < deadline or len(ours_times) < 5:
+        ours_times.append(timed(ours))
+        peer_times.append(timed(peer))
+    return tokens / statistics.median(ours_times), tokens / statistics.median(peer_times)
+
+
+def make_step(model: torch.nn.Module, ids: torch.Tensor, device: str, **kwargs) -> Callable[[], torch.Tensor]:
+    def step() -> torch.Tensor:
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
+            loss = model(ids, labels=ids, **kwargs).loss
+        loss.backward()
+        return loss
+
+    return step
+
+
+def peers(recipe_name: str, preset_name: str):
+    """(our model, {mode: (transformers model, its kwargs)}) for one recipe and preset."""
+    recipe = load_recipe(recipe_name)
+    preset = recipe.preset(preset_name)
+    torch.manual_seed(0)
+    ours = build_model(recipe, preset_name)
+    if recipe.architecture == "babyllama":
+        llama = LlamaForCausalLM(ours.config)  # the very same LlamaConfig
+        llama.config._attn_implementation = "sdpa"
+        return ours, {"causal": llama, "bidirectional": llama}
+    config = BertConfig(
+        vocab_size=preset.vocab_size, hidden_size=preset.hidden_size, num_hidden_layers=preset.n_layers,
+        num_attention_heads=preset.n_heads, intermediate_size=preset.intermediate_size * 3 // 2,
+        max_position_embeddings=preset.max_position_embeddings, hidden_dropout_prob=preset.dropout,
+        attention_probs_dropout_prob=preset.dropout,
+    )
+    return ours, {"bidirectional": BertForMaskedLM(config), "causal": BertLMHeadModel(BertConfig(
+        **config.to_dict() | {"is_decoder": True}))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", default="tiny,small")
+    parser.add_argument("--seconds", type=float, default=3.0, help="seconds per model and measurement (both alternate)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="cpu: this process's CPU time (steadier on a busy shared machine; use with 1 thread)")
+    args = parser.parse_args()
+    device = args.device
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    print(f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}, "
+          f"{'bf16 autocast' if device == 'cuda' else 'float32'}, {args.clock} clock")
+    header = f"{'backend':10} {'preset':6} {'mode':13} {'params':>8} {'peer params':>11} {'ours tok/s':>11} " \
+             f"{'peer tok/s':>11} {'ratio':>6}  peer"
+    print(header)
+    print("-" * len(header))
+    for preset_name in args.presets.split(","):
+        for recipe_name in ("babyllama", "ltgbert"):
+            ours, theirs = peers(recipe_name, preset_name)
+            preset = load_recipe(recipe_name).preset(preset_name)
+            generator = torch.Generator().manual_seed(0)
+            ids = torch.randint(5, preset.vocab_size, (preset.micro_batch_size, preset.max_seq_len),
+                                generator=generator).to(device)
+            tokens = ids.numel()
+            ours.to(device).train()
+            for mode in ("causal", "bidirectional"):
+                peer = theirs[mode].to(device).train()
+                ours_rate, peer_rate = compare(make_step(ours, ids, device, attention_mode=mode),
+                                               make_step(peer, ids, device), device, args.seconds, tokens, clock)
+                n_ours = sum(p.numel() for p in ours.parameters())
+                n_peer = sum(p.numel() for p in peer.parameters())
+                print(f"{recipe_name:10} {preset_name:6} {mode:13} {n_ours / 1e6:7.2f}M {n_peer / 1e6:10.2f}M "
+                      f"{ours_rate:11,.0f} {peer_rate:11,.0f} {ours_rate / peer_rate:6.2f}  {type(peer).__name__}"
+                      + (" (causal)" if recipe_name == "babyllama" and mode == "bidirectional" else ""))
+                peer.to("cpu")
+
+
+if __name__ == "__main__":
+    main()
