@@ -67,7 +67,7 @@ class LeaderboardDefinition(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = "leaderboard"
+    name: str = "results"
     description: str = ""
     results: list[str] = []  # globs, relative to the definition file
     tasks: list[str] = list(DEFAULT_TASKS)
@@ -279,9 +279,9 @@ def _checkpoint_key(row: Mapping[str, Any]) -> tuple:
 
 
 def _row_preference(row: Mapping[str, Any]) -> tuple:
-    """Of two rows for the same number: one on all items beats a ``--limit`` one, then the later one wins."""
+    """Of two rows for the same number: all items beat a ``--limit``, a larger limit a smaller one, then the later."""
     created = row["created_at"] or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
-    return (row["limit"] is None, created)
+    return (row["limit"] is None, row["limit"] or 0, created)
 
 
 def _pick_scoring(candidates: Iterable[str], phase_objective: str | None) -> str:

@@ -230,3 +230,21 @@ def test_final_evaluation_beats_the_last_phases_limited_score_of_the_same_weight
     cell = build_leaderboard(read_results([tmp_path / "full"])).rows[0].cells["blimp"]
     assert cell.value == pytest.approx(np.mean(full["blimp"]["a"]))
     assert cell.n == 300
+    # `antlm-bench run --eval-limit 10 --limit 40`: both rows limited; the larger sample is the final number
+    write_run(tmp_path / "forty", "r", [{"phase_index": 1, "epoch": 2.0, "tasks": {"blimp": {"a": np.zeros(40)}}}],
+              limit=40)
+    table = pa.concat_tables([pq.read_table(tmp_path / "forty" / "r" / "scores.parquet"), limited])
+    pq.write_table(table, tmp_path / "forty" / "r" / "scores.parquet")
+    cell = build_leaderboard(read_results([tmp_path / "forty"])).rows[0].cells["blimp"]
+    assert cell.value == 0.0 and cell.n == 40
+
+
+def test_shipped_definitions_load():
+    from antlm_bench.registry import shipped_folder
+
+    names = sorted(p.stem for p in shipped_folder("leaderboards").glob("*.yaml"))
+    assert {"mini-antlm", "zero-shot", "glue-probe"} <= set(names)
+    for name in names:
+        definition = load_definition(name)
+        assert definition.name == name
+        assert set(c.split(":")[0] for c in definition.effective_macro_tasks()) <= set(definition.tasks)
