@@ -1,0 +1,421 @@
+"""GLUE: fine-tune the checkpoint on each member task of ``tasks/glue.yaml`` and report it on the valid split.
+
+``--tasks glue`` runs every member, ``--tasks glue:rte,mrpc`` a few. Per seed and member one row per metric
+(``accuracy``, plus ``f1`` for MRPC and QQP), and per seed a task-level row ``score``: the mean over the members
+that ran of F1 (MRPC, QQP) or accuracy (the others), as DESIGN.md defines the GLUE score. Intervals are a
+(stratified) bootstrap over the reported examples. The ``scoring`` column says ``finetune`` or ``probe``; the
+``seed`` column is the fine-tuning seed.
+
+Settings (``EvalContext.options``; ``None`` means "the spec's value"): see :data:`OPTION_KEYS`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from antlm_bench.adapters.base import EvalContext, TaskResult
+from antlm_bench.data import read_jsonl
+from antlm_bench.errors import UserError
+from antlm_bench.finetune import (
+    EpochLog,
+    Example,
+    FinetuneSettings,
+    MemberOutcome,
+    finetune,
+    fresh_copy,
+    make_splits,
+    split_by_key,
+)
+from antlm_bench.registry import register_task_class
+from antlm_bench.stats import bootstrap_classification
+from antlm_bench.tables import ScoreRow
+from antlm_bench.tasks import TaskSpec
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SplitValid(_Strict):
+    key: str
+    report_fraction: float = Field(0.2, gt=0, lt=1)
+
+
+class Hyper(_Strict):
+    """Hyper-parameters: spec ``defaults``, a member's overrides, and command-line options all have this shape."""
+
+    lr: float | None = Field(None, gt=0)
+    batch_size: int | None = Field(None, gt=0)
+    eval_batch_size: int | None = Field(None, gt=0)
+    max_length: int | None = Field(None, gt=1)
+    epochs: int | None = Field(None, gt=0)
+    weight_decay: float | None = Field(None, ge=0)
+    warmup: float | None = Field(None, ge=0, lt=1)
+    min_lr_factor: float | None = Field(None, ge=0, le=1)
+    dropout: float | None = Field(None, ge=0, lt=1)
+    grad_clip: float | None = Field(None, ge=0)
+    dev_fraction: float | None = Field(None, gt=0, lt=1)
+    max_train_examples: int | None = Field(None, gt=0)
+    pooling: Literal["auto", "first", "last", "mean"] | None = None
+    attention: Literal["auto", "causal", "bidirectional"] | None = None
+    probe: bool | None = None
+    length_grouped: bool | None = None
+    seed: int | None = None
+
+
+# the keys of EvalContext.options this task reads (the eval/run command-line flags map onto them)
+OPTION_KEYS = tuple(name for name in Hyper.model_fields if name != "seed")
+
+
+class MemberSpec(Hyper):
+    text_a: str
+    text_b: str | None = None
+    labels: list[str] = Field(min_length=2)
+    id: str = "{idx}"
+    group: str | None = None
+    metrics: list[Literal["accuracy", "f1"]] = ["accuracy"]
+    score_metric: Literal["accuracy", "f1"] = "accuracy"
+    split_valid: SplitValid | None = None
+
+
+class DataSpec(_Strict):
+    folder: str = "glue_filtered"
+    train: str = "{member}.train.jsonl"
+    report: str = "{member}.valid.jsonl"
+
+
+def _validated(model: type[BaseModel], document: Any, where: str) -> Any:
+    try:
+        return model.model_validate(document)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"{where}{'.' + loc if loc else ''}: {first['msg']}") from None
+
+
+@dataclass
+class MemberData:
+    name: str
+    spec: MemberSpec
+    train: list[Example]
+    report: list[Example]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _SeededRow(ScoreRow):
+    """A score row that carries its fine-tuning seed (the run-level seed is the pre-training seed)."""
+
+    seed: int | None = None
+
+
+@register_task_class("GlueTask")
+class GlueTask:
+    """Adapter for ``class: GlueTask`` specs: members with text fields, labels and metrics."""
+
+    def __init__(self, spec: TaskSpec, members: list[str] | None = None) -> None:
+        self.spec = spec
+        self.name = spec.name
+        where = f"{spec.source}: "
+        self.data = _validated(DataSpec, spec.data, f"{where}data")
+        self.defaults = _validated(Hyper, spec.defaults, f"{where}defaults")
+        self.members = {name: _validated(MemberSpec, body, f"{where}members.{name}")
+                        for name, body in spec.members.items()}
+        if not self.members:
+            raise UserError(f"{spec.source}: a GlueTask spec needs `members:`")
+        selected = members or list(self.members)
+        unknown = [m for m in selected if m not in self.members]
+        if unknown:
+            raise UserError(f"task {self.name} has no member {unknown[0]!r}; members: {', '.join(self.members)}")
+        self.selected = sorted(selected)
+
+    # ------------------------------------------------------------------------------------------------------
+    # settings
+
+    def options(self, context: EvalContext) -> Hyper:
+        given = {k: v for k, v in (context.options or {}).items() if k in OPTION_KEYS and v is not None}
+        return _validated(Hyper, given, "option ")
+
+    def settings(self, member: str, options: Hyper, context: EvalContext) -> FinetuneSettings:
+        """defaults < member settings < options."""
+        merged: dict[str, Any] = {}
+        for layer in (self.defaults, self.members[member], options):
+            merged.update({k: v for k, v in layer.model_dump(include=set(Hyper.model_fields)).items()
+                           if v is not None})
+        merged.pop("seed", None)
+        spec = self.members[member]
+        return FinetuneSettings(**merged, selection_metric=spec.score_metric, device=context.device,
+                                dtype=context.dtype)
+
+    # ------------------------------------------------------------------------------------------------------
+    # data
+
+    def _file(self, data_dir: Path, template: str, member: str) -> Path | None:
+        base = data_dir / self.data.folder / template.format(member=member)
+        for candidate in (base, base.with_name(base.name + ".xz")):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def load_member(self, data_dir: Path, member: str) -> MemberData:
+        spec = self.members[member]
+        report_path = self._file(data_dir, self.data.report, member)
+        if report_path is None:
+            missing = data_dir / self.data.folder / self.data.report.format(member=member)
+            raise UserError(
+                f"{self.name}/{member}: missing split {missing}(.xz); check --data-dir or run `antlm-bench data fetch`"
+            )
+        report = self._examples(report_path, member)
+        train_path = self._file(data_dir, self.data.train, member)
+        notes: list[str] = []
+        if train_path is not None:
+            train = self._examples(train_path, member)
+        elif spec.split_valid is not None:
+            # the BabyLM data has no training file for this member: train on part of valid, report the rest
+            fraction = spec.split_valid.report_fraction
+            train, report = split_by_key(report, fraction, salt=f"{self.name}/{member}/report")
+            key = spec.split_valid.key.strip("{}")
+            notes.append(
+                f"{member}: no train file; valid split by {key} (sha256 bucket < {fraction}) into "
+                f"{len(train)} training / {len(report)} reported examples"
+            )
+        else:
+            missing = data_dir / self.data.folder / self.data.train.format(member=member)
+            raise UserError(
+                f"{self.name}/{member}: missing split {missing}(.xz); add the file, or give the member "
+                "`split_valid:` in the task spec"
+            )
+        if not report:
+            raise UserError(f"{self.name}/{member}: {report_path} has no examples to report on")
+        return MemberData(member, spec, train, report, notes)
+
+    def _examples(self, path: Path, member: str) -> list[Example]:
+        spec = self.members[member]
+        examples = []
+        for number, record in enumerate(read_jsonl(path), start=1):
+            where = f"{path} record {number}"
+            text_a = _fill(spec.text_a, record, where, member)
+            text_b = _fill(spec.text_b, record, where, member) if spec.text_b is not None else None
+            example_id = _fill(spec.id, record, where, member)
+            group = _fill(spec.group, record, where, member) if spec.group else example_id
+            label = record.get("label")
+            if isinstance(label, bool):
+                label = int(label)
+            if not isinstance(label, int) or not 0 <= label < len(spec.labels):
+                choices = ", ".join(f"{i}={name}" for i, name in enumerate(spec.labels))
+                raise UserError(f"{where}: unknown label {label!r} for {self.name}/{member}; expected {choices}")
+            examples.append(Example(example_id, text_a, text_b, label, group))
+        return examples
+
+    # ------------------------------------------------------------------------------------------------------
+    # the run
+
+    def run(self, context: EvalContext) -> TaskResult:
+        options = self.options(context)
+        data = {m: self.load_member(Path(context.data_dir), m) for m in self.selected}
+        seeds = list(context.seeds) or [self.defaults.seed or 42]
+        model, tokenizer = _load_model(context)
+        log = _Reporter(context, self._work(data, seeds, options, context))
+
+        rows: list[ScoreRow] = []
+        items: list[dict[str, Any]] = []
+        summary: dict[str, list[float]] = {}
+        notes = [n for d in data.values() for n in d.notes]
+        methods = set()
+        for seed in seeds:
+            outcomes: dict[str, MemberOutcome] = {}
+            for member in self.selected:
+                settings = self.settings(member, options, context)
+                report = data[member].report[: context.limit] if context.limit else data[member].report
+                splits = make_splits(data[member].train, report, settings.dev_fraction,
+                                     settings.max_train_examples, f"{self.name}/{member}")
+                label = f"{self.name}/{member} seed {seed}"
+                log.start(label, settings, len(splits.train), len(splits.dev))
+                outcome = finetune(fresh_copy(model), tokenizer, splits, len(self.members[member].labels), settings,
+                                   seed, on_epoch=log.epoch, on_step=log.step)
+                log.finish(outcome)
+                outcomes[member] = outcome
+                methods.add(outcome.method)
+                rows.extend(self._member_rows(member, outcome, data[member], settings, seed, context))
+                if context.log_samples:
+                    items.extend(self._items(member, outcome, seed))
+                summary.setdefault(member, []).append(_score(outcome, self.members[member].score_metric))
+            rows.append(self._aggregate_row(outcomes, seed, context))
+            summary.setdefault("", []).append(rows[-1].value)
+        if len(seeds) > 1:
+            for member, values in sorted(summary.items()):
+                notes.append(f"{self.name}/{member or 'score'} over seeds {','.join(map(str, seeds))}: "
+                             f"mean {np.mean(values):.4f}, sd {np.std(values, ddof=1):.4f}")
+        if "probe" in methods:
+            notes.append(f"{self.name}: probe scores (frozen features + logistic regression), not fine-tuning")
+        return TaskResult(rows=rows, items=items, notes=notes)
+
+    def _work(self, data: dict[str, MemberData], seeds: list[int], options: Hyper, context: EvalContext) -> float:
+        """Total work in example-passes, for the overall ETA."""
+        total = 0.0
+        for member, d in data.items():
+            settings = self.settings(member, options, context)
+            n = min(len(d.train), settings.max_train_examples or len(d.train))
+            total += n * (1 if settings.probe else settings.epochs)
+        return total * len(seeds)
+
+    def _member_rows(self, member: str, outcome: MemberOutcome, data: MemberData, settings: FinetuneSettings,
+                     seed: int, context: EvalContext) -> list[ScoreRow]:
+        from antlm_bench.finetune import classification_metrics
+
+        metrics = classification_metrics(outcome.labels, outcome.predictions)
+        if outcome.method == "finetune":
+            chosen = (f"best epoch {outcome.best_epoch}/{settings.epochs} "
+                      f"(dev {settings.selection_metric} {max(outcome.dev_history):.4f})")
+        else:
+            chosen = "probe"
+        notes = "; ".join([*data.notes, *outcome.notes, chosen, f"n_train={outcome.n_train}, n_dev={outcome.n_dev}"])
+        rows = []
+        for metric in self.members[member].metrics:
+            interval = bootstrap_classification({member: (outcome.labels, outcome.predictions, metric)})
+            rows.append(_SeededRow(
+                task=self.name, subtask=member, metric=metric, value=metrics[metric], n=len(outcome.labels),
+                scoring=outcome.method, ci_low=interval.low, ci_high=interval.high, limit=context.limit,
+                notes=notes, seed=seed,
+            ))
+        return rows
+
+    def _aggregate_row(self, outcomes: dict[str, MemberOutcome], seed: int, context: EvalContext) -> ScoreRow:
+        strata = {m: (o.labels, o.predictions, self.members[m].score_metric) for m, o in outcomes.items()}
+        interval = bootstrap_classification(strata)
+        method = "probe" if all(o.method == "probe" for o in outcomes.values()) else "finetune"
+        which = ", ".join(f"{m} {self.members[m].score_metric}" for m in sorted(outcomes))
+        notes = f"mean over {len(outcomes)}/{len(self.members)} members: {which}"
+        if method == "probe":
+            notes += "; probe"
+        return _SeededRow(
+            task=self.name, subtask="", metric="score", value=interval.value,
+            n=int(sum(len(o.labels) for o in outcomes.values())), scoring=method, ci_low=interval.low,
+            ci_high=interval.high, limit=context.limit, notes=notes, seed=seed,
+        )
+
+    def _items(self, member: str, outcome: MemberOutcome, seed: int) -> list[dict[str, Any]]:
+        names = self.members[member].labels
+        records = []
+        for example, label, prediction, probs in zip(outcome.report_examples, outcome.labels, outcome.predictions,
+                                                     outcome.probabilities):
+            others = np.delete(probs, label)
+            records.append({
+                "scoring": outcome.method, "task": self.name, "subtask": member, "item_id": example.id,
+                "group_id": example.group, "context": example.text_a, "sentence_good": example.text_b,
+                # probability of the gold label against the strongest other label: correct iff good > bad
+                "score_good": float(probs[label]), "score_bad": float(others.max()),
+                "correct": float(prediction == label), "prediction": names[int(prediction)],
+                "label": names[int(label)], "seed": seed,
+            })
+        return records
+
+
+def _score(outcome: MemberOutcome, metric: str) -> float:
+    from antlm_bench.finetune import classification_metrics
+
+    return classification_metrics(outcome.labels, outcome.predictions)[metric]
+
+
+def _fill(template: str, record: dict[str, Any], where: str, member: str) -> str:
+    try:
+        return template.format_map(record)
+    except (KeyError, IndexError, TypeError) as err:
+        raise UserError(f"{where}: field {err} missing; {member} needs {template!r}") from None
+
+
+def _load_model(context: EvalContext) -> tuple[Any, Any]:
+    """The pre-trained model (never trained itself: each run fine-tunes a copy) and its tokenizer."""
+    import torch
+
+    model = context.model if isinstance(context.model, torch.nn.Module) else None
+    tokenizer = context.tokenizer
+    if model is None:
+        if context.model_path is None:
+            raise UserError("glue: no model given; pass a checkpoint folder")
+        from antlm_bench.models import load_model
+
+        model = load_model(context.model_path, device="cpu", dtype=torch.float32)
+    if tokenizer is None:
+        if context.model_path is None:
+            raise UserError("glue: no tokenizer given; pass a checkpoint folder that holds one")
+        from transformers import AutoTokenizer
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(context.model_path)
+        except (OSError, ValueError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UserError(f"{context.model_path}: cannot load the tokenizer ({first})") from None
+    return model, tokenizer
+
+
+class _Reporter:
+    """Progress per member run and epoch, with the ETA of the run and of the whole task.
+
+    With a rich ``Progress`` in the context, a bar per run (its own ETA column shows the run's ETA) and epoch lines
+    above it; otherwise one line per epoch on stderr (nothing when options['quiet'] is set).
+    """
+
+    def __init__(self, context: EvalContext, total_work: float) -> None:
+        self.progress = context.progress
+        self.quiet = bool((context.options or {}).get("quiet"))
+        self.total_work = total_work
+        self.done_work = 0.0
+        self.started = time.perf_counter()
+        self.task_id = None
+        self.label = ""
+        self.run_work = 0.0
+        self.n_train = 0
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress.console.print(line, highlight=False)
+        elif not self.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    def start(self, label: str, settings: FinetuneSettings, n_train: int, n_dev: int) -> None:
+        self.label = label
+        self.n_train = n_train
+        self.epochs = 1 if settings.probe else settings.epochs
+        self.run_start_work = self.done_work
+        if self.progress is not None:
+            total = self.epochs * -(-n_train // settings.batch_size)
+            self.task_id = self.progress.add_task(label, total=None if settings.probe else total)
+        method = "probe" if settings.probe else f"fine-tuning {settings.epochs} epochs"
+        self._say(f"{label}: {method} on {n_train} examples (dev slice {n_dev})")
+
+    def step(self, step: int, total: int) -> None:
+        if self.progress is not None and self.task_id is not None:
+            self.progress.update(self.task_id, completed=step)
+
+    def epoch(self, info: EpochLog) -> None:
+        self.done_work = self.run_start_work + self.n_train * info.epoch
+        elapsed = time.perf_counter() - self.started
+        remaining = elapsed / max(self.done_work, 1e-9) * (self.total_work - self.done_work)
+        self._say(
+            f"{self.label} epoch {info.epoch}/{info.epochs}: loss {info.train_loss:.4f}, dev {info.dev_metric:.4f} "
+            f"(best {info.best_metric:.4f} @ {info.best_epoch}), {info.seconds:.1f}s; "
+            f"ETA {_clock(info.eta_seconds)} this run, {_clock(remaining)} all"
+        )
+
+    def finish(self, outcome: MemberOutcome) -> None:
+        self.done_work = self.run_start_work + self.n_train * self.epochs
+        if self.progress is not None and self.task_id is not None:
+            self.progress.remove_task(self.task_id)
+            self.task_id = None
+        accuracy = float(np.mean(outcome.labels == outcome.predictions))
+        self._say(f"{self.label}: reported accuracy {accuracy:.4f} on {len(outcome.labels)} examples "
+                  f"({outcome.train_examples_per_second:.0f} train examples/s)")
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
