@@ -131,3 +131,22 @@ def test_macro_gap_is_paired_when_every_macro_task_has_items(tmp_path):
     assert macro.significant
     row_b = next(r for r in board.rows if r.key[2] == "B")
     assert row_b.macro.interval == "items"
+
+
+def test_glue_with_an_f1_member_is_compared_unpaired(tmp_path):
+    """Item correctness does not average to an F1 score: such a GLUE gap must not claim to be paired."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    a, b = _small_consistent_gain(n=400, gain=20)
+    for name, values in (("A", a), ("B", b)):
+        folder = write_run(tmp_path, name, [{"phase_index": 0, "scoring": "finetune",
+                                             "tasks": {"glue": {"mrpc": values, "rte": values}}}], schedule=name)
+        table = pq.read_table(folder / "scores.parquet")
+        f1 = [m if s != "mrpc" else "f1" for m, s in zip(table["metric"].to_pylist(), table["subtask"].to_pylist())]
+        table = table.set_column(table.schema.get_field_index("metric"), "metric", pa.array(f1))
+        pq.write_table(table, folder / "scores.parquet")
+    board = build_leaderboard(read_results([tmp_path]), macro_tasks=[], reference={"schedule": "A"})
+    (gap,) = board.comparisons
+    assert gap.column == "glue" and not gap.paired
+    assert all(row.cells["glue"].items is None for row in board.rows)
