@@ -582,7 +582,8 @@ def finetune(
     """Fine-tune ``model`` (modified in place; pass a copy) and predict the reported split with the best epoch.
 
     The best epoch is the one with the highest ``settings.selection_metric`` on ``splits.dev``; the reported
-    split stays sealed until that choice is made.
+    split stays sealed until that choice is made. ``on_step(examples_done, examples_total)`` after every
+    optimizer step, ``on_epoch(log)`` after every epoch's selection step.
     """
     if settings.probe:
         return probe(model, tokenizer, splits, num_labels, settings, seed)
@@ -612,7 +613,7 @@ def finetune(
     best_metric, best_epoch, best_state = -math.inf, 0, None
     history: list[float] = []
     started = time.perf_counter()
-    step = 0
+    step = seen = 0
     for epoch in range(1, settings.epochs + 1):
         epoch_start = time.perf_counter()
         classifier.train()
@@ -639,8 +640,9 @@ def finetune(
             loss_sum += float(loss.detach()) * len(indices)
             loss_count += len(indices)
             step += 1
+            seen += len(indices)
             if on_step is not None:
-                on_step(step, total_steps)
+                on_step(seen, len(splits.train) * settings.epochs)
         dev_logits = predict_logits(classifier, dev, pad_id, settings.eval_batch_size, settings)
         metric = classification_metrics(dev.labels, dev_logits.argmax(1))[settings.selection_metric]
         history.append(metric)

@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from antlm_bench.adapters.base import EvalContext, TaskResult
-from antlm_bench.data import read_jsonl
+from antlm_bench.data import hash_files, read_jsonl
 from antlm_bench.errors import UserError
 from antlm_bench.finetune import (
     EpochLog,
@@ -135,6 +135,8 @@ class GlueTask:
         if unknown:
             raise UserError(f"task {self.name} has no member {unknown[0]!r}; members: {', '.join(self.members)}")
         self.selected = sorted(selected)
+        self.data_hash = ""
+        self.data_files: list[str] = []
 
     # ------------------------------------------------------------------------------------------------------
     # settings
@@ -164,20 +166,41 @@ class GlueTask:
                 return candidate
         return None
 
-    def load_member(self, data_dir: Path, member: str) -> MemberData:
-        spec = self.members[member]
+    def member_files(self, data_dir: Path, member: str) -> tuple[Path | None, Path]:
+        """(training file or None when the member splits its valid file, reported file); missing -> UserError."""
         report_path = self._file(data_dir, self.data.report, member)
         if report_path is None:
             missing = data_dir / self.data.folder / self.data.report.format(member=member)
             raise UserError(
                 f"{self.name}/{member}: missing split {missing}(.xz); check --data-dir or run `antlm-bench data fetch`"
             )
-        report = self._examples(report_path, member)
         train_path = self._file(data_dir, self.data.train, member)
+        if train_path is None and self.members[member].split_valid is None:
+            missing = data_dir / self.data.folder / self.data.train.format(member=member)
+            raise UserError(
+                f"{self.name}/{member}: missing split {missing}(.xz); add the file, or give the member "
+                "`split_valid:` in the task spec"
+            )
+        return train_path, report_path
+
+    def check_data(self, data_dir: Path) -> None:
+        """Fail fast (before a model loads) when a selected member's files are missing."""
+        files = []
+        for member in self.selected:
+            train_path, report_path = self.member_files(Path(data_dir), member)
+            files.extend(p for p in (train_path, report_path) if p is not None)
+        self.data_files = [str(f) for f in files]
+        self.data_hash = hash_files(files)
+
+    def load_member(self, data_dir: Path, member: str) -> MemberData:
+        spec = self.members[member]
+        train_path, report_path = self.member_files(data_dir, member)
+        report = self._examples(report_path, member)
         notes: list[str] = []
         if train_path is not None:
             train = self._examples(train_path, member)
-        elif spec.split_valid is not None:
+        else:
+            assert spec.split_valid is not None
             # the BabyLM data has no training file for this member: train on part of valid, report the rest
             fraction = spec.split_valid.report_fraction
             train, report = split_by_key(report, fraction, salt=f"{self.name}/{member}/report")
@@ -185,12 +208,6 @@ class GlueTask:
             notes.append(
                 f"{member}: no train file; valid split by {key} (sha256 bucket < {fraction}) into "
                 f"{len(train)} training / {len(report)} reported examples"
-            )
-        else:
-            missing = data_dir / self.data.folder / self.data.train.format(member=member)
-            raise UserError(
-                f"{self.name}/{member}: missing split {missing}(.xz); add the file, or give the member "
-                "`split_valid:` in the task spec"
             )
         if not report:
             raise UserError(f"{self.name}/{member}: {report_path} has no examples to report on")
@@ -219,6 +236,7 @@ class GlueTask:
 
     def run(self, context: EvalContext) -> TaskResult:
         options = self.options(context)
+        self.check_data(Path(context.data_dir))
         data = {m: self.load_member(Path(context.data_dir), m) for m in self.selected}
         seeds = list(context.seeds) or [self.defaults.seed or 42]
         model, tokenizer = _load_model(context)
@@ -332,17 +350,23 @@ def _fill(template: str, record: dict[str, Any], where: str, member: str) -> str
 
 
 def _load_model(context: EvalContext) -> tuple[Any, Any]:
-    """The pre-trained model (never trained itself: each run fine-tunes a copy) and its tokenizer."""
+    """The pre-trained model (never trained itself: each run fine-tunes a copy) and its tokenizer.
+
+    A checkpoint folder is loaded afresh in float32 even when the context carries a model: that one may be a
+    scoring copy in bfloat16, and fine-tuning keeps float32 master weights.
+    """
     import torch
 
-    model = context.model if isinstance(context.model, torch.nn.Module) else None
-    tokenizer = context.tokenizer
-    if model is None:
-        if context.model_path is None:
-            raise UserError("glue: no model given; pass a checkpoint folder")
+    model = None
+    if context.model_path is not None and Path(context.model_path).is_dir():
         from antlm_bench.models import load_model
 
         model = load_model(context.model_path, device="cpu", dtype=torch.float32)
+    elif isinstance(context.model, torch.nn.Module):
+        model = context.model
+    else:
+        raise UserError("glue: no model given; pass a checkpoint folder")
+    tokenizer = context.tokenizer
     if tokenizer is None:
         if context.model_path is None:
             raise UserError("glue: no tokenizer given; pass a checkpoint folder that holds one")
@@ -385,15 +409,14 @@ class _Reporter:
         self.n_train = n_train
         self.epochs = 1 if settings.probe else settings.epochs
         self.run_start_work = self.done_work
-        if self.progress is not None:
-            total = self.epochs * -(-n_train // settings.batch_size)
-            self.task_id = self.progress.add_task(label, total=None if settings.probe else total)
+        if self.progress is not None:  # counted in training examples, so the bar's rate reads examples/s
+            self.task_id = self.progress.add_task(label, total=self.epochs * n_train)
         method = "probe" if settings.probe else f"fine-tuning {settings.epochs} epochs"
         self._say(f"{label}: {method} on {n_train} examples (dev slice {n_dev})")
 
-    def step(self, step: int, total: int) -> None:
+    def step(self, done: int, total: int) -> None:
         if self.progress is not None and self.task_id is not None:
-            self.progress.update(self.task_id, completed=step)
+            self.progress.update(self.task_id, completed=done)
 
     def epoch(self, info: EpochLog) -> None:
         self.done_work = self.run_start_work + self.n_train * info.epoch
@@ -408,6 +431,7 @@ class _Reporter:
     def finish(self, outcome: MemberOutcome) -> None:
         self.done_work = self.run_start_work + self.n_train * self.epochs
         if self.progress is not None and self.task_id is not None:
+            self.progress.update(self.task_id, completed=self.epochs * self.n_train)
             self.progress.remove_task(self.task_id)
             self.task_id = None
         accuracy = float(np.mean(outcome.labels == outcome.predictions))

@@ -10,6 +10,7 @@ from rich import box
 from rich.table import Table
 
 from antlm_bench.cli.app import DataDirOption, IncludePathOption, app, console, err_console
+from antlm_bench.errors import UserError
 from antlm_bench.registry import add_include_path
 
 
@@ -58,6 +59,22 @@ def eval_command(
     data_dir: Path | None = DataDirOption,
     include_path: list[Path] | None = IncludePathOption,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+    # GLUE fine-tuning (tasks/glue.yaml); unset flags keep the spec's BabyLM 2025 defaults
+    seeds: str | None = typer.Option(None, "--seeds", help="GLUE: fine-tuning seeds, e.g. 42,43,44 (one row set "
+                                     "per seed; default 42)."),
+    lr: float | None = typer.Option(None, "--lr", help="GLUE: peak learning rate (default 3e-5)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="GLUE: training batch size "
+                                          "(default 32; 16 for BoolQ and MultiRC)."),
+    epochs: int | None = typer.Option(None, "--epochs", min=1, help="GLUE: epochs (default 10; 30 for WSC)."),
+    max_length: int | None = typer.Option(None, "--max-length", min=2, help="GLUE: max tokens per input (512)."),
+    max_train_examples: int | None = typer.Option(None, "--max-train-examples", min=1,
+                                                  help="GLUE: train on at most N examples per task (a budget)."),
+    warmup: float | None = typer.Option(None, "--warmup", help="GLUE: warm-up fraction of the steps (0.06)."),
+    weight_decay: float | None = typer.Option(None, "--weight-decay", help="GLUE: AdamW weight decay (0.01)."),
+    pooling: str | None = typer.Option(None, "--pooling", help="GLUE: auto|first|last|mean (auto: first token "
+                                       "for encoders, last real token for decoders)."),
+    probe: bool = typer.Option(False, "--probe", help="GLUE: frozen features + logistic regression (fast, CPU); "
+                               "rows say scoring=probe."),
 ) -> None:
     """Score minimal pairs (BLiMP, BLiMP supplement, EWoK) and other tasks; print a summary, write Parquet.
 
@@ -68,10 +85,14 @@ def eval_command(
 
     for folder in include_path or []:
         add_include_path(folder)
+    glue_options = {"lr": lr, "batch_size": batch_size, "epochs": epochs, "max_length": max_length,
+                    "max_train_examples": max_train_examples, "warmup": warmup, "weight_decay": weight_decay,
+                    "pooling": pooling, "probe": probe or None}
     out = evaluate(
         model, tasks, scoring=scoring.value, output_dir=output, limit=limit, log_samples=log_samples,
         batch_tokens=batch_tokens, device=device.value, dtype=dtype.value, data_dir=data_dir,
         leading_space=leading_space, progress=progress,
+        options={k: v for k, v in glue_options.items() if v is not None}, seeds=parse_seeds(seeds),
     )
     for note in out.notes:
         err_console.print(f"[dim]note:[/dim] {note}", soft_wrap=True)
@@ -79,6 +100,19 @@ def eval_command(
     if output is not None:
         written = ", ".join(["scores.parquet", *(["items.parquet"] if log_samples else []), "run.json"])
         console.print(f"wrote {written} to {output}", soft_wrap=True)
+
+
+def parse_seeds(text: str | None) -> list[int] | None:
+    """``"42,43,44"`` -> [42, 43, 44]; None stays None (the default seed)."""
+    if text is None:
+        return None
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(f"--seeds {text!r}: expected integers separated by commas, e.g. 42,43,44") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise UserError(f"--seeds {text!r}: give one or more distinct integers, e.g. 42,43,44")
+    return seeds
 
 
 def summary_table(scores) -> Table:
