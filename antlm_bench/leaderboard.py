@@ -777,9 +777,8 @@ def p_text(p: float | None) -> str:
 
 
 def shown_keys(board: Leaderboard) -> list[int]:
-    """Grouping keys whose value differs between rows (all of them when none does): the others go in a title."""
-    varying = [i for i in range(len(board.group_by)) if len({r.key[i] for r in board.rows}) > 1]
-    return varying or list(range(len(board.group_by)))
+    """Grouping keys whose value differs between rows; the others (all of them for one row) go in the title."""
+    return [i for i in range(len(board.group_by)) if len({r.key[i] for r in board.rows}) > 1]
 
 
 def common_text(board: Leaderboard) -> str:
@@ -794,7 +793,9 @@ def common_text(board: Leaderboard) -> str:
 def key_text(board: Leaderboard, key: tuple[str, ...] | None, full: bool = False) -> str:
     if key is None:
         return "-"
-    indices = range(len(board.group_by)) if full else shown_keys(board)
+    indices = shown_keys(board)
+    if full or not indices:
+        indices = range(len(board.group_by))
     return ", ".join(f"{board.group_by[i]}={key[i]}" for i in indices if key[i]) or "(all runs)"
 
 
