@@ -64,14 +64,14 @@ def llama():
 
 @pytest.fixture(scope="module")
 def bert():
-    return wrap_model(build_tiny_bert(), build_tiny_tokenizer("wordpiece"))
+    return wrap_model(build_tiny_bert(), build_tiny_tokenizer("bert"))
 
 
 @pytest.fixture(scope="module")
 def minicons_scorer():
     from minicons import scorer
 
-    model, tokenizer = build_tiny_bert(), build_tiny_tokenizer("wordpiece")
+    model, tokenizer = build_tiny_bert(), build_tiny_tokenizer("bert")
     # minicons calls batch_encode_plus, which transformers 5 removed: a test-only shim on this instance
     tokenizer.batch_encode_plus = lambda *args, **kwargs: tokenizer(*args, **kwargs)
     try:
@@ -152,6 +152,12 @@ def test_pll_equals_minicons(sentences, bert, minicons_scorer, method, metric):
                                                     PLL_metric=metric)
     ours = score_texts(bert, sentences, method, batch_tokens=700)
     np.testing.assert_allclose(ours, np.array(reference), atol=TOL, rtol=0)
+
+
+def test_word_l2r_differs_from_pll_where_words_have_several_pieces(bert, sentences):
+    """Guard: the fixture tokenizer splits words into pieces, so the within-word masking is really exercised."""
+    texts = sentences[:20]
+    assert np.abs(score_texts(bert, texts, "pll") - score_texts(bert, texts, "pll-word-l2r")).max() > 1e-3
 
 
 def test_ewok_pll_equals_minicons_conditional_score(ewok_items, bert, minicons_scorer):

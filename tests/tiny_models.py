@@ -5,7 +5,7 @@ Other test modules (and benchmarks/) may reuse them::
     from tiny_models import build_tiny_llama, build_tiny_bert, build_tiny_tokenizer, save_tiny
 
 - ``build_tiny_tokenizer("bpe")``: byte-level BPE with ``<s>`` prepended by the post-processor (as Llama's
-  tokenizer does), plus ``</s> <pad> <mask> <unk>``; ``build_tiny_tokenizer("wordpiece")``: BERT-style
+  tokenizer does), plus ``</s> <pad> <mask> <unk>``; ``build_tiny_tokenizer("bert")``: BERT-style
   ``[CLS] ... [SEP]`` WordPiece with ``[MASK] [PAD] [UNK]``. Both are trained on a few thousand lines of the
   real pre-training sample when it is there (else on a small built-in text), with fixed settings, so the result
   is the same on every run.
@@ -48,8 +48,13 @@ def training_lines(max_lines: int = 4000, words_per_line: int = 40) -> list[str]
     return [_FALLBACK_TEXT] * 50
 
 
-@functools.cache
 def build_tiny_tokenizer(kind: str = "bpe", vocab_size: int = 2000) -> PreTrainedTokenizerFast:
+    """One cached tokenizer per (kind, vocab_size); "wordpiece" is the name earlier versions used for "bert"."""
+    return _train_tokenizer("bert" if kind == "wordpiece" else kind, vocab_size)
+
+
+@functools.cache
+def _train_tokenizer(kind: str, vocab_size: int) -> PreTrainedTokenizerFast:
     lines = training_lines()
     if kind == "bpe":
         tok = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -69,13 +74,15 @@ def build_tiny_tokenizer(kind: str = "bpe", vocab_size: int = 2000) -> PreTraine
             tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", mask_token="<mask>",
             unk_token="<unk>",
         )
-    if kind == "wordpiece":
-        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    if kind == "bert":
+        # BERT's normalizer, pre-tokenizer and [CLS] ... [SEP] template with BPE subwords: the WordPiece trainer
+        # numbers its "##" pieces in hash-map order, so its vocabulary changes from run to run; BPE's does not
+        tok = Tokenizer(models.BPE(unk_token="[UNK]"))
         tok.normalizer = normalizers.BertNormalizer(lowercase=True)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tok.decoder = decoders.WordPiece()
+        tok.decoder = decoders.BPEDecoder()
         specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False)
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False)
         tok.train_from_iterator(lines, trainer)
         cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
@@ -103,7 +110,7 @@ def build_tiny_llama(seed: int = 0, hidden: int = 64, layers: int = 2) -> LlamaF
 
 @functools.cache
 def build_tiny_bert(seed: int = 0, hidden: int = 64, layers: int = 2) -> BertForMaskedLM:
-    tok = build_tiny_tokenizer("wordpiece")
+    tok = build_tiny_tokenizer("bert")
     config = BertConfig(
         vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
         num_attention_heads=4, max_position_embeddings=512, initializer_range=0.2, pad_token_id=tok.pad_token_id,
@@ -116,7 +123,7 @@ def build_tiny_bert(seed: int = 0, hidden: int = 64, layers: int = 2) -> BertFor
 def save_tiny(kind: str, folder: Path) -> Path:
     """Save the tiny ``llama`` or ``bert`` model with its tokenizer as a plain Hugging Face folder."""
     model, tok = (build_tiny_llama(), build_tiny_tokenizer("bpe")) if kind == "llama" else (
-        build_tiny_bert(), build_tiny_tokenizer("wordpiece"))
+        build_tiny_bert(), build_tiny_tokenizer("bert"))
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
