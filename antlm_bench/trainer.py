@@ -201,13 +201,6 @@ class _Dist:
         dist.all_gather_object(out, obj)
         return out
 
-    def broadcast(self, obj: Any) -> Any:
-        if not self.enabled:
-            return obj
-        box = [obj]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
     def close(self) -> None:
         if self.started_here and dist.is_initialized():
             dist.destroy_process_group()
@@ -591,8 +584,9 @@ class Trainer:
         # the synchronising backward is the last one: keep the non-empty chunks at the end
         return sorted(chunks, key=len)
 
-    def _train_step(self, batch) -> tuple[float, float]:
-        """One optimizer step over the global batch; returns (mean loss per labelled token, grad norm)."""
+    def _train_step(self, batch, save_wanted: bool = False) -> tuple[float, float, bool]:
+        """One optimizer step's gradients over the global batch: (mean loss per labelled token, grad norm, whether
+        any process wants a checkpoint after it). The loss sum and the wish travel in one all-reduce."""
         n_targets = batch.n_targets
         chunks = self._micro_batches(len(batch))
         scale = self.dist.world / max(n_targets, 1)
@@ -612,19 +606,16 @@ class Trainer:
                     loss_sum = self.loss_module(x, y, batch.shift, batch.attention_mode)
                 (loss_sum * (scale * weight)).backward()
             local_sum += loss_sum.detach().float() * weight
-        total = self.dist.all_reduce_sum(local_sum)
-        loss = float(total) / max(n_targets, 1)
+        stats = self.dist.all_reduce_sum(torch.stack([local_sum, torch.tensor(float(save_wanted), device=self.device)]))
+        total, wanted = stats.tolist()
+        loss = total / max(n_targets, 1)
         clip = self.recipe.optimizer.grad_clip
         params = [p for p in self.model.parameters() if p.grad is not None]
         if clip:
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
         else:
             grad_norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
-        return loss, grad_norm
-
-    def _agree(self, flag: bool) -> bool:
-        """The main process's decision (wall-clock triggers), shared so every process saves together."""
-        return bool(self.dist.broadcast(flag)) if self.dist.enabled else flag
+        return loss, grad_norm, wanted > 0
 
     def run(self) -> TrainResult:
         config = self.config
@@ -652,14 +643,18 @@ class Trainer:
                 if scheduler_phase != plan.index:
                     scheduler = phase_scheduler(self.optimizer, plan.lr, self.step - plan.start_step)
                     scheduler_phase = plan.index
-                    self._say(f"phase {plan.index}/{len(self.plans) - 1} {plan.phase.label}: steps "
-                              f"{self.step - plan.start_step}..{plan.n_steps} of {plan.n_steps}, "
-                              f"{plan.phase.attention_mode} attention, {describe(plan.lr.spec)}")
+                    done = self.step - plan.start_step
+                    self._say(f"phase {plan.index}/{len(self.plans) - 1} {plan.phase.label}: {plan.n_steps} steps"
+                              + (f" (resuming after {done})" if done else "")
+                              + f", {plan.phase.attention_mode} attention, lr {describe(plan.lr.spec)}")
                 assert pending is not None
                 batch = pending.result()
                 pending = prefetch.submit(self._build, self.step + 1) if self.step + 1 < stop_at else None
                 lr = self.optimizer.param_groups[0]["lr"]
-                loss, grad_norm = self._train_step(batch)
+                # a wall-clock trigger is the main process's to decide; the others learn of it in the all-reduce
+                by_time = (self.dist.main and bool(config.save_every_minutes)
+                           and time.perf_counter() - last_save_time >= 60 * config.save_every_minutes)
+                loss, grad_norm, by_time = self._train_step(batch, by_time)
                 if not (math.isfinite(loss) and math.isfinite(grad_norm)):
                     self._diverged(plan, loss, grad_norm)
                 self.optimizer.step()
@@ -690,8 +685,7 @@ class Trainer:
                         self._evaluate(folder)
                 else:
                     by_steps = bool(config.save_every_steps) and self.step % config.save_every_steps == 0
-                    by_time = bool(config.save_every_minutes) and now - last_save_time >= 60 * config.save_every_minutes
-                    if by_steps or self._agree(by_time) or self.step == stop_at:
+                    if by_steps or by_time or self.step == stop_at:
                         self._save_last(plan, False, self.elapsed_before + now - start_time)
                         last_save_time = time.perf_counter()
                 for callback in self.callbacks:
@@ -739,7 +733,7 @@ class Trainer:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         progress = Progress(
-            TextColumn("{task.fields[phase]}"), BarColumn(), TextColumn("step {task.completed}/{task.total}"),
+            TextColumn("{task.fields[phase]}"), BarColumn(bar_width=24), TextColumn("step {task.completed}/{task.total}"),
             TextColumn("epoch {task.fields[epoch]}"), TextColumn("loss {task.fields[loss]}"),
             TextColumn("{task.fields[speed]} tok/s"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
             console=self.console, transient=False,

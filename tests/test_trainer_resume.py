@@ -104,8 +104,10 @@ def test_resume_of_a_finished_run_changes_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_kill_at_random_moments_then_resume(tmp_path: Path) -> None:
+def test_kill_at_random_moments_then_resume(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """kill -9 from outside at random times (inside checkpoint writes too), resume until done, compare."""
+    if "slow" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("slow (about a minute): run with -m slow")
     common = dict(model="antlm-babyllama", schedule="1_CLM+1_MLM+1_CLM", save_every_steps=1, deterministic=True)
     reference = tiny_config(tmp_path, tmp_path / "reference", **common)
     _cli(reference)
