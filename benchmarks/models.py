@@ -7,7 +7,9 @@ positions, backward) is timed on a batch of the preset's micro-batch x sequence 
   modes are compared with its causal step.
 - LTG-BERT vs a transformers BERT with the same hidden size, layers, heads and vocabulary and an FFN of 1.5x the
   width, so that both have the same number of parameters (GEGLU has three FFN matrices, BERT's MLP two):
-  ``BertForMaskedLM`` for bidirectional, ``BertLMHeadModel(is_decoder=True)`` for causal.
+  ``BertForMaskedLM`` for bidirectional, ``BertLMHeadModel(is_decoder=True)`` for causal. A second bidirectional
+  row compares with ``DebertaV2ForMaskedLM`` set up with LTG-BERT's attention (c2p + p2c over 32 log buckets,
+  shared key projection, LayerNorm on the relative embedding): transformers' own model of the same attention.
 
 Target: ratio (ours / transformers) >= 1. One run, same machine, same process; the two steps alternate and the
 median step time counts, so both see the same load. On CUDA the step runs under bf16
@@ -24,7 +26,14 @@ import time
 from collections.abc import Callable
 
 import torch
-from transformers import BertConfig, BertForMaskedLM, BertLMHeadModel, LlamaForCausalLM
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    BertLMHeadModel,
+    DebertaV2Config,
+    DebertaV2ForMaskedLM,
+    LlamaForCausalLM,
+)
 
 from antlm_bench.models import build_model
 from antlm_bench.recipes import load_recipe
@@ -67,8 +76,8 @@ def make_step(model: torch.nn.Module, ids: torch.Tensor, device: str, **kwargs) 
     return step
 
 
-def peers(recipe_name: str, preset_name: str):
-    """(our model, {mode: (transformers model, its kwargs)}) for one recipe and preset."""
+def peers(recipe_name: str, preset_name: str) -> tuple[torch.nn.Module, list[tuple[str, torch.nn.Module]]]:
+    """(our model, [(attention mode, transformers model to compare with)]) for one recipe and preset."""
     recipe = load_recipe(recipe_name)
     preset = recipe.preset(preset_name)
     torch.manual_seed(0)
@@ -76,15 +85,24 @@ def peers(recipe_name: str, preset_name: str):
     if recipe.architecture == "babyllama":
         llama = LlamaForCausalLM(ours.config)  # the very same LlamaConfig
         llama.config._attn_implementation = "sdpa"
-        return ours, {"causal": llama, "bidirectional": llama}
+        return ours, [("causal", llama), ("bidirectional", llama)]
     config = BertConfig(
         vocab_size=preset.vocab_size, hidden_size=preset.hidden_size, num_hidden_layers=preset.n_layers,
         num_attention_heads=preset.n_heads, intermediate_size=preset.intermediate_size * 3 // 2,
         max_position_embeddings=preset.max_position_embeddings, hidden_dropout_prob=preset.dropout,
         attention_probs_dropout_prob=preset.dropout,
     )
-    return ours, {"bidirectional": BertForMaskedLM(config), "causal": BertLMHeadModel(BertConfig(
-        **config.to_dict() | {"is_decoder": True}))}
+    deberta = DebertaV2Config(
+        vocab_size=preset.vocab_size, hidden_size=preset.hidden_size, num_hidden_layers=preset.n_layers,
+        num_attention_heads=preset.n_heads, intermediate_size=preset.intermediate_size * 3 // 2,
+        max_position_embeddings=preset.max_position_embeddings, relative_attention=True,
+        position_buckets=preset.position_bucket_size, max_relative_positions=preset.max_position_embeddings,
+        pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm", share_att_key=True, position_biased_input=False,
+        type_vocab_size=0, hidden_dropout_prob=preset.dropout, attention_probs_dropout_prob=preset.dropout,
+    )
+    causal_bert = BertLMHeadModel(BertConfig(**config.to_dict() | {"is_decoder": True}))
+    return ours, [("causal", causal_bert), ("bidirectional", BertForMaskedLM(config)),
+                  ("bidirectional", DebertaV2ForMaskedLM(deberta))]
 
 
 def main() -> None:
@@ -112,8 +130,8 @@ def main() -> None:
                                 generator=generator).to(device)
             tokens = ids.numel()
             ours.to(device).train()
-            for mode in ("causal", "bidirectional"):
-                peer = theirs[mode].to(device).train()
+            for mode, peer in theirs:
+                peer.to(device).train()
                 ours_rate, peer_rate = compare(make_step(ours, ids, device, attention_mode=mode),
                                                make_step(peer, ids, device), device, args.seconds, tokens, clock)
                 n_ours = sum(p.numel() for p in ours.parameters())

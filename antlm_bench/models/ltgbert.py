@@ -119,8 +119,9 @@ class Attention(nn.Module):
         # query half and a key half as it does for the content; kept so that its checkpoints mean the same
         query_pos, key_pos = positions.view(-1, self.n_heads, 2 * self.head_size).chunk(2, dim=-1)  # [R, H, d]
         # scores against every bucket (R = 2*bucket-1 is small), then pick the bucket of each (i, j)
+        # (the scale goes on the small [R, H, d] side)
         c2p = torch.einsum("bhqd,rhd->bhqr", query, key_pos * self.scale)  # [B, H, T, R]
-        p2c = torch.einsum("bhkd,rhd->bhrk", key * self.scale, query_pos)  # [B, H, R, T]
+        p2c = torch.einsum("bhkd,rhd->bhrk", key, query_pos * self.scale)  # [B, H, R, T]
         batch, heads, length, _ = query.shape
         index = indices.expand(batch, heads, length, length)
         # in place: neither gather nor add keeps its output for the backward pass
@@ -157,6 +158,8 @@ class FeedForward(nn.Module):
     def __init__(self, config: LtgBertConfig, layer_index: int) -> None:
         super().__init__()
         eps = config.layer_norm_eps
+        self.intermediate_size = config.intermediate_size
+        # a Sequential for the published parameter names (mlp.1, mlp.4); forward spells the steps out
         self.mlp = nn.Sequential(
             nn.LayerNorm(config.hidden_size, eps=eps, elementwise_affine=False),
             nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False),
@@ -170,7 +173,13 @@ class FeedForward(nn.Module):
             linear.init_scale = math.sqrt(1.0 / (2.0 * (layer_index + 1)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mlp(x)
+        norm_in, up, _, norm_mid, down, dropout = self.mlp
+        x = norm_in(x)
+        # GEGLU on the two halves of `up`, each from its own matmul: contiguous halves are faster than
+        # chunking one output (the same numbers)
+        value = F.linear(x, up.weight[: self.intermediate_size])
+        gate = F.linear(x, up.weight[self.intermediate_size :])
+        return dropout(down(norm_mid(value * F.gelu(gate, approximate="tanh"))))
 
 
 class EncoderLayer(nn.Module):
