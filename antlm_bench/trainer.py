@@ -619,13 +619,13 @@ class Trainer:
 
     def run(self) -> TrainResult:
         config = self.config
+        reporters = _Reporters(config.report_to, self.output, self._run_record("running")) if self.dist.main else None
         if self.dist.main:
             write_json_atomic(self.output / RUN_FILE, self._run_record("running"))
         self._truncate_metrics()
         for folder in self._missing_evals():
             self._evaluate(folder)
         self.dist.barrier()
-        reporters = _Reporters(config.report_to, self.output, self._run_record("running")) if self.dist.main else None
         stop_at = min(self.total_steps, config.max_steps) if config.max_steps else self.total_steps
         losses: list[float] = []
         progress = self._progress(stop_at)

@@ -172,3 +172,26 @@ def test_each_process_takes_its_share_in_micro_batches(world: int, micro: int, r
         shares.append(np.concatenate(chunks))
     together = np.concatenate(shares)
     assert sorted(together) == list(range(rows))  # every row once, on exactly one process
+
+
+def test_eval_every_epoch_scores_epoch_ends_and_a_fractional_phase_end(tmp_path: Path, real_data_dir: Path) -> None:
+    config = tiny_config(tmp_path, tmp_path / "run", schedule="1_CLM+0.5_MNTP", eval_every="epoch",
+                         eval_tasks="blimp", eval_limit=1, data_dir=real_data_dir)
+    train(config)
+    names = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert names == ["epoch-1", "phase-0-CLM", "phase-1-MNTP"]
+    scores = pq.read_table(tmp_path / "run" / "scores.parquet").to_pylist()
+    methods = {(r["checkpoint"], r["scoring"]) for r in scores}
+    # epoch 1 ends with the CLM phase (scored once, as the epoch); the MNTP phase ends mid-epoch: scored too
+    assert methods == {("checkpoints/epoch-1", "clm"), ("checkpoints/phase-1-MNTP", "mntp")}
+
+
+def test_report_to_a_missing_package_is_a_user_error(tmp_path: Path) -> None:
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        with pytest.raises(UserError, match="tensorboard"):
+            train(tiny_config(tmp_path, tmp_path / "run", schedule="0.25_CLM", report_to=["tensorboard"]))
+    else:
+        train(tiny_config(tmp_path, tmp_path / "run", schedule="0.25_CLM", report_to=["tensorboard"]))
+        assert any((tmp_path / "run" / "tensorboard").iterdir())
