@@ -45,7 +45,7 @@ class CheckLine:
     baseline: Cell
     current: Cell
     comparison: Comparison
-    test: str  # "paired", "unpaired", "tolerance only"
+    test: str  # "paired", "unpaired", "tolerance"
     status: str  # "regression", "drop, not significant", "improved", "ok"
 
 
@@ -69,7 +69,7 @@ class CheckReport:
 def _status(comparison: Comparison, tolerance: float, rule: str) -> tuple[str, str]:
     change = 100 * comparison.delta  # percentage points, current - baseline
     if rule == "tolerance" or comparison.significant is None:
-        test = "tolerance only"
+        test = "tolerance"
         significant = True
     else:
         test = "paired" if comparison.paired else "unpaired"
@@ -144,8 +144,10 @@ def run_check(
             cur = row.macro if comparison.column == MACRO else row.cells[comparison.column]
             old = base_row.macro if comparison.column == MACRO else base_row.cells[comparison.column]
             test, status = _status(comparison, tolerance, rule)
-            column = f"macro({', '.join(macro_columns)})" if comparison.column == MACRO else comparison.column
-            lines.append(CheckLine(_key(current, row), column, old, cur, comparison, test, status))
+            lines.append(CheckLine(_key(current, row), comparison.column, old, cur, comparison, test, status))
+        if row.macro is not None:
+            notes.append(f"{_key(current, row)}: macro = mean of {', '.join(macro_columns)} (the tasks both sides "
+                         "scored)")
         limits = {str(row.cells[c].n) for c in columns} != {str(base_row.cells[c].n) for c in columns}
         if limits:
             notes.append(f"{_key(current, row)}: item counts differ from the baseline (--limit?); "
@@ -166,14 +168,16 @@ def report_markdown(report: CheckReport) -> str:
     head = "REGRESSION" if report.regressions else "no regression"
     out = [f"### antlm-bench check: {head}", "",
            f"tolerance {report.tolerance} pp, alpha {report.alpha}, rule {report.rule}", "",
-           f"| group | task | baseline | current | delta (pp) | {100 * (1 - report.alpha):g}% CI | p | test | status |",
-           "|---|---|---:|---:|---:|---:|---:|---|---|"]
+           (f"| group | task | baseline | current | delta (pp) | {100 * (1 - report.alpha):g}% CI | p | test "
+            "| items | status |"),
+           "|---|---|---:|---:|---:|---:|---:|---|---:|---|"]
     for line in report.lines:
         c = line.comparison
         ci = f"[{100 * c.low:+.2f}, {100 * c.high:+.2f}]" if c.low is not None else "-"
         p = f"{c.p_value:.4f}" if c.p_value is not None else "-"
+        items = str(c.n_items) if c.paired else "-"
         status = f"**{line.status}**" if line.status == "regression" else line.status
         out.append(f"| {line.group} | {line.column} | {100 * line.baseline.value:.2f} | "
-                   f"{100 * line.current.value:.2f} | {100 * c.delta:+.2f} | {ci} | {p} | {line.test} | {status} |")
+                   f"{100 * line.current.value:.2f} | {100 * c.delta:+.2f} | {ci} | {p} | {line.test} | {items} | {status} |")
     out += [""] + [f"- {note}" for note in report.notes]
     return "\n".join(out) + "\n"

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.table import Table
 
 from antlm_bench.cli.app import app, console, err_console
@@ -35,20 +36,21 @@ def check_command(
     title = f"check against the baseline (tolerance {tolerance} pp, alpha {alpha}, rule {rule})"
     if len(groups) == 1:
         title += f"\n{groups[0]}"
-    table = Table(title=title)
+    # narrow enough for an 80-column CI log: no vertical rules, the item count only in the Markdown summary
+    table = Table(title=title, box=box.SIMPLE_HEAD)
     columns = (["group"] if len(groups) > 1 else []) + ["task", "base", "new", "delta pp",
                                                         f"{100 * (1 - alpha):g}% CI", "p", "test", "status"]
     for column in columns:
         table.add_column(column, justify="right" if column in ("base", "new", "delta pp", "p") else "left",
-                         overflow="fold", no_wrap=column in ("status", "delta pp", "p"))
+                         overflow="fold", no_wrap=column not in ("group", "task"))
     for line in report.lines:
         c = line.comparison
         style = {"regression": "bold red", "improved": "green", "drop, not significant": "yellow"}.get(line.status)
         table.add_row(*([line.group] if len(groups) > 1 else []), line.column, f"{100 * line.baseline.value:.2f}", f"{100 * line.current.value:.2f}",
                       f"{100 * c.delta:+.2f}",
-                      f"[{100 * c.low:+.2f}, {100 * c.high:+.2f}]" if c.low is not None else "-",
+                      f"[{100 * c.low:+.2f},{100 * c.high:+.2f}]" if c.low is not None else "-",
                       p_text(c.p_value).removeprefix("p=").removeprefix("p "). removeprefix("p"),
-                      f"{line.test} ({c.n_items} items)" if c.paired else line.test, line.status, style=style)
+                      line.test, line.status, style=style)
     console.print(table)
     for note in report.notes:
         console.print(f"[yellow]note[/yellow] {note}")
