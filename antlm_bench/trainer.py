@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import importlib
 import json
 import math
 import os
@@ -237,22 +238,27 @@ def _now() -> str:
 class _Reporters:
     """Optional TensorBoard / W&B, on the main process only."""
 
+    @staticmethod
+    def check_installed(kinds: list[str]) -> None:
+        for kind, module in (("tensorboard", "torch.utils.tensorboard"), ("wandb", "wandb")):
+            if kind in kinds:
+                try:
+                    importlib.import_module(module)
+                except ImportError:
+                    raise UserError(f"--report-to {kind}: the {kind} package is not installed; pip install {kind}, "
+                                    "or drop the option") from None
+
     def __init__(self, kinds: list[str], output: Path, run_record: dict[str, Any]) -> None:
         self.tb = None
         self.wandb = None
+        self.check_installed(kinds)
         if "tensorboard" in kinds:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                raise UserError("--report-to tensorboard: the tensorboard package is not installed; "
-                                "pip install tensorboard, or drop the option") from None
+            from torch.utils.tensorboard import SummaryWriter
+
             self.tb = SummaryWriter(log_dir=str(output / "tensorboard"))
         if "wandb" in kinds:
-            try:
-                import wandb
-            except ImportError:
-                raise UserError("--report-to wandb: the wandb package is not installed; pip install wandb, or drop "
-                                "the option") from None
+            import wandb
+
             self.wandb = wandb.init(project=os.environ.get("WANDB_PROJECT", "antlm-bench"), dir=str(output),
                                     name=output.name, config=run_record, resume="allow")
 
@@ -287,6 +293,7 @@ class Trainer:
         if config.deterministic:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
             torch.use_deterministic_algorithms(True)
+        _Reporters.check_installed(config.report_to)  # on every process: one alone failing would hang the rest
         self.recipe = load_recipe(config.model)
         self.preset = self.recipe.preset(config.preset)
         self.schedule = parse_schedule(config.schedule or self.recipe.default_schedule)
