@@ -146,3 +146,18 @@ def test_the_shipped_pretraining_sample(real_data_dir):
                                       "switchboard"]
     assert sum(corpus.n_words.values()) == 120_000
     assert corpus.n_words["childes"] > corpus.n_words["gutenberg"] > corpus.n_words["switchboard"]
+
+
+def test_data_prepare_command(corpus_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from antlm_bench.cli import app
+
+    args = ["data", "prepare", "--recipe", "babyllama", "--preset", "tiny", "--corpus", str(corpus_dir),
+            "--cache-dir", str(tmp_path / "cache")]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "(written)" in first.output and "sequences x 64" in first.output
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and "(reused)" in again.output
+    assert len(list((tmp_path / "cache" / "packed").glob("*.npz"))) == 1
