@@ -130,6 +130,7 @@ class Results:
     rows: list[dict[str, Any]]
     items_files: dict[str, Path]  # run_id -> items.parquet beside its scores
     files: list[Path]
+    notes: list[str] = field(default_factory=list)
 
 
 def find_score_files(paths: Sequence[str | Path]) -> list[Path]:
@@ -152,6 +153,7 @@ def find_score_files(paths: Sequence[str | Path]) -> list[Path]:
 def read_results(paths: Sequence[str | Path]) -> Results:
     rows: list[dict[str, Any]] = []
     items_files: dict[str, Path] = {}
+    run_files: dict[str, list[Path]] = defaultdict(list)
     files = find_score_files(paths)
     for file in files:
         try:
@@ -167,11 +169,14 @@ def read_results(paths: Sequence[str | Path]) -> Results:
             raise UserError(f"{file}: schema mismatch with the scores table ({err})") from None
         file_rows = table.to_pylist()
         items = file.parent / ITEMS_FILE
-        for row in file_rows:
+        for run_id in dict.fromkeys(row["run_id"] for row in file_rows):
+            run_files[run_id].append(file)
             if items.is_file():
-                items_files.setdefault(row["run_id"], items)
+                items_files.setdefault(run_id, items)
         rows.extend(file_rows)
-    return Results(rows, items_files, files)
+    notes = [f"run {run_id} appears in {len(found)} tables ({', '.join(str(f) for f in found)}): its rows are "
+             "merged as one run (a copy of a run folder?)" for run_id, found in run_files.items() if len(found) > 1]
+    return Results(rows, items_files, files, notes)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -307,6 +312,8 @@ class _RunCheckpoint:
     meta: dict[str, Any]
     cells: dict[str, dict[str, Any]]  # column -> chosen task-level row
     subtask_metrics: dict[tuple[str, str], dict[str, str]]  # (task, scoring) -> subtask -> metric
+    # column -> limit -> task-level row of the chosen method: the curves keep one sample size along training
+    by_limit: dict[str, dict[int | None, dict[str, Any]]] = field(default_factory=dict)
 
 
 def _checkpoints(results: Results, definition: LeaderboardDefinition) -> dict[str, list[_RunCheckpoint]]:
@@ -330,6 +337,10 @@ def _checkpoints(results: Results, definition: LeaderboardDefinition) -> dict[st
             latest: dict[tuple, dict] = {}
             for row in sorted(rows, key=_row_preference):
                 latest[(row["task"], row["subtask"], row["metric"], row["scoring"])] = row
+            by_limit: dict[tuple, dict[int | None, dict]] = defaultdict(dict)
+            for row in sorted(rows, key=_row_preference):
+                if row["subtask"] == "":
+                    by_limit[(column_of(row["task"], row["scoring"]), row["metric"], row["scoring"])][row["limit"]] = row
             task_rows: dict[str, dict[str, dict[str, dict]]] = defaultdict(lambda: defaultdict(dict))
             subtask_metrics: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
             for (task, subtask, metric, scoring), row in latest.items():
@@ -347,7 +358,8 @@ def _checkpoints(results: Results, definition: LeaderboardDefinition) -> dict[st
                 cells[column] = by_metric[metric][choice]
             meta = {k: rows[0].get(k) for k in ("phase_index", "phase_objective", "epoch", "tokens_seen",
                                                  "checkpoint", *GROUP_KEYS)}
-            out[run_id].append(_RunCheckpoint(run_id, ckpt, meta, cells, dict(subtask_metrics)))
+            variants = {column: by_limit[(column, row["metric"], row["scoring"])] for column, row in cells.items()}
+            out[run_id].append(_RunCheckpoint(run_id, ckpt, meta, cells, dict(subtask_metrics), variants))
     return out
 
 
@@ -495,7 +507,7 @@ def build_leaderboard(
     for key in group_by:
         if key not in GROUP_KEYS:
             raise UserError(f"--by {key}: unknown key; choose from {', '.join(GROUP_KEYS)}")
-    notes: list[str] = []
+    notes: list[str] = list(results.notes)
     checkpoints = _checkpoints(results, definition)
     if not checkpoints:
         raise UserError(f"no rows for tasks {', '.join(definition.tasks)} in the results "
@@ -615,13 +627,21 @@ def _curves(checkpoints: Mapping[str, list[_RunCheckpoint]], run_ids: Sequence[s
     """Per column, the seed-averaged score at each checkpoint (same phase index and epoch across seeds)."""
     points: dict[str, dict[tuple, list[tuple[_RunCheckpoint, float, str]]]] = defaultdict(lambda: defaultdict(list))
     for run_id in run_ids:
+        # one sample size along the curve: the per-phase scores use --eval-limit, the final evaluation may use
+        # more items; the curve keeps the limit of the run's first scored checkpoint wherever that exists
+        curve_limit: dict[str, int | None] = {}
+        for ckpt in checkpoints[run_id]:
+            for column, cell_row in ckpt.cells.items():
+                curve_limit.setdefault(column, cell_row["limit"])
         for ckpt in checkpoints[run_id]:
             at = (ckpt.ckpt[0], ckpt.ckpt[1])
-            for column, cell_row in ckpt.cells.items():
+            chosen = {column: ckpt.by_limit.get(column, {}).get(curve_limit[column], cell_row)
+                      for column, cell_row in ckpt.cells.items()}
+            for column, cell_row in chosen.items():
                 points[column][at].append((ckpt, cell_row["value"], cell_row["scoring"]))
-            if macro_columns and all(c in ckpt.cells for c in macro_columns):
-                value = float(np.mean([ckpt.cells[c]["value"] for c in macro_columns]))
-                methods = "/".join(sorted({ckpt.cells[c]["scoring"] for c in macro_columns},
+            if macro_columns and all(c in chosen for c in macro_columns):
+                value = float(np.mean([chosen[c]["value"] for c in macro_columns]))
+                methods = "/".join(sorted({chosen[c]["scoring"] for c in macro_columns},
                                           key=lambda m: (m in ("finetune", "probe"), m)))
                 points[MACRO][at].append((ckpt, value, methods))
     curves: dict[str, list[CurvePoint]] = {}

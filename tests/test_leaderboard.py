@@ -122,6 +122,7 @@ def test_probe_rows_get_their_own_column_and_stay_out_of_the_macro(tmp_path):
     pq.write_table(table, tmp_path / "probe" / "r1p" / "scores.parquet")
     board = build_leaderboard(read_results([tmp_path]))
     row = board.rows[0]
+    assert any("appears in 2 tables" in note for note in board.notes)
     assert board.columns == ["blimp", "blimp_supplement", "ewok", "glue", "glue:probe"]
     assert row.cells["glue"].scoring == "finetune" and row.cells["glue:probe"].scoring == "probe"
     assert row.cells["glue:probe"].value == pytest.approx(np.mean(probe["glue"]["rte"]))
@@ -248,3 +249,18 @@ def test_shipped_definitions_load():
         definition = load_definition(name)
         assert definition.name == name
         assert set(c.split(":")[0] for c in definition.effective_macro_tasks()) <= set(definition.tasks)
+
+
+def test_curves_keep_the_per_phase_sample_size(tmp_path):
+    """Per-phase scores on 10 items, the final evaluation on 40: the row shows the 40-item score, the curve stays
+    on the 10-item scores (a curve that switched sample size at its last point would jump for no reason)."""
+    phases = [{"phase_index": i, "epoch": float(i + 1), "tasks": {"blimp": {"a": np.full(10, v)}}}
+              for i, v in enumerate((0.0, 0.5))]
+    write_run(tmp_path / "per_phase", "r", phases, limit=10)
+    write_run(tmp_path / "final", "r", [{"phase_index": 1, "epoch": 2.0, "tasks": {"blimp": {"a": np.ones(40)}}}],
+              limit=40)
+    merged = pa.concat_tables([pq.read_table(tmp_path / d / "r" / "scores.parquet") for d in ("per_phase", "final")])
+    pq.write_table(merged, tmp_path / "per_phase" / "r" / "scores.parquet")
+    row = build_leaderboard(read_results([tmp_path / "per_phase"])).rows[0]
+    assert row.cells["blimp"].value == 1.0 and row.cells["blimp"].n == 40
+    assert [p.value for p in row.curves["blimp"]] == [0.0, 0.5]
