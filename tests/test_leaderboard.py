@@ -248,7 +248,7 @@ def test_shipped_definitions_load():
     for name in names:
         definition = load_definition(name)
         assert definition.name == name
-        assert set(c.split(":")[0] for c in definition.effective_macro_tasks()) <= set(definition.tasks)
+        assert {c.split(":")[0] for c in definition.effective_macro_tasks()} <= set(definition.tasks)
 
 
 def test_curves_keep_the_per_phase_sample_size(tmp_path):
