@@ -1112,7 +1112,12 @@ def leaderboard_from_paths(
         raise UserError("no results: give result folders, or --definition with a results: list")
     if not 0 < alpha < 1:
         raise UserError(f"--alpha {alpha}: must be between 0 and 1")
-    return build_leaderboard(read_results(paths), loaded, group_by=group_by, reference=reference, alpha=alpha)
+    results = read_results(paths)
+    if definition is None:
+        # no definition: the AntLM tasks first, then any other task the tables hold (an --include-path task)
+        others = sorted({r["task"] for r in results.rows} - set(loaded.tasks))
+        loaded = loaded.model_copy(update={"tasks": [*loaded.tasks, *others]})
+    return build_leaderboard(results, loaded, group_by=group_by, reference=reference, alpha=alpha)
 
 
 FORMATS = ("terminal", "markdown", "html", "parquet")

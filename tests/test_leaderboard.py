@@ -264,3 +264,16 @@ def test_curves_keep_the_per_phase_sample_size(tmp_path):
     row = build_leaderboard(read_results([tmp_path / "per_phase"])).rows[0]
     assert row.cells["blimp"].value == 1.0 and row.cells["blimp"].n == 40
     assert [p.value for p in row.curves["blimp"]] == [0.0, 0.5]
+
+
+def test_without_a_definition_other_tasks_are_shown_after_the_antlm_ones(tmp_path):
+    from antlm_bench.leaderboard import leaderboard_from_paths
+
+    rng = np.random.default_rng(4)
+    write_run(tmp_path, "r", [{"phase_index": 0, "tasks": {"my_task": {"x": correctness(rng, 50, 0.5)},
+                                                           "ewok": {"d": correctness(rng, 50, 0.5)}}}])
+    board = leaderboard_from_paths([tmp_path])
+    assert board.columns == ["ewok", "my_task"]
+    assert board.rows[0].macro is None
+    zero_shot = leaderboard_from_paths([tmp_path], definition="zero-shot")
+    assert zero_shot.columns == ["ewok"]
