@@ -277,3 +277,29 @@ def test_without_a_definition_other_tasks_are_shown_after_the_antlm_ones(tmp_pat
     assert board.rows[0].macro is None
     zero_shot = leaderboard_from_paths([tmp_path], definition="zero-shot")
     assert zero_shot.columns == ["ewok"]
+
+
+def test_command_writes_every_format_and_refuses_bad_options(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from antlm_bench.cli import main
+
+    _study(tmp_path / "runs", seeds=(0,))
+
+    def run(*args):
+        monkeypatch.setattr(sys, "argv", ["antlm-bench", "leaderboard", *map(str, args)])
+        with pytest.raises(SystemExit) as exited:
+            main()
+        return exited.value.code or 0, capsys.readouterr()
+
+    code, _ = run(tmp_path / "runs", "--out", tmp_path / "b.html", "--plots", tmp_path / "plots")
+    assert code == 0 and (tmp_path / "b.html").read_text().startswith("<!DOCTYPE html>")
+    assert {p.suffix for p in (tmp_path / "plots").iterdir()} == {".png", ".svg"}
+    code, _ = run(tmp_path / "runs", "-f", "parquet", "-o", tmp_path / "b.parquet", "--reference", "schedule=4_CLM")
+    assert code == 0 and pq.read_table(tmp_path / "b.parquet").num_rows == 10
+    code, captured = run(tmp_path / "runs", "-f", "markdown")
+    assert code == 0 and "| 4_CLM |" in captured.out
+    for args, message in ((["-f", "pdf"], "--format pdf"), (["--by", "colour"], "--by colour"),
+                          (["--reference", "schedule"], "expected KEY=VALUE"), (["-d", "nope"], "unknown leaderboard")):
+        code, captured = run(tmp_path / "runs", *args)
+        assert code == 2 and message in captured.err and "Traceback" not in captured.err
