@@ -21,8 +21,8 @@ process also knows how many tokens the global batch predicts (``n_targets``), th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import numpy as np
 import torch

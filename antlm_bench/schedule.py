@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Union
 
 from antlm_bench.errors import UserError
 
@@ -103,7 +102,7 @@ class Repeat:
     """``times x (items)``: a group repeated in place."""
 
     times: int
-    items: list[Union[Phase, "Repeat"]] = field(default_factory=list)
+    items: list[Phase | Repeat] = field(default_factory=list)
 
     @property
     def canonical(self) -> str:
@@ -113,7 +112,7 @@ class Repeat:
         return [phase for _ in range(self.times) for phase in _expand(self.items)]
 
 
-Item = Union[Phase, Repeat]
+Item = Phase | Repeat
 
 
 def _expand(items: list[Item]) -> list[Phase]:

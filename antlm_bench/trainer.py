@@ -34,10 +34,11 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -728,11 +729,10 @@ class Trainer:
 
     # -- progress and metrics ----------------------------------------------------------------------------------
     def _plan_text(self) -> str:
-        lines = [f"{self.recipe.name} ({self.config.preset}, {self.n_parameters / 1e6:.2f}M parameters) on "
-                 f"{self.device}, {self.dist.world} process(es): {self.n_sequences} sequences of {self.seq_len} "
-                 f"tokens, global batch {self.global_batch} (micro {self.micro_batch}), {self.steps_per_epoch} steps "
-                 f"per epoch; schedule {self.schedule.canonical}, {self.total_steps} steps"]
-        return "\n".join(lines)
+        return (f"{self.recipe.name} ({self.config.preset}, {self.n_parameters / 1e6:.2f}M parameters) on "
+                f"{self.device}, {self.dist.world} process(es): {self.n_sequences} sequences of {self.seq_len} "
+                f"tokens, global batch {self.global_batch} (micro {self.micro_batch}), {self.steps_per_epoch} steps "
+                f"per epoch; schedule {self.schedule.canonical}, {self.total_steps} steps")
 
     def _progress(self, stop_at: int):
         if not (self.config.progress and self.dist.main):

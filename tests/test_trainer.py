@@ -11,13 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from safetensors.torch import load_file
+from trainer_support import tiny_config
 
 from antlm_bench.checkpoint_state import auto_scoring_method, read_state
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import load_recipe
 from antlm_bench.schedule import parse_schedule
 from antlm_bench.trainer import TrainingDiverged, epoch_order, plan_phases, read_metrics, train
-from trainer_support import tiny_config
 
 
 @pytest.fixture(autouse=True)
@@ -167,7 +167,7 @@ def test_each_process_takes_its_share_in_micro_batches(world: int, micro: int, r
         chunks = trainer._micro_batches(rows)
         assert all(len(c) <= micro for c in chunks)
         assert len({len(trainer._micro_batches(rows)) for _ in range(2)}) == 1
-        assert len(chunks) == max(1, -(-(-(-32 // world)) // micro))  # the same count on every process
+        assert len(chunks) == max(1, math.ceil(math.ceil(32 / world) / micro))  # the same count on every process
         assert all(len(a) <= len(b) for a, b in zip(chunks, chunks[1:]))  # empty ones first, the last one not
         shares.append(np.concatenate(chunks))
     together = np.concatenate(shares)

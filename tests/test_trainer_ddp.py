@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file
+from trainer_support import cli_args, tiny_config
 
 from antlm_bench.checkpoint_state import read_state
 from antlm_bench.trainer import read_metrics
-from trainer_support import cli_args, tiny_config
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from trainer_support import cli_args, tiny_config
 
 from antlm_bench.checkpoint_state import read_state
 from antlm_bench.trainer import read_metrics, train
-from trainer_support import cli_args, tiny_config
 
 # one thread: bit-identical results need the same kernels in the same order in every process
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
