@@ -223,6 +223,15 @@ def test_ltgbert_attention_matches_the_published_math(mode):
     torch.testing.assert_close(ours, reference, atol=1e-5, rtol=1e-5)
 
 
+def test_ltgbert_feed_forward_equals_the_published_sequential():
+    model = tiny("ltgbert")
+    torch.manual_seed(4)
+    x = torch.randn(2, 7, 32)
+    for layer in model.transformer.layers:
+        with torch.no_grad():
+            torch.testing.assert_close(layer.mlp(x), layer.mlp.mlp(x), atol=1e-6, rtol=1e-5)
+
+
 def test_ltgbert_registers_with_the_auto_classes(tmp_path):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 

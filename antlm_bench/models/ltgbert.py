@@ -100,8 +100,6 @@ class Attention(nn.Module):
             raise ValueError(f"hidden_size {config.hidden_size} is not a multiple of {config.num_attention_heads}")
         self.n_heads = config.num_attention_heads
         self.head_size = config.hidden_size // config.num_attention_heads
-        self.bucket_size = config.position_bucket_size
-        self.max_position = config.max_position_embeddings
         self.in_proj_qk = nn.Linear(config.hidden_size, 2 * config.hidden_size)
         self.in_proj_v = nn.Linear(config.hidden_size, config.hidden_size)
         self.out_proj = nn.Linear(config.hidden_size, config.hidden_size)
@@ -159,7 +157,8 @@ class FeedForward(nn.Module):
         super().__init__()
         eps = config.layer_norm_eps
         self.intermediate_size = config.intermediate_size
-        # a Sequential for the published parameter names (mlp.1, mlp.4); forward spells the steps out
+        # the published Sequential (its parameter names, mlp.1 and mlp.4, and, run as is, its computation);
+        # forward spells the same steps out
         self.mlp = nn.Sequential(
             nn.LayerNorm(config.hidden_size, eps=eps, elementwise_affine=False),
             nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False),
