@@ -50,7 +50,7 @@ from antlm_bench.checkpoint_state import auto_scoring_method, read_state
 from antlm_bench.errors import UserError
 from antlm_bench.scoring import check_method, load_scoring_model
 from antlm_bench.scoring.encode import Seq, dedupe, encode, prefix_token_id
-from antlm_bench.scoring.engine import clm_batches, masked_batches, score_seqs
+from antlm_bench.scoring.engine import score_seqs
 from antlm_bench.scoring.model import BIDIRECTIONAL, CAUSAL, ScoringModel
 
 logger = logging.getLogger(__name__)
@@ -186,29 +186,58 @@ class AntLMEvalModel(LM):
     # -- is_greedy --------------------------------------------------------------------------------------------
 
     def _greedy(self, seqs: list[Seq]) -> np.ndarray:
-        """Whether every scored token is the model's argmax, on the scorer's own batches (argmax, no softmax)."""
-        sm, tokenizer = self.sm, self.sm.tokenizer
+        """Whether every scored token is the model's argmax where the method reads it (argmax only, no softmax).
+
+        The rows are those the scorer builds (DESIGN.md): clm reads token j at position j-1 of the unmasked
+        sequence; pll masks token j (pll-word-l2r also the later tokens of its word) and reads it at j; mntp
+        masks it and reads it at j-1.
+        """
+        tokenizer = self.sm.tokenizer
+        rows: list[np.ndarray] = []
+        reads: list[tuple[int, int, int, int]] = []  # (row, column, target, sequence)
+        for owner, seq in enumerate(seqs):
+            if self.method == "clm":
+                if len(seq.scored):
+                    rows.append(seq.ids[:-1])
+                    reads.extend((len(rows) - 1, int(j) - 1, int(seq.ids[j]), owner) for j in seq.scored)
+                continue
+            for k, j in enumerate(seq.scored):
+                ids = seq.ids.copy()
+                ids[j] = tokenizer.mask_token_id
+                if self.method == "pll-word-l2r" and seq.word_ids is not None and seq.word_ids[j] >= 0:
+                    later = seq.scored[k + 1:]
+                    ids[later[seq.word_ids[later] == seq.word_ids[j]]] = tokenizer.mask_token_id
+                rows.append(ids)
+                reads.append((len(rows) - 1, int(j) - (1 if self.method == "mntp" else 0), int(seq.ids[j]), owner))
         greedy = np.ones(len(seqs), dtype=bool)
-        live = np.asarray([i for i, s in enumerate(seqs) if len(s.scored)], dtype=np.int64)
-        if not len(live):
+        if not rows:
             return greedy
-        order = live[np.argsort(-np.asarray([len(seqs[i].ids) for i in live]), kind="stable")]
+        read_array = np.asarray(reads, dtype=np.int64)
         pad = next((int(t) for t in (tokenizer.pad_token_id, tokenizer.eos_token_id) if t is not None), 0)
-        if self.method == "clm":
-            batches = clm_batches(seqs, order, self.batch_tokens, pad)
-        else:
-            batches = masked_batches(seqs, order, self.batch_tokens, pad, int(tokenizer.mask_token_id), self.method)
+        order = np.argsort([-len(r) for r in rows], kind="stable")
+        # reads were appended row by row: those of row r are read_array[first[r]:first[r + 1]]
+        first = np.searchsorted(read_array[:, 0], np.arange(len(rows) + 1))
+        hits = np.zeros(len(reads), dtype=bool)
+        start = 0
         with torch.inference_mode():
-            for batch in batches:
-                ids = torch.from_numpy(batch.input_ids).to(sm.device)
-                mask = None if batch.attention_mask is None else torch.from_numpy(batch.attention_mask).to(sm.device)
-                hidden = sm.hidden(ids, None if mask is None else mask.long(), self._mode)
-                rows = torch.from_numpy(batch.read_rows).to(sm.device)
-                selected = hidden[rows, torch.from_numpy(batch.read_cols).to(sm.device)]
-                predicted = torch.cat([sm.head(selected[lo:lo + _ARGMAX_CHUNK_ROWS]).argmax(-1)
+            while start < len(order):
+                width = len(rows[order[start]])
+                members = order[start:start + max(1, self.batch_tokens // width)]
+                start += len(members)
+                ids = np.full((len(members), width), pad, dtype=np.int64)
+                mask = np.zeros((len(members), width), dtype=np.int64)
+                for r, m in enumerate(members):
+                    ids[r, :len(rows[m])], mask[r, :len(rows[m])] = rows[m], 1
+                hidden = self.sm.hidden(torch.from_numpy(ids).to(self.sm.device),
+                                        None if mask.all() else torch.from_numpy(mask).to(self.sm.device), self._mode)
+                which = np.concatenate([np.arange(first[m], first[m + 1]) for m in members])
+                counts = first[members + 1] - first[members]
+                batch_rows = torch.from_numpy(np.repeat(np.arange(len(members)), counts)).to(self.sm.device)
+                selected = hidden[batch_rows, torch.from_numpy(read_array[which, 1]).to(self.sm.device)]
+                predicted = torch.cat([self.sm.head(selected[lo:lo + _ARGMAX_CHUNK_ROWS]).argmax(-1)
                                        for lo in range(0, selected.shape[0], _ARGMAX_CHUNK_ROWS)])
-                hits = (predicted.cpu().numpy() == batch.targets)
-                np.logical_and.at(greedy, batch.owners, hits)
+                hits[which] = predicted.cpu().numpy() == read_array[which, 2]
+        np.logical_and.at(greedy, read_array[:, 3], hits)
         return greedy
 
 

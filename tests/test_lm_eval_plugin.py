@@ -183,6 +183,18 @@ def test_rolling_greedy_and_generation(llama_dir, bert_dir):
     assert ll == pytest.approx(expected, abs=1e-5)
 
     pll = AntLMEvalModel(pretrained=str(bert_dir), scoring="pll")
+    # pll is_greedy: the last word's token is greedy when it is the argmax at its masked position
+    from antlm_bench.scoring.encode import Seq
+
+    tok = pll.sm.tokenizer
+    enc = tok("the children slept in their beds", add_special_tokens=True)["input_ids"]
+    position = len(enc) - 2  # before [SEP]
+    masked = torch.tensor([enc[:position] + [tok.mask_token_id] + enc[position + 1:]])
+    with torch.inference_mode():
+        best = int(pll.sm.module(masked).logits[0, position].argmax())
+    other = (best + 1) % len(tok)
+    seqs = [Seq(np.asarray(enc[:position] + [t] + enc[position + 1:]), np.asarray([position])) for t in (best, other)]
+    assert pll._greedy(seqs).tolist() == [True, False]
     (whole,) = pll.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (text,), 0)])
     assert whole == pytest.approx(float(score_texts(pll.sm, [text], "pll")[0]), abs=1e-6)
     with pytest.raises(NotImplementedError, match="does not generate"):
