@@ -52,6 +52,7 @@ class FinetuneSettings:
     lr: float = 3e-5
     batch_size: int = 32
     eval_batch_size: int = 64
+    eval_batch_tokens: int | None = 4096  # padded tokens per inference batch (rows x longest row)
     max_length: int = 512
     epochs: int = 10
     weight_decay: float = 0.01
@@ -288,10 +289,19 @@ def shuffled_batches(n: int, batch_size: int, rng: np.random.Generator) -> list[
     return [order[i: i + batch_size] for i in range(0, n, batch_size)]
 
 
-def sorted_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
-    """Inference batches, longest first (a too-big batch fails at once, not at the end)."""
+def sorted_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None = None) -> list[np.ndarray]:
+    """Inference batches, longest first (a too-big batch fails at once, not at the end), each at most
+    ``batch_size`` rows and, when given, ``max_tokens`` padded tokens: long inputs go in small batches, short ones
+    in full batches, and little compute goes to padding."""
     order = np.argsort(-lengths, kind="stable")
-    return [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
+    batches: list[np.ndarray] = []
+    start = 0
+    while start < len(order):
+        width = int(lengths[order[start]])  # the longest row of this batch comes first
+        rows = batch_size if max_tokens is None else max(1, min(batch_size, max_tokens // max(width, 1)))
+        batches.append(order[start: start + rows])
+        start += rows
+    return batches
 
 
 @dataclass
@@ -522,7 +532,7 @@ def predict_logits(
     device = torch.device(settings.device)
     model.eval()
     out: np.ndarray | None = None
-    for indices in sorted_batches(encoded.lengths, batch_size):
+    for indices in sorted_batches(encoded.lengths, batch_size, settings.eval_batch_tokens):
         batch = collate(encoded, indices, pad_id, padding_side).to(device)
         with _autocast(settings, device):
             logits = model(batch).float().cpu().numpy()
@@ -540,7 +550,7 @@ def pooled_features(
     device = torch.device(settings.device)
     model.eval()
     out: np.ndarray | None = None
-    for indices in sorted_batches(encoded.lengths, batch_size):
+    for indices in sorted_batches(encoded.lengths, batch_size, settings.eval_batch_tokens):
         batch = collate(encoded, indices, pad_id).to(device)
         with _autocast(settings, device):
             features = model.features(batch).float().cpu().numpy()

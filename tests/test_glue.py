@@ -422,3 +422,55 @@ def test_sealed_split_refuses_reads_until_unsealed():
         with pytest.raises(RuntimeError):
             read(sealed)
     assert len(sealed.unseal()) == 1
+
+
+# ------------------------------------------------------------------------------------------------ batching
+
+
+def test_batches_cover_every_example_once_within_their_budgets():
+    from antlm_bench.finetune import length_grouped_batches, sorted_batches
+
+    lengths = np.random.default_rng(0).integers(3, 300, size=500)
+    for batches in (sorted_batches(lengths, 64, max_tokens=2048),
+                    length_grouped_batches(lengths, 32, np.random.default_rng(1), mega=4)):
+        flat = np.concatenate(batches)
+        assert sorted(flat.tolist()) == list(range(500))
+    inference = sorted_batches(lengths, 64, max_tokens=2048)
+    assert all(len(b) * lengths[b].max() <= 2048 or len(b) == 1 for b in inference)
+    assert len(inference[0]) < len(inference[-2])  # long rows go in small batches, short rows in big ones
+    assert [len(b) for b in sorted_batches(lengths, 64)] == [64] * 7 + [52]
+    # training batches hold similar lengths: far less padding than a plain shuffle
+    grouped = length_grouped_batches(lengths, 32, np.random.default_rng(1), mega=4)
+    shuffled = [np.random.default_rng(2).permutation(500)[i:i + 32] for i in range(0, 500, 32)]
+
+    def padding(batches):
+        return sum(len(b) * lengths[b].max() - lengths[b].sum() for b in batches)
+
+    assert padding(grouped) < 0.5 * padding(shuffled)
+
+
+# ------------------------------------------------------------------------------------------------ command line
+
+
+def test_eval_command_runs_glue_with_its_flags(tmp_path):
+    from typer.testing import CliRunner
+
+    from antlm_bench.cli import app
+
+    data_dir = write_glue_folder(tmp_path / "data")
+    model, tokenizer = backbones()["hf-bert"]
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    result = CliRunner().invoke(app, [
+        "eval", "--model", str(folder), "--tasks", "glue:rte", "--data-dir", str(data_dir), "--probe",
+        "--max-length", "64", "--seeds", "3", "--output", str(tmp_path / "out"), "--no-progress",
+    ])
+    assert result.exit_code == 0, result.output
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(tmp_path / "out" / "scores.parquet").to_pylist()
+    assert {(r["subtask"], r["metric"], r["scoring"], r["seed"]) for r in rows} == {
+        ("rte", "accuracy", "probe", 3), ("", "score", "probe", 3)}
+    bad = CliRunner().invoke(app, ["eval", "--model", str(folder), "--tasks", "glue:rte", "--seeds", "4,x"])
+    assert bad.exit_code != 0

@@ -154,7 +154,7 @@ class GlueTask:
         merged.pop("seed", None)
         spec = self.members[member]
         return FinetuneSettings(**merged, selection_metric=spec.score_metric, device=context.device,
-                                dtype=context.dtype)
+                                dtype=context.dtype, eval_batch_tokens=context.batch_tokens)
 
     # ------------------------------------------------------------------------------------------------------
     # data
@@ -204,7 +204,7 @@ class GlueTask:
             # the BabyLM data has no training file for this member: train on part of valid, report the rest
             fraction = spec.split_valid.report_fraction
             train, report = split_by_key(report, fraction, salt=f"{self.name}/{member}/report")
-            key = spec.split_valid.key.strip("{}")
+            key = spec.split_valid.key.strip("{}").replace("[", ".").replace("]", "")
             notes.append(
                 f"{member}: no train file; valid split by {key} (sha256 bucket < {fraction}) into "
                 f"{len(train)} training / {len(report)} reported examples"
