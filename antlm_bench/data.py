@@ -149,12 +149,20 @@ def verify_manifest(data_dir: Path, manifest: Path | None = None) -> tuple[list[
     return ok, problems
 
 
+def readable_file_mode() -> int:
+    """0666 less the process umask: the mode ``open()`` would have given a new file."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def atomic_write_bytes(path: Path, payload: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
+        os.chmod(tmp, readable_file_mode())  # mkstemp makes 0600; a result file should read like any other
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

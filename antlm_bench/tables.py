@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from antlm_bench import __version__
+from antlm_bench.data import readable_file_mode
 
 SCORES_FILE = "scores.parquet"
 ITEMS_FILE = "items.parquet"
@@ -156,6 +157,7 @@ def write_table_atomic(table: pa.Table, path: Path) -> None:
     os.close(fd)
     try:
         pq.write_table(table, tmp)
+        os.chmod(tmp, readable_file_mode())  # mkstemp makes 0600
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -60,3 +60,15 @@ def test_index_is_append_only_json_lines(tmp_path):
     append_index(tmp_path, {"run_id": "r2"})
     lines = (tmp_path / "index.jsonl").read_text().splitlines()
     assert [json.loads(line)["run_id"] for line in lines] == ["r1", "r2"]
+
+
+def test_written_tables_are_readable_by_others(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        write_table_atomic(_table(), tmp_path / "scores.parquet")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "scores.parquet").stat().st_mode) == 0o644
