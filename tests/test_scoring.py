@@ -245,6 +245,21 @@ def test_clm_batches_pack_many_sentences_under_the_budget(llama, sentences, monk
     assert sum(rows for rows, _, _ in seen) == len(set(sentences))  # duplicates are scored once
 
 
+def test_clm_shared_prefixes_go_through_the_head_once(llama, sentences, monkeypatch):
+    """Positions whose token and whole prefix repeat (good/bad pairs share beginnings) are computed once."""
+    texts = sentences[:60]
+    unique_cells = set()
+    for text in texts:
+        ids = [llama.tokenizer.bos_token_id, *llama.tokenizer(text, add_special_tokens=False)["input_ids"]]
+        unique_cells.update(tuple(ids[: j + 1]) for j in range(1, len(ids)))
+    seen = _record_forwards(llama, monkeypatch)
+    shared = score_texts(llama, texts, "clm", batch_tokens=128)
+    assert sum(head_rows for _, _, head_rows in seen) == len(unique_cells)
+    monkeypatch.undo()
+    one_by_one = np.array([score_texts(llama, [t], "clm")[0] for t in texts])
+    np.testing.assert_allclose(shared, one_by_one, atol=TOL, rtol=0)
+
+
 def test_identical_sentences_tie_exactly(llama, bert):
     texts = ["The cat sat on the mat.", "Who should Derek hug?"]
     for sm, method in ((llama, "clm"), (bert, "pll")):
