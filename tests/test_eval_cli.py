@@ -150,3 +150,25 @@ def test_help_names_every_option(monkeypatch, capsys):
     for option in ("--model", "--tasks", "--scoring", "--output", "--limit", "--log-samples", "--batch-tokens",
                    "--device", "--dtype", "--leading-space", "--data-dir"):
         assert option in stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kind", "tasks", "method"), [("llama", "blimp,blimp_supplement,ewok", "clm"),
+                                                       ("bert", "blimp_supplement,ewok", "pll")])
+def test_full_data_run(kind, tasks, method, llama_dir, bert_dir, real_data_dir):
+    """Every item of the real data: counts, macro means and intervals hold for the whole run."""
+    folder = llama_dir if kind == "llama" else bert_dir
+    out = evaluate(folder, tasks, data_dir=real_data_dir, progress=False, log_samples=True)
+    assert out.method == method
+    rows = out.scores.to_pylist()
+    expected = {"blimp": (67, 59875), "blimp_supplement": (5, 5218), "ewok": (11, 7618)}
+    for task in tasks.split(","):
+        subtasks = [r for r in rows if r["task"] == task and r["subtask"]]
+        total = next(r for r in rows if r["task"] == task and not r["subtask"])
+        assert (len(subtasks), total["n"]) == expected[task]
+        assert total["value"] == pytest.approx(sum(r["value"] for r in subtasks) / len(subtasks))
+        assert total["n_ties"] == sum(r["n_ties"] for r in subtasks)
+        assert all(r["ci_low"] <= r["value"] <= r["ci_high"] for r in [total, *subtasks])
+    items = out.items.to_pandas()
+    assert items["score_good"].notna().all() and (items["score_good"] < 0).all()
+    assert len(items) == sum(expected[t][1] for t in tasks.split(","))
