@@ -73,6 +73,12 @@ def _versions() -> dict[str, str]:
     }
 
 
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def run_info_from_state(state: dict[str, Any] | None, model_path: Path | None) -> RunInfo:
     if state is None:
         return RunInfo(run_id=model_path.name if model_path is not None else "in-memory")
@@ -250,7 +256,7 @@ def evaluate(
             "scoring_requested": scoring, "scoring": method, "scoring_reason": why, "limit": limit,
             "log_samples": log_samples, "batch_tokens": batch_tokens, "device": device, "dtype": dtype,
             "leading_space": leading_space, "reduction": "sum", "seeds": ctx.seeds, "options": ctx.options,
-            "data_dir": str(folder),
+            "data_dir": str(folder), "torch_threads": _torch_threads(),
         },
         "versions": _versions(),
         "data": data,

@@ -59,6 +59,8 @@ def eval_command(
     data_dir: Path | None = DataDirOption,
     include_path: list[Path] | None = IncludePathOption,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+    threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads for torch (default: torch's "
+                                       "choice; 1 is often fastest for tiny models on a busy machine)."),
     # GLUE fine-tuning (tasks/glue.yaml); unset flags keep the spec's BabyLM 2025 defaults
     seeds: str | None = typer.Option(None, "--seeds", help="GLUE: fine-tuning seeds, e.g. 42,43,44 (one row set "
                                      "per seed; default 42)."),
@@ -79,10 +81,14 @@ def eval_command(
     """Score minimal pairs (BLiMP, BLiMP supplement, EWoK) and other tasks; print a summary, write Parquet.
 
     Accuracy = (wins + ties / 2) / n per subtask; a task's score is the unweighted mean over its subtasks, with a
-    95% bootstrap interval. Set OMP_NUM_THREADS=1 on a busy machine: tiny models run faster on one thread.
+    95% bootstrap interval.
     """
     from antlm_bench.evaluate import evaluate
 
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
     for folder in include_path or []:
         add_include_path(folder)
     glue_options = {"lr": lr, "batch_size": batch_size, "epochs": epochs, "max_length": max_length,

@@ -107,17 +107,21 @@ def prefix_cells(rag: Ragged) -> tuple[np.ndarray, int]:
     A prefix is keyed by two independent 64-bit rolling hashes and its length (a false match: ~1e-26).
     """
     hashes = [np.zeros(len(rag.ids), dtype=np.uint64) for _ in _HASH_MULTIPLIERS]
+    by_length = np.argsort(-rag.lengths, kind="stable")  # at step j the sequences still running come first
+    starts = rag.starts[by_length]
+    running = len(by_length)
+    state = [rag.ids[starts].astype(np.uint64) + np.uint64(1) for _ in _HASH_MULTIPLIERS]
+    for hashed, value in zip(hashes, state):
+        hashed[starts] = value
     with np.errstate(over="ignore"):  # the rolling hashes wrap around modulo 2**64 on purpose
-        for length in np.unique(rag.lengths):  # one dense [sequences x length] block per length
-            members = np.flatnonzero(rag.lengths == length)
-            index = rag.starts[members, None] + np.arange(length)
-            tokens = rag.ids[index].astype(np.uint64) + np.uint64(1)
-            for hashed, multiplier in zip(hashes, _HASH_MULTIPLIERS):
-                block = np.empty_like(tokens)
-                block[:, 0] = tokens[:, 0]
-                for j in range(1, int(length)):
-                    block[:, j] = block[:, j - 1] * multiplier + tokens[:, j]
-                hashed[index] = block
+        for j in range(1, int(rag.lengths.max(initial=0))):
+            while running and rag.lengths[by_length[running - 1]] <= j:
+                running -= 1
+            at = starts[:running] + j
+            tokens = rag.ids[at].astype(np.uint64) + np.uint64(1)
+            for hashed, value, multiplier in zip(hashes, state, _HASH_MULTIPLIERS):
+                value[:running] = value[:running] * multiplier + tokens
+                hashed[at] = value[:running]
     flat, _ = _spans(rag.scored_starts, rag.n_scored)
     at = np.repeat(rag.starts, rag.n_scored) + rag.scored[flat]
     keys = (hashes[0][at], hashes[1][at], rag.scored[flat].astype(np.uint64))
