@@ -213,7 +213,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/{name}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> Server:
+    def __enter__(self) -> Server:  # noqa: PYI034
         self.thread.start()
         return self
 
@@ -288,9 +288,8 @@ def test_unpack_is_all_or_nothing(tmp_path):
     assert _tree(dest) == {"keep.txt": b"previous"} and not (tmp_path / "escape.txt").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".unpack")]  # no staging left behind
     junk = b"neither zip nor tar"
-    with Server(junk, name="junk.bin") as server:
-        with pytest.raises(UserError, match="neither a zip nor a tar"):
-            data.fetch(server.url, _sha(junk), dest, timeout=10)
+    with Server(junk, name="junk.bin") as server, pytest.raises(UserError, match="neither a zip nor a tar"):
+        data.fetch(server.url, _sha(junk), dest, timeout=10)
     assert _tree(dest) == {"keep.txt": b"previous"}
 
 
