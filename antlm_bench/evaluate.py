@@ -271,6 +271,9 @@ def evaluate(
         write_table_atomic(scores, out_dir / SCORES_FILE)
         if items is not None:
             write_table_atomic(items, out_dir / ITEMS_FILE)
+        elif (out_dir / ITEMS_FILE).exists():  # an earlier run's items next to these scores would mislead
+            (out_dir / ITEMS_FILE).unlink()
+            notes.append(f"removed {out_dir / ITEMS_FILE} of an earlier run (this run did not log samples)")
         payload = json.dumps(run_record, indent=2, sort_keys=False, default=str).encode()
         atomic_write_bytes(out_dir / RUN_FILE, payload + b"\n")
     return EvalOutput(scores, items, run_record, method, notes, out_dir)

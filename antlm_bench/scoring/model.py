@@ -10,11 +10,13 @@ full ``[batch x length x vocab]`` logits are never built. This module finds body
   output-embedding head (``lm_head``), causal only;
 - a plain masked LM (BERT, RoBERTa, ...) runs its ``base_model`` and the child module that owns the output
   embedding (``cls`` / ``lm_head``: transform, norm, decoder), bidirectional only. Heads spread over several
-  children have an explicit entry in ``_SPLIT_HEADS``.
+  children have an explicit entry in ``_SPLIT_HEADS``. Logit soft-capping and scaling that a config declares
+  (Gemma 2, Cohere, Granite) are applied after the head.
 
-A Hugging Face model is checked once when wrapped: ``head(hidden(x))`` must equal the model's own logits on a
-short input. A model whose forward does more than that (logit soft-capping, scaling) fails the check and is
-scored through its full forward instead, which is exact but builds full logits (noted in ``notes``).
+A Hugging Face model is checked once when wrapped: with the body's output replaced by large random hidden
+states, the model's own logits must equal ``head(those states)``. A model whose forward does more than its head
+module (logit soft-capping, scaling) fails the check and is scored through its full forward instead, which is
+exact but builds full logits (noted in ``notes``).
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ from antlm_bench.errors import UserError
 CAUSAL, BIDIRECTIONAL = "causal", "bidirectional"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
-# heads made of several children of the top model, composed in this order
-_SPLIT_HEADS: dict[str, Callable[[nn.Module, torch.Tensor], torch.Tensor]] = {
-    "DistilBertForMaskedLM": lambda m, h: m.vocab_projector(m.vocab_layer_norm(m.activation(m.vocab_transform(h)))),
-    "ModernBertForMaskedLM": lambda m, h: m.decoder(m.head(h)),
-    "ElectraForMaskedLM": lambda m, h: m.generator_lm_head(m.generator_predictions(h)),
+# heads made of several children of the top model: (the child that first sees the hidden states, composition)
+_SPLIT_HEADS: dict[str, tuple[str, Callable[[nn.Module, torch.Tensor], torch.Tensor]]] = {
+    "DistilBertForMaskedLM": (
+        "vocab_transform", lambda m, h: m.vocab_projector(m.vocab_layer_norm(m.activation(m.vocab_transform(h))))),
+    "ModernBertForMaskedLM": ("head", lambda m, h: m.decoder(m.head(h))),
+    "ElectraForMaskedLM": ("generator_predictions", lambda m, h: m.generator_lm_head(m.generator_predictions(h))),
 }
 
 
@@ -108,12 +111,12 @@ class ScoringModel:
         return self.head_fn(hidden)
 
 
-def _find_head(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor] | None:
-    """The module (or composition) that maps the base model's hidden states to logits, if one is found."""
+def _find_head(model: nn.Module) -> tuple[Callable[[torch.Tensor], torch.Tensor], nn.Module] | None:
+    """(head function, the module that first receives the hidden states), if the model's head is found."""
     for cls in type(model).__mro__:
         if cls.__name__ in _SPLIT_HEADS:
-            recipe = _SPLIT_HEADS[cls.__name__]
-            return lambda h: recipe(model, h)
+            entry, recipe = _SPLIT_HEADS[cls.__name__]
+            return (lambda h: recipe(model, h)), getattr(model, entry)
     output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if output is None:
         return None
@@ -124,24 +127,77 @@ def _find_head(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor] | Non
             continue
         if child is output or any(module is output for module in child.modules()):
             owners.append(child)
-    return owners[0] if len(owners) == 1 else None
+    return (owners[0], owners[0]) if len(owners) == 1 else None
 
 
-def _self_check(sm: ScoringModel) -> bool:
-    """head(hidden(x)) equals the model's own logits on a short input."""
-    module = sm.module
-    vocab = module.get_output_embeddings().weight.shape[0]
-    generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, vocab, (2, 7), generator=generator).to(sm.device)
-    mode = sm.modes[0]
-    with torch.inference_mode():
-        reference = module(input_ids=ids).logits.float()
-        ours = sm.head(sm.hidden(ids, None, mode)).float()
+def _with_config_transforms(model: nn.Module, head: Callable[[torch.Tensor], torch.Tensor]
+                            ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """What some models do to the head's logits in their forward, as their config declares it (checked after)."""
+    config = model.config
+    cap = getattr(config, "final_logit_softcapping", None)  # Gemma 2 / 3
+    scale = getattr(config, "logit_scale", None)  # Cohere
+    divisor = getattr(config, "logits_scaling", None)  # Granite
+    if not (cap or isinstance(scale, (int, float)) and scale != 1 or isinstance(divisor, (int, float)) and divisor != 1):
+        return head
+
+    def transformed(hidden: torch.Tensor) -> torch.Tensor:
+        logits = head(hidden)
+        if isinstance(scale, (int, float)) and scale != 1:
+            logits = logits * scale
+        if isinstance(divisor, (int, float)) and divisor != 1:
+            logits = logits / divisor
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        return logits
+
+    return transformed
+
+
+def _close(ours: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype) -> bool:
     if ours.shape != reference.shape:
         return False
-    tolerance = 1e-3 if next(module.parameters()).dtype == torch.float32 else 5e-2
-    scale = max(1.0, float(reference.abs().max()))
-    return float((ours - reference).abs().max()) <= tolerance * scale
+    tolerance = 1e-4 if dtype == torch.float32 else 2e-2
+    return float((ours - reference).abs().max()) <= tolerance * max(1.0, float(reference.abs().max()))
+
+
+def _self_check(sm: ScoringModel, entry: nn.Module) -> bool:
+    """The model's own forward equals ``head(hidden(ids))``, also where its logits are large.
+
+    First on a short random input: the body's output reaches the head unchanged. Then with the head's input
+    swapped (a hook) for large random hidden states: nothing after the head changes the logits. Logit
+    soft-capping (Gemma 2) or scaling is invisible on a freshly initialised model's small logits, not there.
+    """
+    module = sm.module
+    dtype = next(module.parameters()).dtype
+    generator = torch.Generator().manual_seed(0)
+    vocab = module.get_output_embeddings().weight.shape[0]
+    ids = torch.randint(0, vocab, (2, 7), generator=generator).to(sm.device)
+    probe: dict[str, torch.Tensor] = {}
+
+    def swap(_module: nn.Module, args: tuple) -> tuple | None:
+        if "busy" in probe:  # our own head call below passes through this hook too
+            return None
+        probe["busy"] = args[0]
+        noise = torch.randn(args[0].shape, generator=generator).to(args[0].device, args[0].dtype)
+        spread = sm.head(noise).float().std().clamp_min(1e-6)  # scaled so the logits spread over about +-100
+        probe["hidden"] = noise * (50.0 / spread).to(noise.dtype)
+        return (probe["hidden"], *args[1:])
+
+    try:
+        with torch.inference_mode():
+            if not _close(sm.head(sm.hidden(ids, None, sm.modes[0])).float(), module(input_ids=ids).logits.float(),
+                          dtype):
+                return False
+            handle = entry.register_forward_pre_hook(swap)
+            try:
+                reference = module(input_ids=ids).logits.float()
+            finally:
+                handle.remove()
+            if "hidden" not in probe:
+                return False
+            return _close(sm.head(probe["hidden"]).float(), reference, dtype)
+    except Exception:  # noqa: BLE001  (any failure means: do not trust the split)
+        return False
 
 
 _WRAPPED: weakref.WeakKeyDictionary[nn.Module, ScoringModel] = weakref.WeakKeyDictionary()
@@ -159,8 +215,9 @@ def wrap_model(model: nn.Module, tokenizer: Any) -> ScoringModel:
             raise UserError(f"{type(model).__name__} is an encoder-decoder model; give a causal or masked LM")
         masked = _is_masked_class(model)
         sm = ScoringModel(model, tokenizer, "masked" if masked else "causal", (BIDIRECTIONAL,) if masked else (CAUSAL,))
-        sm.head_fn = _find_head(model)
-        if sm.head_fn is None or not _self_check(sm):
+        found = _find_head(model)
+        sm.head_fn = None if found is None else _with_config_transforms(model, found[0])
+        if found is None or not _self_check(sm, found[1]):
             sm.head_fn = None
             sm.notes.append(
                 f"{type(model).__name__}: LM head not separable from the forward pass; scored with full logits "
