@@ -628,28 +628,26 @@ def finetune(
             batches = length_grouped_batches(train.lengths, settings.batch_size, rng)
         else:
             batches = shuffled_batches(len(splits.train), settings.batch_size, rng)
-        loss_sum, loss_count = 0.0, 0
+        loss_sum = torch.zeros((), device=device)  # summed on the device: no host sync per step
         for indices in batches:
             batch = collate(train, indices, pad_id).to(device)
             with _autocast(settings, device):
                 logits = classifier(batch)
             loss = F.cross_entropy(logits.float(), batch.labels)
-            if not torch.isfinite(loss):
-                raise UserError(
-                    f"fine-tuning loss became {loss.item()} at epoch {epoch}; lower the learning rate (lr)"
-                )
             loss.backward()
             if settings.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(classifier.parameters(), settings.grad_clip)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
-            loss_sum += float(loss.detach()) * len(indices)
-            loss_count += len(indices)
+            loss_sum += loss.detach() * len(indices)
             step += 1
             seen += len(indices)
             if on_step is not None:
                 on_step(seen, len(splits.train) * settings.epochs)
+        train_loss = float(loss_sum) / max(len(splits.train), 1)
+        if not math.isfinite(train_loss):
+            raise UserError(f"fine-tuning loss became {train_loss} in epoch {epoch}; lower the learning rate (lr)")
         dev_logits = predict_logits(classifier, dev, pad_id, settings.eval_batch_size, settings)
         metric = classification_metrics(dev.labels, dev_logits.argmax(1))[settings.selection_metric]
         history.append(metric)
@@ -658,7 +656,7 @@ def finetune(
             best_state = {k: v.detach().to("cpu", copy=True) for k, v in classifier.state_dict().items()}
         if on_epoch is not None:
             elapsed = time.perf_counter() - started
-            on_epoch(EpochLog(epoch, settings.epochs, loss_sum / max(loss_count, 1), metric, best_epoch,
+            on_epoch(EpochLog(epoch, settings.epochs, train_loss, metric, best_epoch,
                               best_metric, time.perf_counter() - epoch_start,
                               elapsed / epoch * (settings.epochs - epoch)))
     train_seconds = time.perf_counter() - started

@@ -474,3 +474,13 @@ def test_eval_command_runs_glue_with_its_flags(tmp_path):
         ("rte", "accuracy", "probe", 3), ("", "score", "probe", 3)}
     bad = CliRunner().invoke(app, ["eval", "--model", str(folder), "--tasks", "glue:rte", "--seeds", "4,x"])
     assert bad.exit_code != 0
+
+
+def test_diverging_loss_stops_with_one_line():
+    model, tokenizer = backbones()["hf-bert"]
+    splits = make_splits(cue_examples(40, 0), cue_examples(10, 1, "r"), 0.2, None, "cue")
+    broken = fresh_copy(model)
+    with torch.no_grad():
+        next(broken.parameters()).fill_(float("nan"))
+    message = _one_line_error(lambda: finetune(broken, tokenizer, splits, 2, FinetuneSettings(epochs=1), seed=0))
+    assert "lower the learning rate" in message
