@@ -48,9 +48,9 @@ def run(
     include_path: list[Path] | None = IncludePathOption,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
-    """Train a model under a schedule, score each phase its own way, evaluate the final model, and print a
-    Table-2-style summary (BLiMP, supplement, EWoK, GLUE, macro, with 95% intervals). Re-running the same command
-    reuses finished training and evaluations and resumes unfinished ones."""
+    """Train a model under a schedule, score each phase its own way, evaluate the final model, and print a Table-2-style summary (BLiMP, supplement, EWoK, GLUE, macro, with 95% intervals).
+
+    Re-running the same command reuses finished training and evaluations and resumes unfinished ones."""
     from antlm_bench.leaderboard import build_leaderboard, read_results, render_terminal
     from antlm_bench.pipeline import RunConfig, run_benchmark
 

@@ -1,0 +1,85 @@
+"""The README's quickstart works as written: its commands exist and run from a fresh checkout.
+
+The exact quickstart command trains for a few minutes, so the default suite runs it with budget flags appended
+(the same code path, a smaller corpus and schedule); `pytest -m slow` runs it verbatim.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BUDGET = ["--preset", "tiny", "--schedule", "0.5_CLM+0.5_MLM", "--max-words", "3000", "--limit", "3",
+          "--eval-limit", "2", "--glue-epochs", "1", "--glue-max-train-examples", "24", "--quiet"]
+
+
+def _section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    match = re.search(rf"^## {title}\n(.*?)(?=^## )", text, flags=re.S | re.M)
+    assert match, f"README has no '## {title}' section"
+    return match.group(1)
+
+
+def _commands(section: str) -> list[list[str]]:
+    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    lines = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
+    return [shlex.split(line) for line in lines if line.startswith("antlm-bench ")]
+
+
+def _cli(args: list[str], env: dict[str, str], cwd: Path, timeout: int) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "antlm_bench", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture
+def quickstart_env(real_data_dir, tmp_path):
+    env = {**os.environ, "ANTLM_BENCH_DATA": str(real_data_dir), "OMP_NUM_THREADS": "1",
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    return env
+
+
+def test_quickstart_sets_the_data_folder_and_runs_the_documented_command():
+    section = _section("Quickstart")
+    assert "export ANTLM_BENCH_DATA=../shared/data" in section
+    first = _commands(section)[0]
+    assert first == ["antlm-bench", "run", "--model", "antlm-babyllama", "--tasks", "blimp,ewok,glue"]
+
+
+def test_every_documented_command_has_help():
+    text = README.read_text(encoding="utf-8")
+    documented = set(re.findall(r"`antlm-bench ([a-z]+)(?: [a-z]+)?", text))
+    assert {"run", "train", "eval", "schedule", "leaderboard", "check", "data", "list"} <= documented
+    for command in sorted(documented):
+        result = subprocess.run([sys.executable, "-m", "antlm_bench", command, "--help"], capture_output=True,
+                                text=True, timeout=120)
+        assert result.returncode == 0, f"antlm-bench {command} --help failed: {result.stderr[-500:]}"
+
+
+def test_quickstart_command_runs_end_to_end_on_a_budget(quickstart_env, tmp_path):
+    command = _commands(_section("Quickstart"))[0]
+    result = _cli(command[1:] + BUDGET, quickstart_env, tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
+    assert "preset tiny" in out or "no CUDA device" in out
+    for column in ("blimp", "ewok", "glue", "macro"):
+        assert column in out
+    tables = list((tmp_path / "results").rglob("scores.parquet"))
+    assert len(tables) == 1
+    # the second invocation reuses everything and says so
+    again = _cli(command[1:] + BUDGET, quickstart_env, tmp_path, timeout=600)
+    assert again.returncode == 0 and "reusing" in again.stdout
+
+
+@pytest.mark.slow
+def test_quickstart_verbatim(quickstart_env, tmp_path):
+    command = _commands(_section("Quickstart"))[0]
+    result = _cli(command[1:], quickstart_env, tmp_path, timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "macro" in result.stdout
