@@ -343,6 +343,7 @@ def test_adapter_rows_seeds_and_samples(tmp_path):
         assert "no train file" in boolq.notes and "best epoch" in rte.notes
     assert by["rte", "accuracy", 1].n == 80
     assert any("over seeds 1,2" in note for note in result.notes)
+    assert any("majority-class guess" in note for note in result.notes)
     assert len(result.items) == 2 * (80 + by["boolq", "accuracy", 1].n)
     item = result.items[0]
     assert item["correct"] == float(item["score_good"] > item["score_bad"]) and item["task"] == "glue"

@@ -271,9 +271,25 @@ class GlueTask:
             for member, values in sorted(summary.items()):
                 notes.append(f"{self.name}/{member or 'score'} over seeds {','.join(map(str, seeds))}: "
                              f"mean {np.mean(values):.4f}, sd {np.std(values, ddof=1):.4f}")
+        notes.append(self._majority_note(data, context))
         if "probe" in methods:
             notes.append(f"{self.name}: probe scores (frozen features + logistic regression), not fine-tuning")
         return TaskResult(rows=rows, items=items, notes=notes)
+
+    def _majority_note(self, data: dict[str, MemberData], context: EvalContext) -> str:
+        """What always guessing the training split's most frequent label scores: the floor to read a small
+        model's numbers against (MRPC's F1 is 0.81 for it)."""
+        from antlm_bench.finetune import classification_metrics
+
+        values = []
+        for member, d in data.items():
+            report = d.report[: context.limit] if context.limit else d.report
+            labels = np.array([e.label for e in report])
+            majority = int(np.bincount([e.label for e in d.train]).argmax())
+            metric = self.members[member].score_metric
+            values.append(classification_metrics(labels, np.full_like(labels, majority))[metric])
+        return (f"{self.name}: the majority-class guess (the training split's most frequent label) would score "
+                f"{np.mean(values):.4f} on these {len(values)} members")
 
     def _work(self, data: dict[str, MemberData], seeds: list[int], options: Hyper, context: EvalContext) -> float:
         """Total work in example-passes, for the overall ETA."""
