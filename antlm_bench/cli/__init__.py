@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from rich.markup import escape
@@ -15,6 +16,9 @@ from antlm_bench.cli import catalog, data, eval, prepare, schedule, leaderboard,
 
 def main() -> None:
     """Entry point: a UserError is one red line and exit status 2, never a traceback."""
+    # our own progress bars say what is loading; transformers' per-file weight-loading bars would interleave
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
         app()
     except UserError as err:
