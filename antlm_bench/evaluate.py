@@ -200,8 +200,8 @@ def evaluate(
         record = state
         if checkpoint_info is not None and checkpoint_info.phase_objective:
             record = {"phase_objective": checkpoint_info.phase_objective, "phase_index": checkpoint_info.phase_index}
-        if record is not None or sm is not None:
-            method, why = auto_scoring_method(record, sm.is_masked_lm if sm is not None else False)
+        if sm is not None:  # only minimal-pair scoring has a method to choose; GLUE fine-tunes
+            method, why = auto_scoring_method(record, sm.is_masked_lm)
             notes.append(f"--scoring auto: {why}")
 
     if sm is not None and method in METHODS:

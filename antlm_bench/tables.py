@@ -77,6 +77,7 @@ ITEM_SCHEMA = pa.schema(
         ("correct", pa.float64()),  # 1 win, 0.5 tie, 0 loss; for GLUE: 1 if the prediction is right
         ("prediction", pa.string()),
         ("label", pa.string()),
+        ("seed", pa.int64()),  # GLUE: the fine-tuning seed (items repeat once per seed)
     ]
 )
 
@@ -120,6 +121,7 @@ class ScoreRow:
     ci_high: float | None = None
     limit: int | None = None
     notes: str = ""
+    seed: int | None = None  # set when a row has its own seed (GLUE fine-tuning seeds); else the run's seed
 
 
 def current_git_commit() -> str:
@@ -141,6 +143,7 @@ def score_table(run: RunInfo, checkpoint: CheckpointInfo, rows: Iterable[ScoreRo
     records = []
     for row in rows:
         record: dict[str, Any] = {**asdict(run), **asdict(checkpoint), **asdict(row), "created_at": created}
+        record["seed"] = run.seed if row.seed is None else row.seed
         records.append(record)
     return pa.Table.from_pylist(records, schema=SCORE_SCHEMA)
 

@@ -72,3 +72,10 @@ def test_written_tables_are_readable_by_others(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "scores.parquet").stat().st_mode) == 0o644
+
+
+def test_a_row_seed_overrides_the_run_seed_only_when_set():
+    rows = [ScoreRow(task="glue", subtask="rte", metric="accuracy", value=0.5, n=2, scoring="finetune", seed=43),
+            ScoreRow(task="glue", subtask="", metric="score", value=0.5, n=2, scoring="finetune")]
+    table = score_table(RunInfo(run_id="r", seed=7), CheckpointInfo(), rows)
+    assert table.column("seed").to_pylist() == [43, 7]

@@ -109,13 +109,6 @@ class MemberData:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass
-class _SeededRow(ScoreRow):
-    """A score row that carries its fine-tuning seed (the run-level seed is the pre-training seed)."""
-
-    seed: int | None = None
-
-
 @register_task_class("GlueTask")
 class GlueTask:
     """Adapter for ``class: GlueTask`` specs: members with text fields, labels and metrics."""
@@ -314,7 +307,7 @@ class GlueTask:
         rows = []
         for metric in self.members[member].metrics:
             interval = bootstrap_classification({member: (outcome.labels, outcome.predictions, metric)})
-            rows.append(_SeededRow(
+            rows.append(ScoreRow(
                 task=self.name, subtask=member, metric=metric, value=metrics[metric], n=len(outcome.labels),
                 scoring=outcome.method, ci_low=interval.low, ci_high=interval.high, limit=context.limit,
                 notes=notes, seed=seed,
@@ -329,7 +322,7 @@ class GlueTask:
         notes = f"mean over {len(outcomes)}/{len(self.members)} members: {which}"
         if method == "probe":
             notes += "; probe"
-        return _SeededRow(
+        return ScoreRow(
             task=self.name, subtask="", metric="score", value=interval.value,
             n=int(sum(len(o.labels) for o in outcomes.values())), scoring=method, ci_low=interval.low,
             ci_high=interval.high, limit=context.limit, notes=notes, seed=seed,

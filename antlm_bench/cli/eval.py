@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from antlm_bench.cli.app import DataDirOption, IncludePathOption, app, console, err_console
@@ -101,7 +102,7 @@ def eval_command(
         options={k: v for k, v in glue_options.items() if v is not None}, seeds=parse_seeds(seeds),
     )
     for note in out.notes:
-        err_console.print(f"[dim]note:[/dim] {note}", soft_wrap=True)
+        err_console.print(f"[dim]note:[/dim] {escape(note)}", soft_wrap=True)
     console.print(summary_table(out.scores))
     if output is not None:
         written = ", ".join(["scores.parquet", *(["items.parquet"] if log_samples else []), "run.json"])
