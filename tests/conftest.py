@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 _FALLBACK = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -21,3 +22,13 @@ def real_data_dir() -> Path:
     if os.environ.get("CI"):
         pytest.fail(message + "; CI must provide it (.ci/run sets ANTLM_BENCH_DATA=../shared/data)")
     pytest.skip(message)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """Every test model is tiny: a second thread buys nothing, and where other jobs share the 2 cores, OpenMP
+    threads waiting for each other make each small matmul ~30x slower. Subprocess tests set OMP_NUM_THREADS=1."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

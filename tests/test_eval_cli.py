@@ -17,14 +17,6 @@ from antlm_bench.scoring import load_scoring_model, score_pairs
 from antlm_bench.tables import ITEM_SCHEMA, SCORE_SCHEMA
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def llama_dir(tmp_path_factory):
     return save_tiny("llama", tmp_path_factory.mktemp("llama"))

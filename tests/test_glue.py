@@ -37,15 +37,6 @@ from antlm_bench.tables import CheckpointInfo, RunInfo, score_table
 from antlm_bench.tasks import resolve_tasks
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # tiny models gain nothing from threads, and on a shared 2-core machine extra threads only spin
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @functools.cache
 def backbones() -> dict[str, tuple[object, object]]:
     return tiny_classifier_backbones()

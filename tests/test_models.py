@@ -19,16 +19,6 @@ from antlm_bench.models import (
 from antlm_bench.models.ltgbert import make_log_bucket_position, relative_position_indices
 from antlm_bench.recipes import load_recipe
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # tiny matrices: thread start-up costs more than the work when other jobs share the two cores
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 VOCAB = 61
 SPECIALS = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "mask_token_id": 4}
 

@@ -19,12 +19,6 @@ TEXTS = ["Who should Derek hug after shocking Richard?", "A lot different.",
 V = 2000
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _gemma_with_large_logits():

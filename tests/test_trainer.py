@@ -20,16 +20,6 @@ from antlm_bench.schedule import parse_schedule
 from antlm_bench.trainer import TrainingDiverged, epoch_order, plan_phases, read_metrics, train
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models gain nothing from a second thread, and on a busy 2-core machine OpenMP threads that wait for
-    each other make every matmul ~30x slower; restore the setting for other modules' tests."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_plan_counts_steps_per_phase_and_restarts_lr() -> None:
     recipe = load_recipe("antlm-babyllama")
     plans = plan_phases(parse_schedule("4_CLM+16_MLM+0.5_MNTP+2_MIX(CLM:1,MLM:15)"), recipe, steps_per_epoch=10)

@@ -23,12 +23,6 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS
 
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # the in-process runs; see test_trainer.py
-    yield
-    torch.set_num_threads(before)
 
 
 KILLER = """

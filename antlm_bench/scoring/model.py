@@ -21,6 +21,7 @@ exact but builds full logits (noted in ``notes``).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -116,7 +117,7 @@ def _find_head(model: nn.Module) -> tuple[Callable[[torch.Tensor], torch.Tensor]
     for cls in type(model).__mro__:
         if cls.__name__ in _SPLIT_HEADS:
             entry, recipe = _SPLIT_HEADS[cls.__name__]
-            return (lambda h: recipe(model, h)), getattr(model, entry)
+            return functools.partial(recipe, model), getattr(model, entry)
     output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if output is None:
         return None

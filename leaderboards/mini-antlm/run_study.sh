@@ -49,4 +49,7 @@ PY
 antlm-bench leaderboard -d mini-antlm -f markdown -o "$HERE/leaderboard.md" --plots "$HERE/plots"
 antlm-bench leaderboard -d mini-antlm -f html -o "$HERE/leaderboard.html"
 antlm-bench leaderboard -d mini-antlm -f parquet -o "$HERE/leaderboard.parquet"
+for arch in babyllama ltgbert; do   # AntLM against its own baselines, paired over items
+  antlm-bench leaderboard -d "mini-antlm-$arch" -f markdown -o "$HERE/leaderboard-$arch.md"
+done
 echo "study wall time: $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s (training + evaluation, $JOBS parallel runs)"
