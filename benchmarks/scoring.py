@@ -14,13 +14,14 @@ two token budgets (memory follows the budget, not the sentence) and minicons (al
 
 Targets (issue #2): clm >= 5x lm-eval in-process and >= 3x minicons; pll >= 4x minicons.
 
-Recorded 2026-11-30 (2-core AMD EPYC shared with other jobs, 1 thread, process CPU time, best of 3):
+Recorded 2026-11-30 (2-core AMD EPYC shared with other jobs, 1 thread, process CPU time, best of 3; after the
+tokenizer fast path, second run):
 
-    clm           lm-eval 0.4.13 HFLM, batch_size 1 (default)     3460 vs  642 pairs/s   5.4x
-    clm           lm-eval 0.4.13 HFLM, batch_size 64              3460 vs 2050 pairs/s   1.7x
-    clm           minicons 0.3.39 IncrementalLMScorer              3460 vs 1234 pairs/s   2.8x
-    pll           minicons 0.3.39 MaskedLMScorer (original)         544 vs   97 pairs/s   5.6x
-    pll-word-l2r  minicons 0.3.39 MaskedLMScorer (within_word_l2r)  501 vs   98 pairs/s   5.1x
+    clm           lm-eval 0.4.13 HFLM, batch_size 1 (default)     3462 vs  632 pairs/s   5.5x
+    clm           lm-eval 0.4.13 HFLM, batch_size 64              3462 vs 2067 pairs/s   1.7x
+    clm           minicons 0.3.39 IncrementalLMScorer              3462 vs 1209 pairs/s   2.9x
+    pll           minicons 0.3.39 MaskedLMScorer (original)         545 vs   97 pairs/s   5.6x
+    pll-word-l2r  minicons 0.3.39 MaskedLMScorer (within_word_l2r)  512 vs   96 pairs/s   5.3x
     max |score difference| to the peers <= 4.8e-05 (nats, summed)
     PLL of a 302-token sentence, memory above the loaded model: ours 5.9 / 21.0 / 77.0 MiB at --batch-tokens
     1024 / 4096 / 16384; minicons 969 MiB.

@@ -22,6 +22,7 @@ exact but builds full logits (noted in ``notes``).
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -100,8 +101,14 @@ class ScoringModel:
             return self.module.hidden_states(input_ids, attention_mask=attention_mask, attention_mode=mode)
         if self.head_fn is None:  # fallback: the "hidden state" is the logits themselves
             return self.module(input_ids=input_ids, attention_mask=attention_mask).logits
-        out = self.module.base_model(input_ids=input_ids, attention_mask=attention_mask)
+        out = self.module.base_model(input_ids=input_ids, attention_mask=attention_mask, **self._body_kwargs)
         return out[0] if isinstance(out, tuple) else out.last_hidden_state
+
+    @functools.cached_property
+    def _body_kwargs(self) -> dict[str, Any]:
+        """No key/value cache: scoring reads each batch once, and building a cache costs time at every call."""
+        accepts = inspect.signature(self.module.base_model.forward).parameters
+        return {"use_cache": False} if "use_cache" in accepts else {}
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """LM-head logits for the given hidden states only ([N, H] -> [N, V])."""
