@@ -346,6 +346,8 @@ def _checkpoints(results: Results, definition: LeaderboardDefinition) -> dict[st
             for (task, subtask, metric, scoring), row in latest.items():
                 if subtask == "":
                     task_rows[column_of(task, scoring)][metric][scoring] = row
+                elif metric != "accuracy":  # a subtask that reports F1 is scored by it (GLUE's MRPC, QQP)
+                    subtask_metrics[(task, scoring)][subtask] = metric
                 else:
                     subtask_metrics[(task, scoring)].setdefault(subtask, metric)
             cells: dict[str, dict] = {}

@@ -133,8 +133,10 @@ def test_macro_gap_is_paired_when_every_macro_task_has_items(tmp_path):
     assert row_b.macro.interval == "items"
 
 
-def test_glue_with_an_f1_member_is_compared_unpaired(tmp_path):
-    """Item correctness does not average to an F1 score: such a GLUE gap must not claim to be paired."""
+@pytest.mark.parametrize("with_accuracy_too", [False, True])
+def test_glue_with_an_f1_member_is_compared_unpaired(tmp_path, with_accuracy_too):
+    """Item correctness does not average to an F1 score: such a GLUE gap must not claim to be paired, also when
+    the F1 member reports its accuracy as well (as the GLUE adapter does)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -143,9 +145,12 @@ def test_glue_with_an_f1_member_is_compared_unpaired(tmp_path):
         folder = write_run(tmp_path, name, [{"phase_index": 0, "scoring": "finetune",
                                              "tasks": {"glue": {"mrpc": values, "rte": values}}}], schedule=name)
         table = pq.read_table(folder / "scores.parquet")
-        f1 = [m if s != "mrpc" else "f1" for m, s in zip(table["metric"].to_pylist(), table["subtask"].to_pylist())]
-        table = table.set_column(table.schema.get_field_index("metric"), "metric", pa.array(f1))
-        pq.write_table(table, folder / "scores.parquet")
+        mrpc = pa.compute.equal(table["subtask"], "mrpc")
+        f1_rows = table.filter(mrpc)
+        f1_rows = f1_rows.set_column(f1_rows.schema.get_field_index("metric"), "metric",
+                                     pa.array(["f1"] * f1_rows.num_rows))
+        kept = table if with_accuracy_too else table.filter(pa.compute.invert(mrpc))
+        pq.write_table(pa.concat_tables([kept, f1_rows]), folder / "scores.parquet")
     board = build_leaderboard(read_results([tmp_path]), macro_tasks=[], reference={"schedule": "A"})
     (gap,) = board.comparisons
     assert gap.column == "glue" and not gap.paired
