@@ -34,13 +34,15 @@ import pyarrow.parquet as pq
 runs, results = Path(sys.argv[1]), Path(sys.argv[2])
 if results.exists():
     shutil.rmtree(results)
-TEXT = ["context", "sentence_good", "sentence_bad"]  # evaluation data: never committed
+# evaluation data is never committed (the text columns); the per-sentence scores are left out too, to keep each
+# run's table small: the paired statistics need only each item's correctness
+DROP = ["context", "sentence_good", "sentence_bad", "score_good", "score_bad"]
 for run in sorted(p for p in runs.iterdir() if (p / "scores.parquet").is_file()):
     out = results / run.name
     out.mkdir(parents=True)
     shutil.copy(run / "scores.parquet", out / "scores.parquet")
     items = pq.read_table(run / "items.parquet")
-    pq.write_table(items.drop_columns([c for c in TEXT if c in items.column_names]), out / "items.parquet",
+    pq.write_table(items.drop_columns([c for c in DROP if c in items.column_names]), out / "items.parquet",
                    compression="zstd")
     record = json.loads((run / "run.json").read_text())
     record.get("config", {}).pop("output", None)
