@@ -44,7 +44,7 @@ from antlm_bench import __version__
 from antlm_bench.checkpoint_state import SCORING_FOR_OBJECTIVE, dominant_objective
 from antlm_bench.errors import UserError
 from antlm_bench.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, _replicate_means, bootstrap_macro
-from antlm_bench.tables import ITEMS_FILE, SCORES_FILE, read_scores
+from antlm_bench.tables import ITEMS_FILE, find_score_files, read_scores
 
 DEFAULT_TASKS = ("blimp", "blimp_supplement", "ewok", "glue")
 DEFAULT_GROUP_BY = ("recipe", "preset", "schedule")
@@ -131,23 +131,6 @@ class Results:
     items_files: dict[str, Path]  # run_id -> items.parquet beside its scores
     files: list[Path]
     notes: list[str] = field(default_factory=list)
-
-
-def find_score_files(paths: Sequence[str | Path]) -> list[Path]:
-    """Every ``scores.parquet`` in the given files or folders; a missing path or no file at all is an error."""
-    files: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_file():
-            files.append(path)
-        elif path.is_dir():
-            files.extend(sorted(path.rglob(SCORES_FILE)))
-        else:
-            raise UserError(f"results {path}: no such file or folder")
-    if not files:
-        where = ", ".join(str(p) for p in paths) or "(none given)"
-        raise UserError(f"no {SCORES_FILE} found under {where}; run `antlm-bench eval` or give the run folders")
-    return sorted(dict.fromkeys(files))
 
 
 def read_results(paths: Sequence[str | Path]) -> Results:

@@ -185,8 +185,10 @@ def append_index(results_root: Path, entry: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def read_scores(paths: Sequence[str | Path]) -> pa.Table:
-    """Read every ``scores.parquet`` under the given files or folders into one table."""
+def find_score_files(paths: Sequence[str | Path]) -> list[Path]:
+    """Every ``scores.parquet`` in the given files or folders; a missing path or no file at all is an error."""
+    from antlm_bench.errors import UserError
+
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
@@ -194,6 +196,14 @@ def read_scores(paths: Sequence[str | Path]) -> pa.Table:
             files.append(path)
         elif path.is_dir():
             files.extend(sorted(path.rglob(SCORES_FILE)))
+        else:
+            raise UserError(f"results {path}: no such file or folder")
     if not files:
-        return SCORE_SCHEMA.empty_table()
-    return pa.concat_tables([pq.read_table(f, schema=SCORE_SCHEMA) for f in files])
+        where = ", ".join(str(p) for p in paths) or "(none given)"
+        raise UserError(f"no {SCORES_FILE} found under {where}; run `antlm-bench eval` or give the run folders")
+    return sorted(dict.fromkeys(files))
+
+
+def read_scores(paths: Sequence[str | Path]) -> pa.Table:
+    """Read every ``scores.parquet`` under the given files or folders into one table."""
+    return pa.concat_tables([pq.read_table(f, schema=SCORE_SCHEMA) for f in find_score_files(paths)])
