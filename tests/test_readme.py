@@ -83,3 +83,10 @@ def test_quickstart_verbatim(quickstart_env, tmp_path):
     result = _cli(command[1:], quickstart_env, tmp_path, timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "macro" in result.stdout
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    tests = _section("Tests")
+    (command,) = re.findall(r"```bash\n(.*?)\n```", tests, flags=re.S)
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
+    assert ci[-1] == command
