@@ -22,7 +22,7 @@ from transformers import LlamaConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import CausalLMOutput, SequenceClassifierOutput
 
-from antlm_bench.models.loss import lm_loss
+from antlm_bench.models.loss import classification_loss, lm_loss
 from antlm_bench.models.masks import boolean_mask, check_mode
 from antlm_bench.recipes import Preset
 from antlm_bench.registry import register_backend
@@ -291,12 +291,7 @@ class BabyLlamaForSequenceClassification(BabyLlamaPreTrainedModel):
             last = (attention_mask.bool() * positions).argmax(-1)
         pooled = hidden[torch.arange(input_ids.shape[0], device=input_ids.device), last]
         logits = self.score(pooled)
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
-            else:
-                loss = F.cross_entropy(logits.float(), labels)
+        loss = None if labels is None else classification_loss(logits, labels)
         return SequenceClassifierOutput(loss=loss, logits=logits)
 
 

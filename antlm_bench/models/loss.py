@@ -1,4 +1,4 @@
-"""The language-model loss both backends share: cross-entropy at the labelled positions (-100 = ignored)."""
+"""Losses both backends share: the LM loss at the labelled positions (-100 = ignored), the classification loss."""
 
 from __future__ import annotations
 
@@ -27,3 +27,10 @@ def lm_loss(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, 
         labels = labels.flatten().index_select(0, chosen)
     return F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(), ignore_index=-100,
                            reduction="sum") / count
+
+
+def classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Regression (one output: MSE) or classification (cross-entropy), in float32, as transformers' heads do."""
+    if logits.shape[-1] == 1:
+        return F.mse_loss(logits.squeeze(-1).float(), labels.float())
+    return F.cross_entropy(logits.float(), labels)

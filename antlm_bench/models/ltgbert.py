@@ -29,7 +29,7 @@ from transformers import (
 from transformers import initialization as init
 from transformers.modeling_outputs import CausalLMOutput, MaskedLMOutput, SequenceClassifierOutput
 
-from antlm_bench.models.loss import lm_loss
+from antlm_bench.models.loss import classification_loss, lm_loss
 from antlm_bench.models.masks import check_mode, full_mask
 from antlm_bench.recipes import Preset
 from antlm_bench.registry import register_backend
@@ -357,12 +357,7 @@ class LtgBertForSequenceClassification(LtgBertPreTrainedModel):
                 **_: object) -> SequenceClassifierOutput:
         hidden = self.encode(input_ids, attention_mask, attention_mode)
         logits = self.head(hidden[:, 0])
-        loss = None
-        if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
-            else:
-                loss = F.cross_entropy(logits.float(), labels)
+        loss = None if labels is None else classification_loss(logits, labels)
         return SequenceClassifierOutput(loss=loss, logits=logits)
 
 
