@@ -1157,18 +1157,7 @@ def write_leaderboard(board: Leaderboard, fmt: str, out: Path | None, console: A
         else:
             atomic_write_bytes(out, text.encode("utf-8"))
             written.append(out)
-    for path in written:
-        _readable(path)
     return written
-
-
-def _readable(path: Path) -> None:
-    """Temp-file-then-rename leaves mode 0600; a page or table is meant to be shared, as a plain write would be."""
-    import os
-
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
 
 
 def _relative(path: Path, base: Path) -> Path:

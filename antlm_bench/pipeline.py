@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from antlm_bench.data import atomic_write_bytes, hash_files
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import Recipe, load_recipe
 from antlm_bench.schedule import parse_schedule
@@ -94,8 +95,6 @@ def _sha256_text(*parts: str) -> str:
 
 def checkpoint_hash(folder: Path) -> str:
     """Content hash of a checkpoint's weights and record (cheap: weights are hashed once per evaluation)."""
-    from antlm_bench.data import hash_files
-
     files = sorted(p for p in folder.iterdir() if p.suffix in {".safetensors", ".json"} and p.is_file())
     return hash_files(files)
 
@@ -197,9 +196,6 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
             append_table(out.scores, folder / SCORES_FILE)
             if out.items is not None and out.items.num_rows:
                 append_table(out.items, folder / ITEMS_FILE)
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            from antlm_bench.data import atomic_write_bytes
-
             atomic_write_bytes(marker, json.dumps({"task": task_arg, "key": key, "settings": settings},
                                                   default=str, indent=1).encode())
             append_index(folder, {"checkpoint": str(final.relative_to(folder)), "scores": SCORES_FILE,

@@ -32,3 +32,19 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory):
+    """A tiny seeded LlamaForCausalLM with its BPE tokenizer, saved as a Hugging Face folder."""
+    from tiny_models import save_tiny
+
+    return save_tiny("llama", tmp_path_factory.mktemp("llama"))
+
+
+@pytest.fixture(scope="module")
+def bert_dir(tmp_path_factory):
+    """A tiny seeded BertForMaskedLM with its tokenizer, saved as a Hugging Face folder."""
+    from tiny_models import save_tiny
+
+    return save_tiny("bert", tmp_path_factory.mktemp("bert"))

@@ -8,23 +8,13 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 import torch
-from tiny_models import build_tiny_llama, build_tiny_tokenizer, save_tiny
+from tiny_models import build_tiny_llama, build_tiny_tokenizer
 
 from antlm_bench.cli import main
 from antlm_bench.data import hash_files
 from antlm_bench.evaluate import evaluate
 from antlm_bench.scoring import load_scoring_model, score_pairs
 from antlm_bench.tables import ITEM_SCHEMA, SCORE_SCHEMA
-
-
-@pytest.fixture(scope="module")
-def llama_dir(tmp_path_factory):
-    return save_tiny("llama", tmp_path_factory.mktemp("llama"))
-
-
-@pytest.fixture(scope="module")
-def bert_dir(tmp_path_factory):
-    return save_tiny("bert", tmp_path_factory.mktemp("bert"))
 
 
 def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:

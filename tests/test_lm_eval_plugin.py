@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-from tiny_models import save_tiny
 
 lm_eval = pytest.importorskip("lm_eval")
 
@@ -70,16 +69,6 @@ def tasks_dir(tmp_path_factory):
 def task_manager(tasks_dir):
     # only our two local tasks: indexing lm-eval's thousands of built-in task files takes seconds
     return TaskManager(include_path=str(tasks_dir), include_defaults=False)
-
-
-@pytest.fixture(scope="module")
-def llama_dir(tmp_path_factory):
-    return save_tiny("llama", tmp_path_factory.mktemp("llama"))
-
-
-@pytest.fixture(scope="module")
-def bert_dir(tmp_path_factory):
-    return save_tiny("bert", tmp_path_factory.mktemp("bert"))
 
 
 @pytest.fixture(scope="module")
