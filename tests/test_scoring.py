@@ -15,7 +15,7 @@ from tiny_models import build_tiny_bert, build_tiny_llama, build_tiny_tokenizer
 
 from antlm_bench.data import list_zip_members, read_zip_jsonl
 from antlm_bench.errors import UserError
-from antlm_bench.scoring import score_pairs, score_texts, wrap_model
+from antlm_bench.scoring import engine, score_pairs, score_texts, wrap_model
 from antlm_bench.scoring.model import resolve_device_dtype
 
 TOL = 1e-4
@@ -201,22 +201,36 @@ def test_scores_do_not_depend_on_the_token_budget(llama, bert, sentences, method
     np.testing.assert_allclose(small, large, atol=TOL, rtol=0)
 
 
-def _record_forwards(sm, monkeypatch) -> list[tuple[int, int, int]]:
-    """(rows, padded length, rows given to the head) of every forward pass."""
+def _record_forwards(sm, monkeypatch) -> list[list[int]]:
+    """[rows, padded length, rows given to the head, real tokens] of every forward pass (plain or prefix tree)."""
     seen: list[list[int]] = []
-    hidden, head = sm.hidden, sm.head
+    hidden, tree_hidden, head = sm.hidden, sm.tree_hidden, sm.head
+    pad = sm.tokenizer.pad_token_id
 
     def spy_hidden(ids, mask, mode):
-        seen.append([ids.shape[0], ids.shape[1], 0])
+        seen.append([ids.shape[0], ids.shape[1], 0, int(ids.numel() if mask is None else mask.sum())])
         return hidden(ids, mask, mode)
+
+    def spy_tree_hidden(ids, positions, mask):
+        seen.append([ids.shape[0], ids.shape[1], 0, int(((ids != pad) | (positions > 0)).sum())])
+        return tree_hidden(ids, positions, mask)
 
     def spy_head(selected):
         seen[-1][2] += selected.shape[0]
         return head(selected)
 
     monkeypatch.setattr(sm, "hidden", spy_hidden)
+    monkeypatch.setattr(sm, "tree_hidden", spy_tree_hidden)
     monkeypatch.setattr(sm, "head", spy_head)
     return seen
+
+
+@pytest.fixture
+def one_sequence_per_row(llama, monkeypatch):
+    """The llama fixture scored without prefix trees: one (padded) row per sequence."""
+    assert llama.shares_prefixes
+    monkeypatch.setattr(type(llama), "shares_prefixes", property(lambda self: False))
+    yield llama
 
 
 def test_pll_batches_respect_the_budget_and_head_sees_one_row_per_copy(bert, monkeypatch):
@@ -225,17 +239,51 @@ def test_pll_batches_respect_the_budget_and_head_sees_one_row_per_copy(bert, mon
     seen = _record_forwards(bert, monkeypatch)
     score_texts(bert, texts, "pll", batch_tokens=1024)
     copies = sum(len(bert.tokenizer(t)["input_ids"]) - 2 for t in texts)
-    assert all(rows * length <= 1024 for rows, length, _ in seen)
-    assert all(head_rows == rows for rows, _, head_rows in seen)  # one masked position per copy, never [copies x T]
-    assert sum(rows for rows, _, _ in seen) == copies
+    assert all(rows * length <= 1024 for rows, length, _, _ in seen)
+    assert all(head_rows == rows for rows, _, head_rows, _ in seen)  # one masked position per copy, not [copies x T]
+    assert sum(rows for rows, _, _, _ in seen) == copies
 
 
-def test_clm_batches_pack_many_sentences_under_the_budget(llama, sentences, monkeypatch):
+def test_clm_batches_pack_many_sentences_under_the_budget(one_sequence_per_row, sentences, monkeypatch):
+    llama = one_sequence_per_row
     seen = _record_forwards(llama, monkeypatch)
     score_texts(llama, sentences, "clm", batch_tokens=256)
-    assert all(rows * length <= 256 for rows, length, _ in seen)
-    assert max(rows for rows, _, _ in seen) > 5
-    assert sum(rows for rows, _, _ in seen) == len(set(sentences))  # duplicates are scored once
+    assert all(rows * length <= 256 for rows, length, _, _ in seen)
+    assert max(rows for rows, _, _, _ in seen) > 5
+    assert sum(rows for rows, _, _, _ in seen) == len(set(sentences))  # duplicates are scored once
+
+
+def test_clm_pairs_share_their_common_prefix_in_one_row(llama, monkeypatch):
+    good, bad = "Who should Derek hug after shocking Richard?", "Who should Derek hug after shocking?"
+    ids = [llama.tokenizer(t, add_special_tokens=False)["input_ids"] for t in (good, bad)]
+    shared = next(i for i, (a, b) in enumerate(zip(*ids)) if a != b)
+    seen = _record_forwards(llama, monkeypatch)
+    tree = score_pairs(llama, [good], [bad], "clm")
+    # BOS + each sentence without its last token, the shared part once
+    assert seen == [[1, 1 + len(ids[0]) - 1 + len(ids[1]) - 1 - shared, len(ids[0]) + len(ids[1]) - shared,
+                     1 + len(ids[0]) - 1 + len(ids[1]) - 1 - shared]]
+    monkeypatch.undo()
+    alone = [score_texts(llama, [t], "clm")[0] for t in (good, bad)]
+    np.testing.assert_allclose(np.concatenate(tree), alone, atol=TOL, rtol=0)
+
+
+@pytest.mark.parametrize(("budget", "forest_cells"), [(16, None), (256, 300), (100_000, None)])
+def test_clm_prefix_trees_equal_one_row_per_sequence(llama, real_pairs, budget, forest_cells, monkeypatch):
+    """Any budget, and sequences split over several forests (300 cells: about ten sentences each)."""
+    good = [p["sentence_good"] for p in real_pairs]
+    bad = [p["sentence_bad"] for p in real_pairs]
+    if forest_cells:
+        monkeypatch.setattr(engine, "TREE_FOREST_CELLS", forest_cells)
+    seen = _record_forwards(llama, monkeypatch)
+    tree = score_pairs(llama, good, bad, "clm", batch_tokens=budget)
+    monkeypatch.undo()
+    inputs = sum(len(llama.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in set(good + bad))
+    assert all(rows * length <= budget or rows == 1 for rows, length, _, _ in seen)  # a long row: a batch alone
+    if budget > 16 and not forest_cells:  # tiny forests sorted by length separate pairs of unequal length
+        assert sum(tokens for *_, tokens in seen) < 0.8 * inputs  # pairs share their beginnings
+    monkeypatch.setattr(type(llama), "shares_prefixes", property(lambda self: False))
+    plain = score_pairs(llama, good, bad, "clm", batch_tokens=budget)
+    np.testing.assert_allclose(np.concatenate(tree), np.concatenate(plain), atol=TOL, rtol=0)
 
 
 def test_clm_shared_prefixes_go_through_the_head_once(llama, sentences, monkeypatch):
@@ -247,7 +295,7 @@ def test_clm_shared_prefixes_go_through_the_head_once(llama, sentences, monkeypa
         unique_cells.update(tuple(ids[: j + 1]) for j in range(1, len(ids)))
     seen = _record_forwards(llama, monkeypatch)
     shared = score_texts(llama, texts, "clm", batch_tokens=128)
-    assert sum(head_rows for _, _, head_rows in seen) == len(unique_cells)
+    assert sum(head_rows for _, _, head_rows, _ in seen) == len(unique_cells)
     monkeypatch.undo()
     one_by_one = np.array([score_texts(llama, [t], "clm")[0] for t in texts])
     np.testing.assert_allclose(shared, one_by_one, atol=TOL, rtol=0)
@@ -293,9 +341,29 @@ def test_our_models_are_driven_through_hidden_states_and_lm_logits(llama, senten
         np.testing.assert_allclose(score_texts(sm, sentences[:10], "clm"), score_texts(llama, sentences[:10], "clm"),
                                    atol=TOL, rtol=0)
         assert set(fake.modes) == {"causal"}
+        assert not sm.shares_prefixes  # its hidden_states takes no position_ids: one sequence per row
         fake.modes.clear()
         score_texts(sm, sentences[:2], "mntp")
         assert set(fake.modes) == {"bidirectional"}
+    finally:
+        del fake.config.antlm_architecture
+
+
+def test_a_model_that_ignores_position_ids_gets_no_prefix_trees(llama, sentences):
+    """Accepting the arguments is not enough: the check compares the tree's states with plain forwards."""
+
+    class IgnoresPositions(FakeAntlm):
+        def hidden_states(self, input_ids, attention_mask=None, attention_mode="causal", position_ids=None):
+            if attention_mask is not None and attention_mask.dim() == 4:  # the mask is honoured, positions are not
+                attention_mask = torch.zeros(attention_mask.shape).masked_fill_(~attention_mask, float("-inf"))
+            return super().hidden_states(input_ids, attention_mask, attention_mode)
+
+    fake = IgnoresPositions(build_tiny_llama(seed=0))
+    try:
+        sm = wrap_model(fake, llama.tokenizer)
+        assert not sm.shares_prefixes
+        np.testing.assert_allclose(score_texts(sm, sentences[:10], "clm"), score_texts(llama, sentences[:10], "clm"),
+                                   atol=TOL, rtol=0)
     finally:
         del fake.config.antlm_architecture
 

@@ -22,6 +22,8 @@ TEXTS = [
     "A lot different.",
     "Who cleaned?\nDavid cleaned.",
     "some teachers had seen the new books about the old city that every student reads",
+    "Who should Derek hug after shocking?",  # shares a prefix tree with the first text (BabyLlama)
+    "These dogs were barking.",
 ]
 
 
@@ -70,6 +72,11 @@ def test_padding_does_not_change_scores(ours):
         padded = score_texts(ours, TEXTS, method, batch_tokens=10_000)
         alone = np.array([score_texts(ours, [t], method, batch_tokens=1)[0] for t in TEXTS])
         np.testing.assert_allclose(padded, alone, atol=1e-4, rtol=0)
+
+
+def test_babyllama_scores_prefix_trees(ours):
+    """BabyLlama takes position ids and a 4-D mask, so minimal pairs share their prefix in one row."""
+    assert ours.shares_prefixes == (ours.module.config.antlm_architecture == "babyllama")
 
 
 def test_auto_assumption_follows_the_architecture(ours):

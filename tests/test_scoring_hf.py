@@ -15,7 +15,7 @@ from tiny_models import build_tiny_tokenizer
 from antlm_bench.scoring import score_texts, wrap_model
 
 TEXTS = ["Who should Derek hug after shocking Richard?", "A lot different.",
-         "these dogs were barking loudly while the children slept"]
+         "these dogs were barking loudly while the children slept", "Who should Derek hug after shocking?"]
 V = 2000
 
 
@@ -76,6 +76,8 @@ def test_hugging_face_models_score_exactly_through_their_own_head(name):
     model = make().eval()
     sm = wrap_model(model, tok)
     assert sm.head_fn is not None, sm.notes  # the fast path: body once, head at the scored cells only
+    # causal LMs take prefix-tree rows (the two "Who should ..." texts share one); eager Gemma 2 adds its mask
+    assert sm.tree_mask_format == {"gpt2": "bool", "opt": "bool", "gemma2-softcap": "additive"}.get(name)
     ours = score_texts(sm, TEXTS, method, batch_tokens=40)
     np.testing.assert_allclose(ours, [_naive(model, tok, t, method) for t in TEXTS], atol=1e-4, rtol=0)
 

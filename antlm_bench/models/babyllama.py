@@ -53,10 +53,15 @@ class RotaryEmbedding(nn.Module):
         inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
         self.register_buffer("inv_freq", inv_freq, persistent=False)  # not in the checkpoint, as in Llama
 
-    def forward(self, length: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        positions = torch.arange(length, device=device, dtype=torch.float)
-        angles = positions[:, None] * self.inv_freq.to(device)[None, :]  # [T, d/2]
-        angles = torch.cat((angles, angles), dim=-1)  # [T, d]
+    def forward(self, length: int, device: torch.device, dtype: torch.dtype,
+                position_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """[T, d] for positions 0..T-1, or [B, 1, T, d] for explicit ``position_ids`` [B, T]."""
+        if position_ids is None:
+            positions = torch.arange(length, device=device, dtype=torch.float)
+        else:
+            positions = position_ids.float()[:, None]  # [B, 1, T]: one set of angles for every head
+        angles = positions[..., None] * self.inv_freq.to(device)  # [..., T, d/2]
+        angles = torch.cat((angles, angles), dim=-1)  # [..., T, d]
         return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
@@ -193,12 +198,18 @@ class BabyLlamaModel(BabyLlamaPreTrainedModel):
         self.embed_tokens = value
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                attention_mode: str = "causal") -> torch.Tensor:
+                attention_mode: str = "causal", position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """``attention_mask``: [B, T] (1 = token, 0 = padding), or a [B, 1, T, T] boolean mask (True = may attend)
+        used as given, with ``position_ids`` [B, T]: packed or prefix-tree rows."""
         length = input_ids.shape[1]
         x = self.embed_tokens(input_ids)
-        cos, sin = self.rotary_emb(length, x.device, x.dtype)
-        mask = boolean_mask(attention_mask, attention_mode, length, x.device)
-        is_causal = mask is None and attention_mode == "causal"
+        cos, sin = self.rotary_emb(length, x.device, x.dtype, position_ids)
+        if attention_mask is not None and attention_mask.dim() == 4:
+            check_mode(attention_mode)
+            mask, is_causal = attention_mask.bool(), False
+        else:
+            mask = boolean_mask(attention_mask, attention_mode, length, x.device)
+            is_causal = mask is None and attention_mode == "causal"
         for layer in self.layers:
             x = layer(x, cos, sin, mask, is_causal)
         return self.norm(x)
@@ -238,9 +249,9 @@ class BabyLlamaForCausalLM(BabyLlamaPreTrainedModel):
         os.replace(tmp, path)
 
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                      attention_mode: str = "causal") -> torch.Tensor:
-        """[B, T, H] after the final norm."""
-        return self.model(input_ids, attention_mask, attention_mode)
+                      attention_mode: str = "causal", position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """[B, T, H] after the final norm (masks and positions as in :meth:`BabyLlamaModel.forward`)."""
+        return self.model(input_ids, attention_mask, attention_mode, position_ids)
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden)

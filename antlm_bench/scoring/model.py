@@ -110,6 +110,40 @@ class ScoringModel:
         accepts = inspect.signature(self.module.base_model.forward).parameters
         return {"use_cache": False} if "use_cache" in accepts else {}
 
+    @functools.cached_property
+    def tree_mask_format(self) -> str | None:
+        """How prefix-tree rows (position ids and a token-to-token mask) reach this model, or None if they cannot.
+
+        Checked once on a small tree against the plain forward of its sequences: a model that ignores
+        ``position_ids`` or a 4-D mask (or rejects them) fails and is scored one sequence per row. A boolean mask
+        is tried first (SDPA runs it faster); Hugging Face's eager attention adds the mask, so it needs the
+        additive form.
+        """
+        if CAUSAL not in self.modes or (self.kind != "antlm" and self.head_fn is None):
+            return None
+        for mask_format in ("bool",) if self.kind == "antlm" else ("bool", "additive"):
+            if _tree_check(self, mask_format):
+                return mask_format
+        return None
+
+    @property
+    def shares_prefixes(self) -> bool:
+        return self.tree_mask_format is not None
+
+    def tree_hidden(self, input_ids: torch.Tensor, position_ids: torch.Tensor, mask: torch.Tensor,
+                    mask_format: str | None = None) -> torch.Tensor:
+        """Final hidden states of prefix-tree rows; ``mask`` [B, T, T] is True where token i may attend token j."""
+        if self.kind == "antlm":
+            return self.module.hidden_states(input_ids, attention_mask=mask[:, None], attention_mode=CAUSAL,
+                                             position_ids=position_ids)
+        mask = mask[:, None]
+        if (mask_format or self.tree_mask_format) == "additive":
+            dtype = next(self.module.parameters()).dtype
+            mask = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, torch.finfo(dtype).min)
+        out = self.module.base_model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
+                                     **self._body_kwargs)
+        return out[0] if isinstance(out, tuple) else out.last_hidden_state
+
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """LM-head logits for the given hidden states only ([N, H] -> [N, V])."""
         if self.kind == "antlm":
@@ -206,6 +240,37 @@ def _self_check(sm: ScoringModel, entry: nn.Module) -> bool:
             return _close(sm.head(probe["hidden"]).float(), reference, dtype)
     except Exception:  # noqa: BLE001  (any failure means: do not trust the split)
         return False
+
+
+def _tree_check(sm: ScoringModel, mask_format: str) -> bool:
+    """Two sequences sharing three tokens, as one tree row (plus a padded plain row), against separate forwards."""
+    module = sm.module
+    vocab = int(getattr(module.config, "vocab_size", 0) or 0)
+    if vocab < 2:
+        return False
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, vocab, (10,), generator=generator)
+    first, second = tokens[:6], torch.cat([tokens[:3], tokens[6:]])  # second: 3 shared + 4 own tokens
+    row = torch.stack([tokens, torch.cat([second, tokens[:3]])]).to(sm.device)  # row 1: `second`, 3 padding slots
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5, 3, 4, 5, 6], [0, 1, 2, 3, 4, 5, 6, 0, 0, 0]], device=sm.device)
+    parents = [-1, 0, 1, 2, 3, 4, 2, 6, 7, 8]
+    mask = torch.zeros(2, 10, 10, dtype=torch.bool)
+    for i, parent in enumerate(parents):
+        if parent >= 0:
+            mask[0, i] = mask[0, parent]
+        mask[0, i, i] = True
+    mask[1] = torch.eye(10, dtype=torch.bool)
+    mask[1, :7, :7] = torch.ones(7, 7, dtype=torch.bool).tril()
+    dtype = next(module.parameters()).dtype
+    try:
+        with torch.inference_mode():
+            tree = sm.tree_hidden(row, positions, mask.to(sm.device), mask_format).float()
+            plain_first = sm.hidden(first[None].to(sm.device), None, CAUSAL).float()[0]
+            plain_second = sm.hidden(second[None].to(sm.device), None, CAUSAL).float()[0]
+    except Exception:  # noqa: BLE001  (a model that rejects the inputs is scored one sequence per row)
+        return False
+    return (_close(tree[0, :6], plain_first, dtype) and _close(tree[0, 6:], plain_second[3:], dtype)
+            and _close(tree[1, :7], plain_second, dtype))
 
 
 _WRAPPED: weakref.WeakKeyDictionary[nn.Module, ScoringModel] = weakref.WeakKeyDictionary()
