@@ -1,6 +1,7 @@
 """Scoring throughput against the named peers, same machine, same tiny models, same 1000 real BLiMP pairs, one run.
 
     python benchmarks/scoring.py [--pairs 1000] [--threads 1] [--batch-tokens 4096] [--peer-batch 64]
+                                 [--methods clm,pll] [--skip-rss]
 
 Peers, all run in this process on the very same model objects:
 - clm: lm-eval 0.4.13 ``HFLM.loglikelihood`` (requests ``("", sentence)``, the blimp convention without the
@@ -216,6 +217,7 @@ def main() -> None:
     parser.add_argument("--batch-tokens", type=int, default=4096, help="our token budget")
     parser.add_argument("--peer-batch", type=int, default=64, help="lm-eval batch_size / minicons sentences per call")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per contender; the best counts")
+    parser.add_argument("--methods", default="clm,pll", help="clm and/or pll (pll includes pll-word-l2r)")
     parser.add_argument("--skip-rss", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -225,7 +227,9 @@ def main() -> None:
         CLOCK = time.process_time
     good, bad = load_pairs(args.pairs)
 
-    rows = bench_clm(good, bad, args) + bench_pll(good, bad, args)
+    methods = set(args.methods.split(","))
+    rows = (bench_clm(good, bad, args) if "clm" in methods else []) + (bench_pll(good, bad, args) if "pll" in methods
+                                                                        else [])
     print(f"\n{len(good)} BLiMP pairs, tiny models (2 layers, hidden 64, vocab 2000), {args.threads} thread(s), "
           f"our budget {args.batch_tokens} tokens, peer batch {args.peer_batch}, best of {REPEATS}, "
           f"torch {torch.__version__}, "

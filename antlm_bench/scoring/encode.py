@@ -59,21 +59,24 @@ def _texts(items: Sequence[tuple[str | None, str]], leading_space: bool) -> tupl
 
 @dataclass
 class _Encoded:
+    """What scoring reads of an encoding: the attributes of a ``tokenizers.Encoding``."""
+
     ids: list[int]
-    special: list[int]  # 1 where the tokenizer added a special token
+    special_tokens_mask: list[int]  # 1 where the tokenizer added a special token
     word_ids: list[int | None]
 
 
-def _encode_batch(tokenizer, texts: list[str], add_special_tokens: bool) -> list[_Encoded]:
+def _encode_batch(tokenizer, texts: list[str], add_special_tokens: bool) -> Sequence[_Encoded]:
     """Token ids, special-token mask and word ids of each text, exactly as ``tokenizer(texts)`` gives them.
 
     A fast tokenizer is asked directly (its Rust ``encode_batch``): transformers' Python conversion of each
     encoding into a dict costs more than the tokenization itself, and at tiny model sizes as much as scoring.
+    Its ``Encoding`` objects have the same three attributes, each converted to a list only when read (clm
+    reads the ids alone).
     """
     backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
     if backend is not None and backend.truncation is None and backend.padding is None:
-        return [_Encoded(e.ids, e.special_tokens_mask, e.word_ids)
-                for e in backend.encode_batch(texts, add_special_tokens=add_special_tokens)]
+        return backend.encode_batch(texts, add_special_tokens=add_special_tokens)
     encoded = tokenizer(texts, add_special_tokens=add_special_tokens, return_special_tokens_mask=True)
     return [_Encoded(ids, special, encoded.word_ids(i) if getattr(tokenizer, "is_fast", False) else [])
             for i, (ids, special) in enumerate(zip(encoded["input_ids"], encoded["special_tokens_mask"]))]
@@ -114,7 +117,7 @@ def encode_masked(
     out = []
     for encoded, n_ctx in zip(_encode_batch(tokenizer, wholes, True), n_context):
         full = np.asarray(encoded.ids, dtype=np.int64)
-        positions = np.flatnonzero(np.asarray(encoded.special) == 0)[n_ctx:].astype(np.int64)
+        positions = np.flatnonzero(np.asarray(encoded.special_tokens_mask) == 0)[n_ctx:].astype(np.int64)
         word_ids = None
         if word_level:
             word_ids = np.asarray([-1 if w is None else w for w in encoded.word_ids], dtype=np.int64)
