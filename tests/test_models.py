@@ -213,6 +213,23 @@ def test_ltgbert_attention_matches_the_published_math(mode):
     torch.testing.assert_close(ours, reference, atol=1e-5, rtol=1e-5)
 
 
+def test_ltgbert_bucket_window_changes_nothing():
+    # encode() hands the layers only the relative-embedding rows a sequence reaches (widened to a multiple of 8);
+    # the same layers given the whole table and the unshifted indices must agree
+    model = tiny("ltgbert")  # bucket 8: 15 rows
+    ids = batch(size=(2, 3))  # distances -2..2: rows 5..9, window of 8
+    indices = relative_position_indices(3, 8, 64)
+    window = ltgbert.used_buckets(indices, 15)
+    assert window.stop - window.start == 8 and window.start <= 5 and window.stop >= 10
+    for mode in ("causal", "bidirectional"):
+        blocked = None if mode == "bidirectional" else ~torch.ones(3, 3, dtype=torch.bool).tril()[None, None]
+        with torch.no_grad():
+            x, relative = model.embedding(ids)
+            for layer in model.transformer.layers:
+                x = layer(x, blocked, relative, indices)
+            torch.testing.assert_close(model.hidden_states(ids, None, mode), x, atol=1e-6, rtol=1e-5)
+
+
 def test_ltgbert_feed_forward_equals_the_published_sequential():
     model = tiny("ltgbert")
     torch.manual_seed(4)

@@ -6,9 +6,10 @@ content-content + content-to-position + position-to-content, over relative posit
 max 512), all scaled by 1/sqrt(3 * head_size); and a masked-LM head (LayerNorm, dense, GELU, LayerNorm, decoder
 tied to the word embedding). Parameter names follow the published modeling_ltgbert.py, so its checkpoints load.
 
-The positional terms depend on the query and key contents, so they cannot be folded into the kernel: they are
-computed as an additive bias [B, H, T, T] and given to ``scaled_dot_product_attention`` as ``attn_mask``, with the
-causal / padding mask filled in as -inf. Causal mode is the same network under a lower-triangular mask.
+The positional terms depend on the query and key contents, so they cannot be folded into a fused attention kernel:
+the scores [H * B, T, T] are written out (positional terms picked from per-bucket scores, plus q.k), the causal /
+padding mask filled in as -inf, then softmax, dropout and the product with the values. Causal mode is the same
+network under a lower-triangular mask.
 """
 
 from __future__ import annotations
@@ -79,11 +80,41 @@ def relative_position_indices(length: int, bucket_size: int, max_position: int, 
     return bucket_size - 1 + make_log_bucket_position(relative, bucket_size, max_position)
 
 
+def used_buckets(indices: torch.Tensor, n_buckets: int, multiple: int = 8) -> slice:
+    """The rows of the relative embedding that ``indices`` point into, widened to a multiple of ``multiple``.
+
+    T tokens reach only the buckets of distances up to T - 1 (45 of the 63 at T = 64, 51 at T = 128), so the
+    positional scores need no others; a width that is a multiple of 8 keeps their bmm on BLAS's fast path (at the
+    odd widths 45 / 51 / 63 it is ~1.3x slower on CPU). The extra rows are scored but never picked.
+    """
+    first, last = int(indices.min()), int(indices.max())
+    width = min(math.ceil((last + 1 - first) / multiple) * multiple, n_buckets)
+    start = min(first, n_buckets - width)
+    return slice(start, start + width)
+
+
+class PlainLayerNorm(nn.LayerNorm):
+    """A LayerNorm without affine parameters (the published model's ``elementwise_affine=False`` ones).
+
+    On CPU it normalises with a constant weight 1 and bias 0, the same numbers: PyTorch's CPU kernel given neither
+    takes a path about twice as slow, forward and backward. No parameters, no buffers: the state dict is unchanged.
+    """
+
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__(size, eps=eps, elementwise_affine=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type != "cpu":
+            return super().forward(x)
+        ones = x.new_ones(self.normalized_shape)
+        return F.layer_norm(x, self.normalized_shape, ones, torch.zeros_like(ones), self.eps)
+
+
 class Embedding(nn.Module):
     def __init__(self, config: LtgBertConfig) -> None:
         super().__init__()
         self.word_embedding = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.word_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, elementwise_affine=False)
+        self.word_layer_norm = PlainLayerNorm(config.hidden_size, config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.relative_embedding = nn.Parameter(torch.empty(2 * config.position_bucket_size - 1, config.hidden_size))
         self.relative_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -103,45 +134,57 @@ class Attention(nn.Module):
         self.in_proj_qk = nn.Linear(config.hidden_size, 2 * config.hidden_size)
         self.in_proj_v = nn.Linear(config.hidden_size, config.hidden_size)
         self.out_proj = nn.Linear(config.hidden_size, config.hidden_size)
-        self.pre_layer_norm = nn.LayerNorm(config.hidden_size, config.layer_norm_eps, elementwise_affine=False)
+        self.pre_layer_norm = PlainLayerNorm(config.hidden_size, config.layer_norm_eps)
         self.post_layer_norm = nn.LayerNorm(config.hidden_size, config.layer_norm_eps)
-        self.dropout_p = config.attention_probs_dropout_prob
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.scale = 1.0 / math.sqrt(3 * self.head_size)
 
-    def position_bias(self, query: torch.Tensor, key: torch.Tensor, relative_embedding: torch.Tensor,
-                      indices: torch.Tensor) -> torch.Tensor:
-        """content->position + position->content scores, [B, H, T, T], already scaled."""
-        positions = self.in_proj_qk(self.dropout(relative_embedding))  # [R, 2D]
-        # the published model splits the projected positions per head ([R, H, 2*head_size]) rather than into a
-        # query half and a key half as it does for the content; kept so that its checkpoints mean the same
-        query_pos, key_pos = positions.view(-1, self.n_heads, 2 * self.head_size).chunk(2, dim=-1)  # [R, H, d]
-        # scores against every bucket (R = 2*bucket-1 is small), then pick the bucket of each (i, j)
-        # (the scale goes on the small [R, H, d] side)
-        c2p = torch.einsum("bhqd,rhd->bhqr", query, key_pos * self.scale)  # [B, H, T, R]
-        p2c = torch.einsum("bhkd,rhd->bhrk", key, query_pos * self.scale)  # [B, H, R, T]
-        batch, heads, length, _ = query.shape
-        index = indices.expand(batch, heads, length, length)
-        # in place: neither gather nor add keeps its output for the backward pass
-        return c2p.gather(3, index).add_(p2c.gather(2, index))
-
     def forward(self, x: torch.Tensor, blocked: torch.Tensor | None, relative_embedding: torch.Tensor,
                 indices: torch.Tensor) -> torch.Tensor:
-        """``blocked``: True where query i may not see key j (causal / padding), or None."""
+        """``blocked``: True where query i may not see key j (causal / padding), or None.
+
+        ``relative_embedding`` [R, D] holds the buckets that ``indices`` [T, T] (0 .. R-1) point into.
+        """
         batch, length, hidden = x.shape
+        heads, size = self.n_heads, self.head_size
         x = self.pre_layer_norm(x)
-        query, key = self.in_proj_qk(x).chunk(2, dim=-1)
-        query = query.view(batch, length, self.n_heads, self.head_size).transpose(1, 2)
-        key = key.view(batch, length, self.n_heads, self.head_size).transpose(1, 2)
-        value = self.in_proj_v(x).view(batch, length, self.n_heads, self.head_size).transpose(1, 2)
-        bias = self.position_bias(query, key, relative_embedding, indices)
-        if blocked is not None:
-            bias.masked_fill_(blocked, float("-inf"))
-        context = F.scaled_dot_product_attention(
-            query, key, value, attn_mask=bias, dropout_p=self.dropout_p if self.training else 0.0, scale=self.scale,
-        )
-        context = self.out_proj(context.transpose(1, 2).reshape(batch, length, hidden))
-        return self.dropout(self.post_layer_norm(context))
+        # heads first, [H, B, T, d]: one copy, after which every (head, batch) matrix and the whole query /
+        # key block are plain views that bmm takes as they are
+        qk = self.in_proj_qk(x).view(batch, length, 2 * heads, size).permute(2, 0, 1, 3).contiguous()
+        query, key = qk.view(2, heads * batch, length, size).unbind(0)
+        value = self.in_proj_v(x).view(batch, length, heads, size).permute(2, 0, 1, 3)
+        value = value.reshape(heads * batch, length, size)
+
+        # content-to-position (query . key_pos[r]) and position-to-content (key . query_pos[r]) against every
+        # bucket r: one bmm, the 2H query and key heads against their [d, R] position blocks (scaled there, on the
+        # small side). The published model splits the projected positions per head, [R, H, (q_pos, k_pos)],
+        # rather than into a query half and a key half as it does for the content; kept, so checkpoints mean the
+        # same.
+        n_buckets = relative_embedding.shape[0]
+        positions = self.in_proj_qk(self.dropout(relative_embedding)).view(n_buckets, heads, 2, size)
+        positions = positions.flip(2).permute(2, 1, 3, 0) * self.scale  # [(k_pos, q_pos), H, d, R]
+        positions = positions.reshape(2 * heads, size, n_buckets)
+        by_bucket = torch.bmm(qk.view(2 * heads, batch * length, size), positions)  # [2H, B * T, R]
+        c2p, p2c = by_bucket.view(2, heads * batch, length * n_buckets).unbind(0)  # rows of [T, R] per (h, b)
+        # then pick the bucket of each (i, j): c2p at [i, bucket(i, j)], p2c at [j, bucket(i, j)], as an
+        # index_select over each flattened [T * R] row (a plain copy forward, an index_add backward: cheaper
+        # than gather / scatter_add along a dimension)
+        rows = torch.arange(length, device=indices.device) * n_buckets
+        c2p_index = (rows[:, None] + indices).flatten()
+        p2c_index = (rows[None, :] + indices).flatten()
+        # scores written out rather than given to scaled_dot_product_attention: the positional bias is a
+        # [B, H, T, T] tensor anyway, and with one (that needs a gradient) SDPA falls back to its math path on
+        # CPU, which adds passes over it (the mask add, a -inf check per row). In place where autograd allows:
+        # neither index_select, add_ nor baddbmm_ keeps its output for the backward pass.
+        scores = c2p.index_select(1, c2p_index).add_(p2c.index_select(1, p2c_index))
+        scores = scores.view(heads * batch, length, length)
+        scores.baddbmm_(query, key.transpose(1, 2), alpha=self.scale)
+        if blocked is not None:  # [B or 1, 1, T, T] -> [1, B or 1, T, T] for the heads-first scores
+            scores.view(heads, batch, length, length).masked_fill_(blocked.transpose(0, 1), float("-inf"))
+        probs = self.dropout(torch.softmax(scores, dim=-1))
+        context = torch.bmm(probs, value).view(heads, batch, length, size).permute(1, 2, 0, 3)
+        context = context.reshape(batch, length, hidden)
+        return self.dropout(self.post_layer_norm(self.out_proj(context)))
 
 
 class GeGLU(nn.Module):
@@ -160,10 +203,10 @@ class FeedForward(nn.Module):
         # the published Sequential (its parameter names, mlp.1 and mlp.4, and, run as is, its computation);
         # forward spells the same steps out
         self.mlp = nn.Sequential(
-            nn.LayerNorm(config.hidden_size, eps=eps, elementwise_affine=False),
+            PlainLayerNorm(config.hidden_size, eps),
             nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False),
             GeGLU(),
-            nn.LayerNorm(config.intermediate_size, eps=eps, elementwise_affine=False),
+            PlainLayerNorm(config.intermediate_size, eps),
             nn.Linear(config.intermediate_size, config.hidden_size, bias=False),
             nn.Dropout(config.hidden_dropout_prob),
         )
@@ -205,10 +248,10 @@ class Classifier(nn.Module):
         super().__init__()
         eps = config.layer_norm_eps
         self.nonlinearity = nn.Sequential(
-            nn.LayerNorm(config.hidden_size, eps, elementwise_affine=False),
+            PlainLayerNorm(config.hidden_size, eps),
             nn.Linear(config.hidden_size, config.hidden_size),
             nn.GELU(),
-            nn.LayerNorm(config.hidden_size, eps, elementwise_affine=False),
+            PlainLayerNorm(config.hidden_size, eps),
             nn.Dropout(config.hidden_dropout_prob if dropout is None else dropout),
             nn.Linear(config.hidden_size, n_outputs),
         )
@@ -249,9 +292,13 @@ class LtgBertPreTrainedModel(PreTrainedModel):
         x, relative_embedding = self.embedding(input_ids)
         mask = full_mask(attention_mask, attention_mode, length, input_ids.device)
         blocked = None if mask is None else ~mask
+        # the bucket table once per forward, built on the CPU (its range is read here) and shared by every layer
         indices = relative_position_indices(
-            length, self.config.position_bucket_size, self.config.max_position_embeddings, input_ids.device
+            length, self.config.position_bucket_size, self.config.max_position_embeddings
         )
+        window = used_buckets(indices, relative_embedding.shape[0])
+        relative_embedding = relative_embedding[window]
+        indices = (indices - window.start).to(input_ids.device)
         for layer in self.transformer.layers:
             x = layer(x, blocked, relative_embedding, indices)
         return x
