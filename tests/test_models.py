@@ -109,6 +109,25 @@ def test_losses_shift_in_causal_mode_only_and_use_labelled_positions(architectur
 
 
 @pytest.mark.parametrize("architecture", ARCHS)
+@pytest.mark.parametrize("return_logits", [True, False])
+def test_loss_gradients_equal_torch_cross_entropy(architecture, return_logits):
+    """The loss's own backward (softmax - one-hot, in the saved log-softmax's memory) against PyTorch's."""
+    model = tiny(architecture)
+    model.eval()  # no dropout: both passes see the same network
+    ids = batch()
+    labels = ids.clone()
+    labels[:, ::3] = -100
+    out = model(ids, attention_mode="causal", labels=labels, return_logits=return_logits)
+    ours = torch.autograd.grad(out.loss * 3.0, list(model.parameters()))
+    logits = model.lm_logits(model.hidden_states(ids, None, "causal"))
+    expected = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), labels[:, 1:].reshape(-1))
+    reference = torch.autograd.grad(expected * 3.0, list(model.parameters()))
+    torch.testing.assert_close(out.loss, expected)
+    for mine, theirs in zip(ours, reference):
+        torch.testing.assert_close(mine, theirs, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("architecture", ARCHS)
 def test_save_load_round_trip(tmp_path, architecture):
     model = tiny(architecture)
     ids = batch()
