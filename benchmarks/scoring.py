@@ -16,21 +16,22 @@ two token budgets (memory follows the budget, not the sentence) and minicons (al
 Targets (issue #2): clm >= 5x lm-eval in-process and >= 3x minicons; pll >= 4x minicons.
 
 Recorded 2026-11-30 (2-core AMD EPYC shared with other jobs, 1 thread, process CPU time, best of 3; after the
-tokenizer fast path, second run):
+prefix-tree rows for clm):
 
-    clm           lm-eval 0.4.13 HFLM, batch_size 1 (default)     3462 vs  632 pairs/s   5.5x
-    clm           lm-eval 0.4.13 HFLM, batch_size 64              3462 vs 2067 pairs/s   1.7x
-    clm           minicons 0.3.39 IncrementalLMScorer              3462 vs 1209 pairs/s   2.9x
-    pll           minicons 0.3.39 MaskedLMScorer (original)         545 vs   97 pairs/s   5.6x
-    pll-word-l2r  minicons 0.3.39 MaskedLMScorer (within_word_l2r)  512 vs   96 pairs/s   5.3x
+    clm           lm-eval 0.4.13 HFLM, batch_size 1 (default)     4290 vs  663 pairs/s   6.5x
+    clm           lm-eval 0.4.13 HFLM, batch_size 64              4290 vs 2153 pairs/s   2.0x
+    clm           minicons 0.3.39 IncrementalLMScorer              4290 vs 1229 pairs/s   3.5x
+    pll           minicons 0.3.39 MaskedLMScorer (original)         568 vs  100 pairs/s   5.7x
+    pll-word-l2r  minicons 0.3.39 MaskedLMScorer (within_word_l2r)  589 vs  103 pairs/s   5.7x
     max |score difference| to the peers <= 4.8e-05 (nats, summed)
-    PLL of a 302-token sentence, memory above the loaded model: ours 5.9 / 21.0 / 77.0 MiB at --batch-tokens
+    PLL of a 302-token sentence, memory above the loaded model: ours 6.2 / 23.9 / 72.6 MiB at --batch-tokens
     1024 / 4096 / 16384; minicons 969 MiB.
 
 clm at hidden size 64 is bound by arithmetic both sides share: the head's logits and log-softmax over the whole
-vocabulary at every scored token (about half the work; ours computes each distinct prefix cell once) and the
-transformer body. lm-eval's default one-request batches and minicons' unsorted, padded batches of full logits
-are what the ratios measure; a well-batched lm-eval (64) is within 2x of the floor.
+vocabulary at every scored token, and the transformer body. Ours runs the head once per distinct (prefix, token)
+cell, and the body over prefix-tree rows in which sentences that begin alike (a pair's members, neighbours in
+sorted order) share their beginning (before the trees: 3462 pairs/s, 2.9x minicons). lm-eval's default one-request batches and minicons'
+unsorted, padded batches of full logits are what the ratios measure; a well-batched lm-eval (64) is within 2x.
 Models: 2 layers, hidden 64, vocab 2000 (tests/tiny_models.py). ``--threads`` is applied to every contender;
 one thread is the default because the machine these figures come from has 2 shared cores.
 """
