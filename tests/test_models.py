@@ -109,6 +109,48 @@ def test_losses_shift_in_causal_mode_only_and_use_labelled_positions(architectur
 
 
 @pytest.mark.parametrize("architecture", ARCHS)
+@pytest.mark.parametrize("mode", ["causal", "bidirectional"])
+def test_packed_rows_with_position_ids_and_a_4d_mask_equal_separate_sequences(architecture, mode):
+    """Two sequences in one row, positions restarting at the second, each seeing only itself (block mask)."""
+    model = tiny(architecture)
+    first, second = batch(2, (1, 7))[0], batch(3, (1, 5))[0]
+    row = torch.cat([first, second])[None]
+    positions = torch.cat([torch.arange(7), torch.arange(5)])[None]
+    mask = torch.zeros(12, 12, dtype=torch.bool)
+    mask[:7, :7] = mask[7:, 7:] = True
+    if mode == "causal":
+        mask &= positions[0][:, None] >= positions[0][None, :]
+    with torch.no_grad():
+        packed = model.hidden_states(row, mask[None, None], mode, position_ids=positions)[0]
+        torch.testing.assert_close(packed[:7], model.hidden_states(first[None], None, mode)[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(packed[7:], model.hidden_states(second[None], None, mode)[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("architecture", ARCHS)
+def test_a_causal_prefix_tree_row_equals_its_branches(architecture):
+    """[shared 3 tokens, 4 of the first branch, 4 of the second]: the second branch sits at slots 7-10 but
+    continues the shared tokens at positions 3-6; only the position ids make it equal its own sequence."""
+    model = tiny(architecture)
+    shared, one, two = batch(2, (1, 3))[0], batch(3, (1, 4))[0], batch(4, (1, 4))[0]
+    row = torch.cat([shared, one, two])[None]
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 3, 4, 5, 6]])
+    parents = [-1, 0, 1, 2, 3, 4, 5, 2, 7, 8, 9]
+    mask = torch.zeros(11, 11, dtype=torch.bool)
+    for node, parent in enumerate(parents):  # each token sees its ancestors and itself
+        if parent >= 0:
+            mask[node] = mask[parent]
+        mask[node, node] = True
+    with torch.no_grad():
+        tree = model.hidden_states(row, mask[None, None], "causal", position_ids=positions)[0]
+        alone_one = model.hidden_states(torch.cat([shared, one])[None], None, "causal")[0]
+        alone_two = model.hidden_states(torch.cat([shared, two])[None], None, "causal")[0]
+        slots_as_positions = model.hidden_states(row, mask[None, None], "causal")[0]
+    torch.testing.assert_close(tree[:7], alone_one, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(tree[7:], alone_two[3:], atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(slots_as_positions[7:], alone_two[3:], atol=1e-3)
+
+
+@pytest.mark.parametrize("architecture", ARCHS)
 @pytest.mark.parametrize("return_logits", [True, False])
 def test_loss_gradients_equal_torch_cross_entropy(architecture, return_logits):
     """The loss's own backward (softmax - one-hot, in the saved log-softmax's memory) against PyTorch's."""

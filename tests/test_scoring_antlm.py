@@ -22,7 +22,7 @@ TEXTS = [
     "A lot different.",
     "Who cleaned?\nDavid cleaned.",
     "some teachers had seen the new books about the old city that every student reads",
-    "Who should Derek hug after shocking?",  # shares a prefix tree with the first text (BabyLlama)
+    "Who should Derek hug after shocking?",  # shares a prefix tree with the first text
     "These dogs were barking.",
 ]
 
@@ -74,9 +74,10 @@ def test_padding_does_not_change_scores(ours):
         np.testing.assert_allclose(padded, alone, atol=1e-4, rtol=0)
 
 
-def test_babyllama_scores_prefix_trees(ours):
-    """BabyLlama takes position ids and a 4-D mask, so minimal pairs share their prefix in one row."""
-    assert ours.shares_prefixes == (ours.module.config.antlm_architecture == "babyllama")
+def test_our_models_score_prefix_trees(ours):
+    """Both take position ids and a 4-D mask, so minimal pairs share their prefix in one row (LTG-BERT's relative
+    positions then come from the position ids); test_engine_equals_full_forward checks the scores."""
+    assert ours.shares_prefixes
 
 
 def test_auto_assumption_follows_the_architecture(ours):

@@ -73,10 +73,15 @@ def make_log_bucket_position(relative_pos: torch.Tensor, bucket_size: int, max_p
     return torch.where(abs_pos <= mid, relative_pos, log_pos * sign).long()
 
 
-def relative_position_indices(length: int, bucket_size: int, max_position: int, device=None) -> torch.Tensor:
-    """[T, T] row of the relative embedding (0 .. 2*bucket_size-2) for query i, key j (distance i - j)."""
-    positions = torch.arange(length, dtype=torch.long, device=device)
-    relative = positions[:, None] - positions[None, :]
+def relative_position_indices(length: int, bucket_size: int, max_position: int, device=None,
+                              position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """[T, T] row of the relative embedding (0 .. 2*bucket_size-2) for query i, key j (distance i - j).
+
+    With ``position_ids`` [B, T] (packed or prefix-tree rows) the distances are those of the tokens' own
+    positions, one [T, T] table per row: [B, T, T].
+    """
+    positions = torch.arange(length, dtype=torch.long, device=device) if position_ids is None else position_ids
+    relative = positions[..., :, None] - positions[..., None, :]
     return bucket_size - 1 + make_log_bucket_position(relative, bucket_size, max_position)
 
 
@@ -143,7 +148,8 @@ class Attention(nn.Module):
                 indices: torch.Tensor) -> torch.Tensor:
         """``blocked``: True where query i may not see key j (causal / padding), or None.
 
-        ``relative_embedding`` [R, D] holds the buckets that ``indices`` [T, T] (0 .. R-1) point into.
+        ``relative_embedding`` [R, D] holds the buckets that ``indices`` (0 .. R-1) point into: [T, T] shared by
+        the batch, or [B, T, T], a table per row (explicit position ids).
         """
         batch, length, hidden = x.shape
         heads, size = self.n_heads, self.head_size
@@ -170,13 +176,21 @@ class Attention(nn.Module):
         # index_select over each flattened [T * R] row (a plain copy forward, an index_add backward: cheaper
         # than gather / scatter_add along a dimension)
         rows = torch.arange(length, device=indices.device) * n_buckets
-        c2p_index = (rows[:, None] + indices).flatten()
-        p2c_index = (rows[None, :] + indices).flatten()
+        c2p_index = (rows[:, None] + indices).flatten(-2)
+        p2c_index = (rows[None, :] + indices).flatten(-2)
+
+        def pick(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+            if index.dim() == 1:
+                return table.index_select(1, index)
+            # a table per row (position ids): gather along each (head, row)'s own index
+            picked = table.view(heads, batch, -1).gather(2, index.expand(heads, -1, -1))
+            return picked.view(heads * batch, -1)
+
         # scores written out rather than given to scaled_dot_product_attention: the positional bias is a
         # [B, H, T, T] tensor anyway, and with one (that needs a gradient) SDPA falls back to its math path on
         # CPU, which adds passes over it (the mask add, a -inf check per row). In place where autograd allows:
         # neither index_select, add_ nor baddbmm_ keeps its output for the backward pass.
-        scores = c2p.index_select(1, c2p_index).add_(p2c.index_select(1, p2c_index))
+        scores = pick(c2p, c2p_index).add_(pick(p2c, p2c_index))
         scores = scores.view(heads * batch, length, length)
         scores.baddbmm_(query, key.transpose(1, 2), alpha=self.scale)
         if blocked is not None:  # [B or 1, 1, T, T] -> [1, B or 1, T, T] for the heads-first scores
@@ -286,15 +300,24 @@ class LtgBertPreTrainedModel(PreTrainedModel):
             init.zeros_(module.bias)
 
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-               attention_mode: str) -> torch.Tensor:
-        """Embedding and encoder layers (every LTG-BERT class holds ``embedding`` and ``transformer``)."""
+               attention_mode: str, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Embedding and encoder layers (every LTG-BERT class holds ``embedding`` and ``transformer``).
+
+        ``attention_mask``: [B, T] (1 = token, 0 = padding), or a [B, 1, T, T] boolean mask (True = may attend)
+        used as given, with ``position_ids`` [B, T]: packed or prefix-tree rows.
+        """
         length = input_ids.shape[1]
         x, relative_embedding = self.embedding(input_ids)
-        mask = full_mask(attention_mask, attention_mode, length, input_ids.device)
+        if attention_mask is not None and attention_mask.dim() == 4:
+            check_mode(attention_mode)
+            mask = attention_mask.bool()
+        else:
+            mask = full_mask(attention_mask, attention_mode, length, input_ids.device)
         blocked = None if mask is None else ~mask
         # the bucket table once per forward, built on the CPU (its range is read here) and shared by every layer
         indices = relative_position_indices(
-            length, self.config.position_bucket_size, self.config.max_position_embeddings
+            length, self.config.position_bucket_size, self.config.max_position_embeddings,
+            position_ids=None if position_ids is None else position_ids.cpu(),
         )
         window = used_buckets(indices, relative_embedding.shape[0])
         relative_embedding = relative_embedding[window]
@@ -350,9 +373,10 @@ class LtgBertForMaskedLM(LtgBertPreTrainedModel):
         self.classifier.nonlinearity[5] = value
 
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                      attention_mode: str | None = None) -> torch.Tensor:
-        """[B, T, H]: the last layer's output (the head's own LayerNorm comes in ``lm_logits``)."""
-        return self.encode(input_ids, attention_mask, attention_mode or self.default_attention_mode)
+                      attention_mode: str | None = None, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """[B, T, H]: the last layer's output (the head's own LayerNorm comes in ``lm_logits``); masks and
+        positions as in :meth:`LtgBertPreTrainedModel.encode`."""
+        return self.encode(input_ids, attention_mask, attention_mode or self.default_attention_mode, position_ids)
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.classifier(hidden)
