@@ -5,8 +5,10 @@ Each backend lives in one file (``babyllama.py``, ``ltgbert.py``) and registers 
 has ``lm_class``, ``classifier_class``, ``is_masked_lm`` and ``make_config(preset, special_ids)``. Importing this
 package also registers LTG-BERT with transformers' Auto classes.
 
-Both LM classes offer ``hidden_states(input_ids, attention_mask, attention_mode)``, ``lm_logits(hidden)`` and
-``forward(input_ids, attention_mask, attention_mode, labels, label_shift, return_logits)``.
+Both LM classes offer ``hidden_states(input_ids, attention_mask, attention_mode, position_ids)``,
+``lm_logits(hidden)`` and ``forward(input_ids, attention_mask, attention_mode, labels, label_shift,
+return_logits)``. ``attention_mask`` is [B, T] padding, or a [B, 1, T, T] boolean mask used as given together with
+``position_ids`` (packed or prefix-tree rows, as clm scoring builds them).
 """
 
 from __future__ import annotations

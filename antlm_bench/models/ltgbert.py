@@ -6,10 +6,11 @@ content-content + content-to-position + position-to-content, over relative posit
 max 512), all scaled by 1/sqrt(3 * head_size); and a masked-LM head (LayerNorm, dense, GELU, LayerNorm, decoder
 tied to the word embedding). Parameter names follow the published modeling_ltgbert.py, so its checkpoints load.
 
-The positional terms depend on the query and key contents, so they cannot be folded into a fused attention kernel:
-the scores [H * B, T, T] are written out (positional terms picked from per-bucket scores, plus q.k), the causal /
-padding mask filled in as -inf, then softmax, dropout and the product with the values. Causal mode is the same
-network under a lower-triangular mask.
+The positional terms depend on the query and key contents: a [B, H, T, T] bias that needs a gradient, which SDPA
+takes only as a float mask (on CPU then through its slower math path). So the scores [H * B, T, T] are written
+out (positional terms picked from per-bucket scores, plus q.k), the causal / padding mask filled in as -inf, then
+softmax, dropout and the product with the values. Causal mode is the same network under a lower-triangular mask;
+explicit ``position_ids`` and a 4-D mask give packed or prefix-tree rows (relative buckets from the positions).
 """
 
 from __future__ import annotations
