@@ -229,6 +229,8 @@ def main() -> None:
     good, bad = load_pairs(args.pairs)
 
     methods = set(args.methods.split(","))
+    if not methods <= {"clm", "pll"}:
+        parser.error(f"--methods {args.methods}: use clm, pll or clm,pll")
     rows = (bench_clm(good, bad, args) if "clm" in methods else []) + (bench_pll(good, bad, args) if "pll" in methods
                                                                         else [])
     print(f"\n{len(good)} BLiMP pairs, tiny models (2 layers, hidden 64, vocab 2000), {args.threads} thread(s), "

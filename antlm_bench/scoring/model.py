@@ -17,6 +17,10 @@ A Hugging Face model is checked once when wrapped: with the body's output replac
 states, the model's own logits must equal ``head(those states)``. A model whose forward does more than its head
 module (logit soft-capping, scaling) fails the check and is scored through its full forward instead, which is
 exact but builds full logits (noted in ``notes``).
+
+Causal models may also take prefix-tree rows, ``tree_hidden(ids, position_ids, mask)``: checked once, on first
+use, against the plain forward of the tree's sequences (``tree_mask_format``); a model that fails is scored one
+sequence per row.
 """
 
 from __future__ import annotations
