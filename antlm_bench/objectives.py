@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
+from antlm_bench.models.loss import lm_loss_sum
 from antlm_bench.recipes import Masking
 
 IGNORE = -100
@@ -183,24 +183,14 @@ class BatchBuilder:
 
 def sequence_loss_sum(model: torch.nn.Module, input_ids: torch.Tensor, labels: torch.Tensor, shift: int,
                       attention_mode: str) -> torch.Tensor:
-    """Summed cross-entropy (float32) over the labelled positions; the LM head runs only there.
+    """Summed cross-entropy (float32) over the labelled positions; the LM head runs only there, its output
+    projection fused with the loss (``models.loss.lm_loss_sum``).
 
-    ``model`` offers ``hidden_states(input_ids, attention_mask, attention_mode)`` and ``lm_logits(hidden)``.
+    ``model`` offers ``hidden_states(input_ids, attention_mask, attention_mode)``, ``lm_features(hidden)`` and
+    ``get_output_embeddings()``.
     """
     hidden = model.hidden_states(input_ids, None, attention_mode)
-    if shift:
-        hidden, labels = hidden[:, :-shift], labels[:, shift:]
-    if attention_mode == "causal" and shift == 1:
-        # CLM labels every position: a view instead of a gather
-        hidden, targets = hidden.reshape(-1, hidden.shape[-1]), labels.reshape(-1)
-        keep = targets != IGNORE
-        if not bool(keep.all()):
-            hidden, targets = hidden[keep], targets[keep]
-    else:
-        keep = labels != IGNORE
-        hidden, targets = hidden[keep], labels[keep]
-    logits = model.lm_logits(hidden)
-    return F.cross_entropy(logits.float(), targets, reduction="sum")
+    return lm_loss_sum(model, hidden, labels, shift)[0]
 
 
 class LossModule(torch.nn.Module):

@@ -148,7 +148,7 @@ def main() -> None:
             ours.to(device).train()
             for mode, peer in theirs:
                 peer.to(device).train()
-                ours_rate, peer_rate = compare(make_step(ours, ids, device, attention_mode=mode),
+                ours_rate, peer_rate = compare(make_step(ours, ids, device, attention_mode=mode, return_logits=False),
                                                make_step(peer, ids, device), device, args.seconds, tokens, clock)
                 n_ours = sum(p.numel() for p in ours.parameters())
                 n_peer = sum(p.numel() for p in peer.parameters())

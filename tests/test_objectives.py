@@ -166,9 +166,15 @@ class _CountingModel(torch.nn.Module):
             x = x + x.mean(1, keepdim=True)
         return torch.tanh(self.mix(x))
 
-    def lm_logits(self, hidden):
+    def lm_features(self, hidden):
         self.head_rows += hidden.reshape(-1, hidden.shape[-1]).shape[0]
-        return self.head(hidden)
+        return hidden
+
+    def get_output_embeddings(self):
+        return self.head
+
+    def lm_logits(self, hidden):
+        return self.head(self.lm_features(hidden))
 
 
 @pytest.mark.parametrize("objective", ["CLM", "MLM", "MNTP"])

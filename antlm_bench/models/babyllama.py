@@ -253,6 +253,10 @@ class BabyLlamaForCausalLM(BabyLlamaPreTrainedModel):
         """[B, T, H] after the final norm (masks and positions as in :meth:`BabyLlamaModel.forward`)."""
         return self.model(input_ids, attention_mask, attention_mode, position_ids)
 
+    def lm_features(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The LM head's input: the hidden states themselves (the final norm is part of ``hidden_states``)."""
+        return hidden
+
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden)
 
@@ -271,7 +275,7 @@ class BabyLlamaForCausalLM(BabyLlamaPreTrainedModel):
         logits = self.lm_head(hidden) if return_logits else None
         if labels is not None:
             shift = label_shift if label_shift is not None else int(attention_mode == "causal")
-            loss = lm_loss(self.lm_head, hidden, labels, shift, logits)
+            loss = lm_loss(self, hidden, labels, shift, logits)
         return CausalLMOutput(loss=loss, logits=logits)
 
 

@@ -379,6 +379,11 @@ class LtgBertForMaskedLM(LtgBertPreTrainedModel):
         positions as in :meth:`LtgBertPreTrainedModel.encode`."""
         return self.encode(input_ids, attention_mask, attention_mode or self.default_attention_mode, position_ids)
 
+    def lm_features(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The head up to its decoder (LayerNorm, dense, GELU, LayerNorm, dropout): ``lm_logits`` without the
+        vocabulary projection, which the training loss fuses with the cross-entropy."""
+        return self.classifier.nonlinearity[:5](hidden)
+
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.classifier(hidden)
 
@@ -397,7 +402,7 @@ class LtgBertForMaskedLM(LtgBertPreTrainedModel):
         logits = self.classifier(hidden) if return_logits else None
         if labels is not None:
             shift = label_shift if label_shift is not None else int(attention_mode == "causal")
-            loss = lm_loss(self.classifier, hidden, labels, shift, logits)
+            loss = lm_loss(self, hidden, labels, shift, logits)
         output_class = CausalLMOutput if attention_mode == "causal" else MaskedLMOutput
         return output_class(loss=loss, logits=logits)
 
