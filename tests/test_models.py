@@ -274,6 +274,29 @@ def test_ltgbert_attention_matches_the_published_math(mode):
     torch.testing.assert_close(ours, reference, atol=1e-5, rtol=1e-5)
 
 
+def test_ltgbert_attention_gradients_match_the_published_math():
+    # the attention fills its scores in place; autograd must still see the published computation's gradients
+    from antlm_bench.models.masks import full_mask
+
+    model = tiny("ltgbert")
+    attn = model.transformer.layers[0].attention
+    torch.manual_seed(5)
+    x = torch.randn(2, 9, 32, requires_grad=True)
+    padding = torch.ones(2, 9, dtype=torch.long)
+    padding[0, 6:] = 0
+    relative = model.embedding.relative_layer_norm(model.embedding.relative_embedding)
+    indices = relative_position_indices(9, 8, 64)
+    weights = torch.randn(2, 9, 32)
+    inputs = [x, *attn.parameters(), model.embedding.relative_embedding]
+    for mode in ("causal", "bidirectional"):
+        mask = full_mask(padding, mode, 9, x.device)
+        ours = torch.autograd.grad((attn(x, ~mask, relative, indices) * weights).sum(), inputs, retain_graph=True)
+        reference = _reference_ltgbert_attention(attn, x, mask, relative, indices)
+        expected = torch.autograd.grad((reference * weights).sum(), inputs, retain_graph=True)
+        for mine, theirs in zip(ours, expected, strict=True):
+            torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-4)
+
+
 def test_ltgbert_bucket_window_changes_nothing():
     # encode() hands the layers only the relative-embedding rows a sequence reaches (widened to a multiple of 8);
     # the same layers given the whole table and the unshifted indices must agree

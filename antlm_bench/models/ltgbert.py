@@ -189,13 +189,15 @@ class Attention(nn.Module):
 
         # scores written out rather than given to scaled_dot_product_attention: the positional bias is a
         # [B, H, T, T] tensor anyway, and with one (that needs a gradient) SDPA falls back to its math path on
-        # CPU, which adds passes over it (the mask add, a -inf check per row). In place where autograd allows:
-        # neither index_select, add_ nor baddbmm_ keeps its output for the backward pass.
-        scores = pick(c2p, c2p_index).add_(pick(p2c, p2c_index))
-        scores = scores.view(heads * batch, length, length)
-        scores.baddbmm_(query, key.transpose(1, 2), alpha=self.scale)
-        if blocked is not None:  # [B or 1, 1, T, T] -> [1, B or 1, T, T] for the heads-first scores
-            scores.view(heads, batch, length, length).masked_fill_(blocked.transpose(0, 1), float("-inf"))
+        # CPU, which adds passes over it (the mask add, a -inf check per row). The in-place steps act on the
+        # picked tensor itself, never on a view of it: autograd would otherwise clone the whole gradient in
+        # backward (CopySlices); and neither index_select nor add_ keeps its output for the backward pass.
+        bias = pick(c2p, c2p_index).add_(pick(p2c, p2c_index))  # [H * B, T * T]
+        if blocked is not None:  # [B or 1, 1, T, T] -> [1 or H * B, T * T], the heads-first layout
+            blocked = blocked.reshape(-1, length * length)
+            bias.masked_fill_(blocked if len(blocked) == 1 else blocked.repeat(heads, 1), float("-inf"))
+        scores = torch.baddbmm(bias.view(heads * batch, length, length), query, key.transpose(1, 2),
+                               alpha=self.scale)
         probs = self.dropout(torch.softmax(scores, dim=-1))
         context = torch.bmm(probs, value).view(heads, batch, length, size).permute(1, 2, 0, 3)
         context = context.reshape(batch, length, hidden)
