@@ -378,6 +378,20 @@ def test_meta_count_equals_the_real_model(recipe_name):
     assert model.config.antlm_architecture == recipe.architecture
 
 
+def test_cpu_dropout_keeps_1_minus_p_and_scales_what_it_keeps():
+    dropout = ltgbert.UniformMaskDropout(0.25)
+    torch.manual_seed(6)
+    x = (torch.rand(200_000) + 0.5).requires_grad_()
+    out = dropout(x)
+    kept = out != 0
+    assert abs(kept.float().mean().item() - 0.75) < 0.005  # 6 standard deviations: ~0.001
+    torch.testing.assert_close(out[kept], x[kept] / 0.75)
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, kept.float() / 0.75)
+    dropout.eval()
+    assert torch.equal(dropout(x), x)
+
+
 def test_dropout_is_off_in_eval_and_on_in_train():
     model = tiny("ltgbert", dropout=0.5)
     ids = batch()
