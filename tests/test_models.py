@@ -170,6 +170,16 @@ def test_loss_gradients_equal_torch_cross_entropy(architecture, return_logits):
 
 
 @pytest.mark.parametrize("architecture", ARCHS)
+def test_lm_logits_are_the_output_projection_of_lm_features(architecture):
+    # the fused training loss relies on this split of the head
+    model = tiny(architecture)
+    model.eval()
+    with torch.no_grad():
+        hidden = model.hidden_states(batch(), None, "bidirectional")
+        torch.testing.assert_close(model.lm_logits(hidden), model.get_output_embeddings()(model.lm_features(hidden)))
+
+
+@pytest.mark.parametrize("architecture", ARCHS)
 def test_save_load_round_trip(tmp_path, architecture):
     model = tiny(architecture)
     ids = batch()

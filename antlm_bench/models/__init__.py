@@ -6,9 +6,11 @@ has ``lm_class``, ``classifier_class``, ``is_masked_lm`` and ``make_config(prese
 package also registers LTG-BERT with transformers' Auto classes.
 
 Both LM classes offer ``hidden_states(input_ids, attention_mask, attention_mode, position_ids)``,
-``lm_logits(hidden)`` and ``forward(input_ids, attention_mask, attention_mode, labels, label_shift,
-return_logits)``. ``attention_mask`` is [B, T] padding, or a [B, 1, T, T] boolean mask used as given together with
-``position_ids`` (packed or prefix-tree rows, as clm scoring builds them).
+``lm_logits(hidden)`` (= ``get_output_embeddings()(lm_features(hidden))``: ``lm_features`` is the head up to its
+vocabulary projection, which the training loss fuses with the cross-entropy, ``models/loss.py``) and
+``forward(input_ids, attention_mask, attention_mode, labels, label_shift, return_logits)``. ``attention_mask`` is
+[B, T] padding, or a [B, 1, T, T] boolean mask used as given together with ``position_ids`` (packed or
+prefix-tree rows, as clm scoring builds them).
 """
 
 from __future__ import annotations
