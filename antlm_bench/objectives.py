@@ -27,10 +27,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from antlm_bench.models.loss import lm_loss_sum
+from antlm_bench.models.loss import IGNORE, lm_loss_sum
 from antlm_bench.recipes import Masking
 
-IGNORE = -100
 SHIFT = {"CLM": 1, "MLM": 0, "MNTP": 1}
 ATTENTION = {"CLM": "causal", "MLM": "bidirectional", "MNTP": "bidirectional"}
 SPAN_CONTINUE_P = 0.5  # span masking: a span takes in the next word with this probability (geometric lengths)
