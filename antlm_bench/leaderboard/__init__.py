@@ -1,0 +1,54 @@
+"""Leaderboards: result tables in, one row per configuration (recipe, preset, schedule) out, seeds aggregated.
+
+One job per module, data flowing one way:
+
+- ``definition``: ``leaderboards/<name>.yaml`` (which runs, tasks, metrics, macro) and the shared names;
+- ``results``: reading the result tables (score rows, and a run's per-item correctness for one cell);
+- ``model``: the data classes (cell, row, gap, board);
+- ``board``: building the board: each run's final checkpoint, one scoring method per column, seeds pooled;
+- ``compare``: gaps between two rows (the statistics themselves live in ``antlm_bench.stats``);
+- ``text`` / ``html`` / ``plots``: renderers; ``output``: the command's entry point, Parquet export, writers.
+"""
+
+from antlm_bench.leaderboard.board import build_leaderboard, macro_cell
+from antlm_bench.leaderboard.compare import compare, hierarchical_replicates, unpaired_gap
+from antlm_bench.leaderboard.definition import (
+    DEFAULT_GROUP_BY,
+    DEFAULT_TASKS,
+    GROUP_KEYS,
+    MACRO,
+    LeaderboardDefinition,
+    definition_result_paths,
+    load_definition,
+)
+from antlm_bench.leaderboard.html import render_html
+from antlm_bench.leaderboard.model import BoardRow, Cell, Comparison, CurvePoint, ItemSet, Leaderboard
+from antlm_bench.leaderboard.output import (
+    FORMATS,
+    board_table,
+    format_for,
+    leaderboard_from_paths,
+    write_leaderboard,
+)
+from antlm_bench.leaderboard.plots import plot_curves
+from antlm_bench.leaderboard.results import Results, read_results
+from antlm_bench.leaderboard.text import (
+    cell_text,
+    comparison_text,
+    key_text,
+    method_lines,
+    p_text,
+    pct,
+    render_markdown,
+    render_terminal,
+    verdict,
+)
+
+__all__ = [
+    "DEFAULT_GROUP_BY", "DEFAULT_TASKS", "FORMATS", "GROUP_KEYS", "MACRO", "BoardRow", "Cell", "Comparison",
+    "CurvePoint", "ItemSet", "Leaderboard", "LeaderboardDefinition", "Results", "board_table", "build_leaderboard",
+    "cell_text", "compare", "comparison_text", "definition_result_paths", "format_for", "hierarchical_replicates",
+    "key_text", "leaderboard_from_paths", "load_definition", "macro_cell", "method_lines", "p_text", "pct",
+    "plot_curves", "read_results", "render_html", "render_markdown", "render_terminal", "unpaired_gap", "verdict",
+    "write_leaderboard",
+]

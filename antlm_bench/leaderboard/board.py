@@ -1,0 +1,373 @@
+"""The board's data: one row per group of runs (seeds of one configuration), a cell per task, curves."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from antlm_bench.checkpoint_state import SCORING_FOR_OBJECTIVE, dominant_objective
+from antlm_bench.errors import UserError
+from antlm_bench.leaderboard.compare import _percentile_interval, compare, hierarchical_replicates
+from antlm_bench.leaderboard.definition import (
+    GROUP_KEYS,
+    MACRO,
+    SCORING_PREFERENCE,
+    SEPARATE_SCORING,
+    LeaderboardDefinition,
+)
+from antlm_bench.leaderboard.model import BoardRow, Cell, Comparison, CurvePoint, ItemSet, Leaderboard
+from antlm_bench.leaderboard.results import Results, run_items
+from antlm_bench.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_macro
+
+
+def column_of(task: str, scoring: str) -> str:
+    return f"{task}:{scoring}" if scoring in SEPARATE_SCORING else task
+
+
+def _task_metric(definition: LeaderboardDefinition, task: str, present: set[str]) -> str | None:
+    if task in definition.metrics:
+        return definition.metrics[task]
+    for metric in ("score", "accuracy"):
+        if metric in present:
+            return metric
+    return next(iter(sorted(present)), None)
+
+
+def _allowed(definition: LeaderboardDefinition, task: str, scoring: str) -> bool:
+    allowed = definition.scoring.get(task, definition.scoring.get("*"))
+    return allowed is None or scoring in allowed
+
+
+def _checkpoint_key(row: Mapping[str, Any]) -> tuple:
+    def num(value: Any) -> float:
+        return -1.0 if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+    # where in training, not which folder: the per-phase score of the last phase and the final evaluation of the
+    # same weights may name the checkpoint differently (phase folder, last/ link) but are one checkpoint
+    return (num(row["phase_index"]), num(row["epoch"]), num(row["tokens_seen"]))
+
+
+def _row_preference(row: Mapping[str, Any]) -> tuple:
+    """Of two rows for the same number: all items beat a ``--limit``, a larger limit a smaller one, then the later."""
+    created = row["created_at"] or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+    return (row["limit"] is None, row["limit"] or 0, created)
+
+
+def _pick_scoring(candidates: Iterable[str], phase_objective: str | None) -> str:
+    """The method that matches the checkpoint's last phase, else the first by preference."""
+    candidates = sorted(set(candidates), key=lambda s: (SCORING_PREFERENCE.index(s) if s in SCORING_PREFERENCE
+                                                        else len(SCORING_PREFERENCE), s))
+    if phase_objective:
+        try:
+            auto = SCORING_FOR_OBJECTIVE.get(dominant_objective(phase_objective))
+        except ValueError:
+            auto = None
+        if auto in candidates:
+            return auto
+    return candidates[0]
+
+
+@dataclass
+class _RunCheckpoint:
+    """One checkpoint of one run: its task-level rows by column, and its subtask rows."""
+
+    run_id: str
+    ckpt: tuple
+    meta: dict[str, Any]
+    cells: dict[str, dict[str, Any]]  # column -> chosen task-level row
+    subtask_metrics: dict[tuple[str, str], dict[str, str]]  # (task, scoring) -> subtask -> metric
+    # column -> limit -> task-level row of the chosen method: the curves keep one sample size along training
+    by_limit: dict[str, dict[int | None, dict[str, Any]]] = field(default_factory=dict)
+
+
+def _checkpoints(results: Results, definition: LeaderboardDefinition) -> dict[str, list[_RunCheckpoint]]:
+    """run_id -> its checkpoints in training order, each with one chosen row per column."""
+    filters = {k: set(map(str, v)) for k, v in definition.filters.items()}
+    by_run_ckpt: dict[str, dict[tuple, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for row in results.rows:
+        if row["task"] not in definition.tasks or row["value"] is None or not math.isfinite(row["value"]):
+            continue
+        if any(str(row.get(k)) not in allowed for k, allowed in filters.items()):
+            continue
+        if not _allowed(definition, row["task"], row["scoring"] or ""):
+            continue
+        by_run_ckpt[row["run_id"]][_checkpoint_key(row)].append(row)
+    out: dict[str, list[_RunCheckpoint]] = {}
+    for run_id, ckpts in by_run_ckpt.items():
+        out[run_id] = []
+        for ckpt in sorted(ckpts):
+            rows = ckpts[ckpt]
+            # one row per number: a re-evaluation, or the final evaluation after the last phase's own scoring
+            latest: dict[tuple, dict] = {}
+            for row in sorted(rows, key=_row_preference):
+                latest[(row["task"], row["subtask"], row["metric"], row["scoring"])] = row
+            by_limit: dict[tuple, dict[int | None, dict]] = defaultdict(dict)
+            for row in sorted(rows, key=_row_preference):
+                if row["subtask"] == "":
+                    by_limit[(column_of(row["task"], row["scoring"]), row["metric"], row["scoring"])][row["limit"]] = row
+            task_rows: dict[str, dict[str, dict[str, dict]]] = defaultdict(lambda: defaultdict(dict))
+            subtask_metrics: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+            for (task, subtask, metric, scoring), row in latest.items():
+                if subtask == "":
+                    task_rows[column_of(task, scoring)][metric][scoring] = row
+                elif metric != "accuracy":  # a subtask that reports F1 is scored by it (GLUE's MRPC, QQP)
+                    subtask_metrics[(task, scoring)][subtask] = metric
+                else:
+                    subtask_metrics[(task, scoring)].setdefault(subtask, metric)
+            cells: dict[str, dict] = {}
+            for column, by_metric in task_rows.items():
+                task = column.split(":")[0]
+                metric = _task_metric(definition, task, set(by_metric))
+                if metric not in by_metric:
+                    continue
+                choice = _pick_scoring(by_metric[metric], rows[0]["phase_objective"])
+                cells[column] = by_metric[metric][choice]
+            meta = {k: rows[0].get(k) for k in ("phase_index", "phase_objective", "epoch", "tokens_seen",
+                                                 "checkpoint", *GROUP_KEYS)}
+            variants = {column: by_limit[(column, row["metric"], row["scoring"])] for column, row in cells.items()}
+            out[run_id].append(_RunCheckpoint(run_id, ckpt, meta, cells, dict(subtask_metrics), variants))
+    return out
+
+
+def _average_seeds(per_seed: list[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]]]) -> ItemSet:
+    """Mean correctness over seeds, on the items every seed has."""
+    out = {}
+    for subtask in per_seed[0]:
+        ids = per_seed[0][subtask][0]
+        for other in per_seed[1:]:
+            ids = np.intersect1d(ids, other[subtask][0])
+        total = np.zeros(ids.size)
+        groups = None
+        for seed_items in per_seed:
+            seed_ids, correct, seed_groups = seed_items[subtask]
+            index = np.searchsorted(seed_ids, ids)
+            total += correct[index]
+            if groups is None and seed_groups is not None:
+                groups = seed_groups[index]
+        out[subtask] = (ids, total / len(per_seed), groups)
+    return ItemSet(out)
+
+
+def _interval_from_rows(rows: Sequence[Mapping[str, Any]], value: float) -> tuple[float | None, float | None]:
+    """Mean of the seeds' bounds, re-centred on the mean (a seed mean shares its items' sampling error)."""
+    lows = [r["ci_low"] for r in rows if r["ci_low"] is not None]
+    highs = [r["ci_high"] for r in rows if r["ci_high"] is not None]
+    if len(lows) != len(rows) or len(highs) != len(rows):
+        return None, None
+    below = float(np.mean([r["value"] - r["ci_low"] for r in rows]))
+    above = float(np.mean([r["ci_high"] - r["value"] for r in rows]))
+    return value - below, value + above
+
+
+def _spread(values: Sequence[float]) -> float | None:
+    return float(np.std(values, ddof=1)) if len(values) > 1 else None
+
+
+
+
+
+
+
+
+def _cell_items_usable(task: str, subtask_metrics: Mapping[str, str]) -> bool:
+    """Item correctness averages to the task score only when every subtask's metric is an accuracy (not F1)."""
+    return bool(subtask_metrics) and all(m == "accuracy" for m in subtask_metrics.values())
+
+
+def build_leaderboard(
+    results: Results,
+    definition: LeaderboardDefinition | None = None,
+    group_by: Sequence[str] | None = None,
+    reference: Mapping[str, str] | None = None,
+    alpha: float = 0.05,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    macro_tasks: Sequence[str] | None = None,
+    gaps: bool = True,
+) -> Leaderboard:
+    """Aggregate result rows into a leaderboard; see the module docstring for the rules."""
+    definition = definition or LeaderboardDefinition()
+    group_by = list(group_by or definition.group_by)
+    for key in group_by:
+        if key not in GROUP_KEYS:
+            raise UserError(f"--by {key}: unknown key; choose from {', '.join(GROUP_KEYS)}")
+    notes: list[str] = list(results.notes)
+    checkpoints = _checkpoints(results, definition)
+    if not checkpoints:
+        raise UserError(f"no rows for tasks {', '.join(definition.tasks)} in the results "
+                        f"({len(results.rows)} rows read); check the task names and filters")
+
+    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for run_id, ckpts in checkpoints.items():
+        final = ckpts[-1]
+        groups[tuple("" if final.meta[k] is None else str(final.meta[k]) for k in group_by)].append(run_id)
+
+    column_set = {c for ckpts in checkpoints.values() for c in ckpts[-1].cells}
+    order = {t: i for i, t in enumerate(definition.tasks)}
+    columns = sorted(column_set, key=lambda c: (c.split(":")[0] not in order, order.get(c.split(":")[0], 0),
+                                                ":" in c, c))
+    macro_columns = list(macro_tasks) if macro_tasks is not None else definition.effective_macro_tasks()
+
+    rows: list[BoardRow] = []
+    for key, run_ids in sorted(groups.items()):
+        run_ids = sorted(run_ids)
+        finals = [checkpoints[r][-1] for r in run_ids]
+        row = BoardRow(key, run_ids, {}, None)
+        for k in ("recipe", "preset", "schedule", "limit"):
+            if k not in group_by:
+                distinct = sorted({str(f.meta[k]) for f in finals if f.meta[k] is not None})
+                if len(distinct) > 1:
+                    row.notes.append(f"pools runs of several {k}s: {', '.join(distinct)}")
+        for column in columns:
+            present = [f for f in finals if column in f.cells]
+            if not present:
+                continue
+            if len(present) < len(finals):
+                row.notes.append(f"{column}: {len(present)} of {len(finals)} runs scored")
+            cell_rows = [f.cells[column] for f in present]
+            values = [r["value"] for r in cell_rows]
+            value = float(np.mean(values))
+            scorings = sorted({r["scoring"] for r in cell_rows})
+            cell = Cell(value, None, None, _spread(values), len(present), "+".join(scorings),
+                        int(np.mean([r["n"] or 0 for r in cell_rows])), seed_values=values,
+                        seed_runs=[f.run_id for f in present])
+            cell.items = _group_items(results, present, column, scorings)
+            if len(present) == 1:
+                cell.low, cell.high = cell_rows[0]["ci_low"], cell_rows[0]["ci_high"]
+                cell.interval = "rows" if cell.low is not None else ""
+            elif cell.items is not None:
+                subtask_values = {s: v for s, (_, v, _) in cell.items.subtasks.items()}
+                subtask_groups = {s: g for s, (_, _, g) in cell.items.subtasks.items() if g is not None}
+                interval = bootstrap_macro(subtask_values, subtask_groups or None, resamples, seed)
+                # the items' interval, around the seeds' mean (equal to it when every seed scored the same items)
+                cell.low, cell.high = value - (interval.value - interval.low), value + (interval.high - interval.value)
+                cell.interval = "items"
+            else:
+                cell.low, cell.high = _interval_from_rows(cell_rows, value)
+                cell.interval = "rows" if cell.low is not None else ""
+            row.cells[column] = cell
+        row.macro = macro_cell(row, macro_columns, resamples, seed)
+        row.curves = _curves(checkpoints, run_ids, columns, macro_columns)
+        rows.append(row)
+
+    rows.sort(key=lambda r: _rank_key(r, columns))
+    ref_row = _find_reference(rows, group_by, reference or definition.reference) if gaps else None
+    comparisons: list[Comparison] = []
+    if ref_row is not None:
+        for row in rows:
+            if row is not ref_row:
+                comparisons.extend(compare(row, ref_row, columns, macro_columns, alpha, resamples, seed))
+    if any(c.interval == "" for r in rows for c in r.cells.values()):
+        notes.append("some cells have no interval (rows without ci_low/ci_high and no items)")
+    return Leaderboard(definition, group_by, columns, macro_columns, rows, comparisons,
+                       ref_row.key if ref_row else None, alpha, notes,
+                       _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+
+
+def _group_items(results: Results, present: list[_RunCheckpoint], column: str, scorings: list[str]) -> ItemSet | None:
+    """Seed-averaged items of one cell, when every run of the group has them for every subtask."""
+    if len(scorings) != 1:
+        return None
+    task, scoring = column.split(":")[0], scorings[0]
+    per_seed = []
+    for final in present:
+        metrics = final.subtask_metrics.get((task, scoring), {})
+        if not _cell_items_usable(task, metrics):
+            return None
+        items = run_items(results, final.run_id, final.cells[column], task, scoring, sorted(metrics))
+        if items is None:
+            return None
+        per_seed.append(items)
+    return _average_seeds(per_seed)
+
+
+def macro_cell(row: BoardRow, macro_columns: Sequence[str], resamples: int = DEFAULT_RESAMPLES,
+               seed: int = DEFAULT_SEED) -> Cell | None:
+    """Mean of ``macro_columns``; None when the row lacks one of them."""
+    if not macro_columns or any(c not in row.cells for c in macro_columns):
+        return None
+    cells = [row.cells[c] for c in macro_columns]
+    value = float(np.mean([c.value for c in cells]))
+    # a run's own macro needs every macro task scored on that run
+    runs = [r for r in cells[0].seed_runs if all(r in c.seed_runs for c in cells)]
+    per_seed = [float(np.mean([c.seed_values[c.seed_runs.index(r)] for c in cells])) for r in runs]
+    macro = Cell(value, None, None, _spread(per_seed), len(runs), "auto", seed_values=per_seed, seed_runs=runs)
+    if all(c.items is not None for c in cells):
+        tasks = {col: {s: (v, g) for s, (_, v, g) in c.items.subtasks.items()} for col, c in zip(macro_columns, cells)}
+        point, reps = hierarchical_replicates(tasks, resamples, seed)
+        low, high = _percentile_interval(point, reps)
+        macro.low, macro.high, macro.interval = value - (point - low), value + (high - point), "items"
+    elif all(c.low is not None and c.high is not None for c in cells):
+        # task scores come from disjoint item sets: their errors add as independent ones
+        below = math.sqrt(sum((c.value - c.low) ** 2 for c in cells)) / len(cells)
+        above = math.sqrt(sum((c.high - c.value) ** 2 for c in cells)) / len(cells)
+        macro.low, macro.high, macro.interval = value - below, value + above, "tasks"
+    return macro
+
+
+def _curves(checkpoints: Mapping[str, list[_RunCheckpoint]], run_ids: Sequence[str], columns: Sequence[str],
+            macro_columns: Sequence[str]) -> dict[str, list[CurvePoint]]:
+    """Per column, the seed-averaged score at each checkpoint (same phase index and epoch across seeds)."""
+    points: dict[str, dict[tuple, list[tuple[_RunCheckpoint, float, str]]]] = defaultdict(lambda: defaultdict(list))
+    for run_id in run_ids:
+        # one sample size along the curve: the per-phase scores use --eval-limit, the final evaluation may use
+        # more items; the curve keeps the limit of the run's first scored checkpoint wherever that exists
+        curve_limit: dict[str, int | None] = {}
+        for ckpt in checkpoints[run_id]:
+            for column, cell_row in ckpt.cells.items():
+                curve_limit.setdefault(column, cell_row["limit"])
+        for ckpt in checkpoints[run_id]:
+            at = (ckpt.ckpt[0], ckpt.ckpt[1])
+            chosen = {column: ckpt.by_limit.get(column, {}).get(curve_limit[column], cell_row)
+                      for column, cell_row in ckpt.cells.items()}
+            for column, cell_row in chosen.items():
+                points[column][at].append((ckpt, cell_row["value"], cell_row["scoring"]))
+            if macro_columns and all(c in chosen for c in macro_columns):
+                value = float(np.mean([chosen[c]["value"] for c in macro_columns]))
+                methods = "/".join(sorted({chosen[c]["scoring"] for c in macro_columns},
+                                          key=lambda m: (m in ("finetune", "probe"), m)))
+                points[MACRO][at].append((ckpt, value, methods))
+    curves: dict[str, list[CurvePoint]] = {}
+    for column in [*columns, MACRO]:
+        if column not in points:
+            continue
+        curve = []
+        for at in sorted(points[column]):
+            entries = points[column][at]
+            meta = entries[0][0].meta
+            tokens = [e[0].meta["tokens_seen"] for e in entries if e[0].meta["tokens_seen"] is not None]
+            curve.append(CurvePoint(meta["phase_index"], meta["epoch"], float(np.mean(tokens)) if tokens else None,
+                                    float(np.mean([e[1] for e in entries])),
+                                    "+".join(dict.fromkeys(e[2] for e in entries))))
+        curves[column] = curve
+    return curves
+
+
+def _rank_key(row: BoardRow, columns: Sequence[str]) -> tuple:
+    """Macro descending; rows without a macro after, by their mean over the columns they have."""
+    if row.macro is not None:
+        return (0, -row.macro.value, row.key)
+    have = [row.cells[c].value for c in columns if c in row.cells and ":" not in c]
+    return (1, -(float(np.mean(have)) if have else -1.0), row.key)
+
+
+def _find_reference(rows: list[BoardRow], group_by: Sequence[str], wanted: Mapping[str, str] | None) -> BoardRow | None:
+    if not rows:
+        return None
+    if not wanted:
+        return rows[0]
+    for key in wanted:
+        if key not in group_by:
+            raise UserError(f"reference {key}={wanted[key]}: {key} is not a grouping key ({', '.join(group_by)})")
+    matches = [r for r in rows if all(r.key[group_by.index(k)] == str(v) for k, v in wanted.items())]
+    if len(matches) != 1:
+        shown = ", ".join(f"{k}={v}" for k, v in wanted.items())
+        raise UserError(f"reference {shown}: matches {len(matches)} rows; name exactly one row")
+    return matches[0]
+

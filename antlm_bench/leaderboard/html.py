@@ -1,0 +1,130 @@
+"""One self-contained HTML page: sortable tables, plots inline."""
+
+from __future__ import annotations
+
+import base64
+import html
+
+from antlm_bench import __version__
+from antlm_bench.leaderboard.definition import MACRO
+from antlm_bench.leaderboard.model import Cell, Leaderboard
+from antlm_bench.leaderboard.plots import plot_curves
+from antlm_bench.leaderboard.text import common_text, key_text, method_lines, p_text, pct, shown_keys
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem;color:#1b1b1b;max-width:1400px}
+table{border-collapse:collapse;margin:1rem 0;font-size:14px}
+th,td{border-bottom:1px solid #ddd;padding:4px 10px;text-align:right;white-space:nowrap}
+th{background:#f3f3f3;cursor:pointer;user-select:none}
+th.sorted-desc::after{content:" \\25BC"}th.sorted-asc::after{content:" \\25B2"}
+td.key,th.key{text-align:left}
+.ci,.sd,.m{color:#666;font-size:12px}
+td.macro{font-weight:bold}
+tr.sig-up td{background:#eaf7ea}tr.sig-down td{background:#fbeaea}
+.notes{color:#555;font-size:13px}
+img{max-width:100%}
+"""
+
+_JS = """
+(function(){
+  function val(cell){var v=cell.getAttribute('data-value');if(v===null)return cell.textContent.trim();
+    return v===''?null:parseFloat(v);}
+  function sortTable(table,col,desc){
+    var body=table.tBodies[0];var rows=Array.prototype.slice.call(body.rows);
+    rows.sort(function(a,b){var x=val(a.cells[col]),y=val(b.cells[col]);
+      if(x===null&&y===null)return 0;if(x===null)return 1;if(y===null)return -1;
+      if(typeof x==='number'&&typeof y==='number')return desc?y-x:x-y;
+      return desc?String(y).localeCompare(String(x)):String(x).localeCompare(String(y));});
+    rows.forEach(function(r){body.appendChild(r);});
+    Array.prototype.forEach.call(table.tHead.rows[0].cells,function(th,i){
+      th.classList.remove('sorted-asc','sorted-desc');if(i===col)th.classList.add(desc?'sorted-desc':'sorted-asc');});
+  }
+  Array.prototype.forEach.call(document.querySelectorAll('table.sortable'),function(table){
+    var heads=table.tHead.rows[0].cells;
+    Array.prototype.forEach.call(heads,function(th,i){th.addEventListener('click',function(){
+      sortTable(table,i,!th.classList.contains('sorted-desc'));});});
+    var start=table.getAttribute('data-sort-column');
+    if(start!==null){sortTable(table,parseInt(start,10),true);
+      // the rank is the position by macro, fixed once: re-sorting by another column keeps it
+      Array.prototype.forEach.call(table.tBodies[0].rows,function(r,i){
+        var cell=r.querySelector('td.rank');if(cell){cell.textContent=String(i+1);cell.setAttribute('data-value',i+1);}});
+      table.setAttribute('data-ranked','yes');
+      // a link ending in #sort=<column> opens the page sorted by that column (best first)
+      var m=/^#sort=(.+)$/.exec(window.location.hash);
+      if(m){var name=decodeURIComponent(m[1]);Array.prototype.forEach.call(heads,function(th,i){
+        if(th.textContent.trim()===name){sortTable(table,i,true);}});}}
+  });
+})();
+"""
+
+
+def _html_cell(cell: Cell | None, css: str = "") -> str:
+    cls = f' class="{css}"' if css else ""
+    if cell is None:
+        return f'<td{cls} data-value="">-</td>'
+    parts = [html.escape(pct(cell.value))]
+    if cell.low is not None and cell.high is not None:
+        parts.append(f'<span class="ci">[{pct(cell.low)}, {pct(cell.high)}]</span>')
+    if cell.spread is not None:
+        parts.append(f'<span class="sd">±{pct(cell.spread)}</span>')
+    if cell.scoring != "auto":
+        parts.append(f'<span class="m">{html.escape(cell.scoring)}</span>')
+    return f'<td{cls} data-value="{cell.value:.10g}">{" ".join(parts)}</td>'
+
+
+def render_html(board: Leaderboard, x: str = "epoch") -> str:
+    """One self-contained page: inline CSS, a few lines of JS (sortable columns), the plot as inline PNG."""
+    e = html.escape
+    shown = shown_keys(board)
+    macro_index = 2 + len(shown) + len(board.columns)
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f"<title>{e(board.definition.name)} — antlm-bench leaderboard</title>", f"<style>{_CSS}</style></head>",
+           "<body>", f"<h1>{e(board.definition.name)}</h1>"]
+    if board.definition.description:
+        out.append(f"<p>{e(board.definition.description)}</p>")
+    if common_text(board):
+        out.append(f"<p>All rows: {e(common_text(board))}.</p>")
+    # rows go out in group order; the script ranks them by macro on load (without JS: unranked, still readable)
+    out.append(f'<table id="leaderboard" class="sortable" data-sort-column="{macro_index}"><thead><tr>')
+    out.append('<th class="key">#</th>' + "".join(f'<th class="key">{e(board.group_by[i])}</th>' for i in shown)
+               + "<th>runs</th>" + "".join(f"<th>{e(c)}</th>" for c in board.columns) + f"<th>{MACRO}</th>")
+    out.append("</tr></thead><tbody>")
+    for row in sorted(board.rows, key=lambda r: r.key):
+        out.append("<tr>" + '<td class="rank key" data-value=""></td>'
+                   + "".join(f'<td class="key">{e(row.key[i])}</td>' for i in shown)
+                   + f'<td data-value="{len(row.run_ids)}">{len(row.run_ids)}</td>'
+                   + "".join(_html_cell(row.cells.get(c)) for c in board.columns)
+                   + _html_cell(row.macro, "macro") + "</tr>")
+    out.append("</tbody></table>")
+    out.append("<noscript><p>Rows are in group order; enable JavaScript to rank and sort them.</p></noscript>")
+    if board.comparisons:
+        out.append(f"<h2>Gaps to {e(key_text(board, board.reference))}</h2>")
+        out.append('<table id="gaps" class="sortable"><thead><tr><th class="key">row</th><th class="key">task</th>'
+                   "<th>gap (pp)</th><th>95% CI</th><th>p</th><th class=\"key\">pairing</th>"
+                   '<th class="key">verdict</th></tr></thead><tbody>')
+        for c in board.comparisons:
+            css = "" if not c.significant else (' class="sig-up"' if c.delta > 0 else ' class="sig-down"')
+            ci = f"[{100 * c.low:+.1f}, {100 * c.high:+.1f}]" if c.low is not None else "-"
+            pv = "" if c.p_value is None else f"{c.p_value:.4g}"
+            pv_text = "-" if c.p_value is None else p_text(c.p_value).removeprefix("p=")
+            sig = "-" if c.significant is None else ("significant" if c.significant else "not significant")
+            out.append(f'<tr{css}><td class="key">{e(key_text(board, c.row))}</td><td class="key">{e(c.column)}</td>'
+                       f'<td data-value="{c.delta:.10g}">{100 * c.delta:+.1f}</td><td>{ci}</td>'
+                       f'<td data-value="{pv}">{e(pv_text)}</td>'
+                       f'<td class="key">{"paired, " + str(c.n_items) + " items" if c.paired else "unpaired"}</td>'
+                       f'<td class="key">{sig}</td></tr>')
+        out.append("</tbody></table>")
+    image = plot_curves(board, "png", x)
+    if image is not None:
+        out.append("<h2>Scores per checkpoint</h2>")
+        out.append(f'<img alt="scores per checkpoint" src="data:image/png;base64,{base64.b64encode(image).decode()}">')
+    out.append('<div class="notes"><ul>' + "".join(f"<li>{e(line)}</li>" for line in method_lines(board)))
+    for row in board.rows:
+        for note in row.notes:
+            out.append(f"<li>note, {e(key_text(board, row.key))}: {e(note)}</li>")
+    for note in board.notes:
+        out.append(f"<li>note: {e(note)}</li>")
+    out.append(f"</ul><p>antlm-bench {e(__version__)}, {e(board.created_at)}</p></div>")
+    out.append(f"<script>{_JS}</script></body></html>")
+    return "\n".join(out)
+

@@ -1,0 +1,136 @@
+"""The command's entry point and writers: Parquet export, format choice, atomic output."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from antlm_bench import __version__
+from antlm_bench.errors import UserError
+from antlm_bench.leaderboard.board import build_leaderboard
+from antlm_bench.leaderboard.definition import MACRO, LeaderboardDefinition, definition_result_paths, load_definition
+from antlm_bench.leaderboard.html import render_html
+from antlm_bench.leaderboard.model import Leaderboard
+from antlm_bench.leaderboard.plots import plot_curves
+from antlm_bench.leaderboard.results import read_results
+from antlm_bench.leaderboard.text import key_text, render_markdown, render_terminal
+
+
+def board_table(board: Leaderboard) -> pa.Table:
+    """Long form: one row per (leaderboard row, column), macro included; the gaps as a JSON column-free table."""
+    records = []
+    for rank, row in enumerate(board.rows, 1):
+        for column, cell in [*row.cells.items(), (MACRO, row.macro)]:
+            if cell is None:
+                continue
+            records.append({
+                "leaderboard": board.definition.name, "rank": rank,
+                **{k: v for k, v in zip(board.group_by, row.key)},
+                "run_ids": ",".join(row.run_ids), "column": column, "value": cell.value, "ci_low": cell.low,
+                "ci_high": cell.high, "interval": cell.interval, "spread": cell.spread, "n_seeds": cell.n_seeds,
+                "scoring": cell.scoring, "n": cell.n,
+            })
+    schema = pa.schema([("leaderboard", pa.string()), ("rank", pa.int32()),
+                        *[(k, pa.string()) for k in board.group_by],
+                        ("run_ids", pa.string()), ("column", pa.string()), ("value", pa.float64()),
+                        ("ci_low", pa.float64()), ("ci_high", pa.float64()), ("interval", pa.string()),
+                        ("spread", pa.float64()), ("n_seeds", pa.int32()), ("scoring", pa.string()),
+                        ("n", pa.int64())])
+    gaps = [{"row": key_text(board, c.row, full=True), "column": c.column, "delta": c.delta, "low": c.low, "high": c.high,
+             "p_value": c.p_value, "paired": c.paired, "n_items": c.n_items, "significant": c.significant}
+            for c in board.comparisons]
+    meta = {"antlm_bench.reference": key_text(board, board.reference, full=True), "antlm_bench.gaps": json.dumps(gaps),
+            "antlm_bench.version": __version__}
+    return pa.Table.from_pylist(records, schema=schema.with_metadata(meta))
+
+
+def leaderboard_from_paths(
+    results: Sequence[str | Path] = (),
+    definition: str | Path | None = None,
+    group_by: Sequence[str] | None = None,
+    reference: Mapping[str, str] | None = None,
+    alpha: float = 0.05,
+) -> Leaderboard:
+    """The ``antlm-bench leaderboard`` entry point: a definition's results and/or result folders, aggregated."""
+    loaded = load_definition(definition) if definition is not None else LeaderboardDefinition()
+    paths = [*definition_result_paths(loaded), *map(Path, results)]
+    if not paths:
+        if loaded.results:
+            raise UserError(f"{loaded.source}: results {', '.join(loaded.results)} matched nothing (relative to "
+                            f"{loaded.source.parent}); run the study first, or give result folders")
+        raise UserError("no results: give result folders, or --definition with a results: list")
+    if not 0 < alpha < 1:
+        raise UserError(f"--alpha {alpha}: must be between 0 and 1")
+    results = read_results(paths)
+    if definition is None:
+        # no definition: the AntLM tasks first, then any other task the tables hold (an --include-path task)
+        others = sorted({r["task"] for r in results.rows} - set(loaded.tasks))
+        loaded = loaded.model_copy(update={"tasks": [*loaded.tasks, *others]})
+    return build_leaderboard(results, loaded, group_by=group_by, reference=reference, alpha=alpha)
+
+
+FORMATS = ("terminal", "markdown", "html", "parquet")
+_SUFFIX_FORMAT = {".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html", ".parquet": "parquet"}
+
+
+def format_for(fmt: str | None, out: Path | None) -> str:
+    if fmt is None:
+        return _SUFFIX_FORMAT.get(out.suffix.lower(), "terminal") if out is not None else "terminal"
+    if fmt not in FORMATS:
+        raise UserError(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def write_leaderboard(board: Leaderboard, fmt: str, out: Path | None, console: Any,
+                      plots: Path | None = None, x: str = "epoch") -> list[Path]:
+    """Render ``board`` in ``fmt`` to ``out`` (or the console); write plots to ``plots`` as PNG and SVG."""
+    from antlm_bench.data import atomic_write_bytes
+    from antlm_bench.tables import write_table_atomic
+
+    written: list[Path] = []
+    plot_names: list[str] = []
+    if plots is not None:
+        for kind in ("png", "svg"):
+            image = plot_curves(board, kind, x)
+            if image is not None:
+                path = plots / f"{board.definition.name}-curves.{kind}"
+                atomic_write_bytes(path, image)
+                written.append(path)
+                if kind == "png":
+                    plot_names.append(str(path if out is None else _relative(path, out.parent)))
+    if fmt == "parquet":
+        if out is None:
+            raise UserError("--format parquet needs --out FILE")
+        write_table_atomic(board_table(board), out)
+        written.append(out)
+    elif fmt == "terminal" and out is None:
+        render_terminal(board, console)
+    else:
+        if fmt == "terminal":
+            from rich.console import Console
+
+            buffer = io.StringIO()
+            render_terminal(board, Console(file=buffer, width=200, no_color=True))
+            text = buffer.getvalue()
+        elif fmt == "markdown":
+            text = render_markdown(board, plot_names)
+        else:
+            text = render_html(board, x)
+        if out is None:
+            console.print(text, markup=False, highlight=False, soft_wrap=True)
+        else:
+            atomic_write_bytes(out, text.encode("utf-8"))
+            written.append(out)
+    return written
+
+
+def _relative(path: Path, base: Path) -> Path:
+    try:
+        return path.resolve().relative_to(base.resolve())
+    except ValueError:
+        return path.resolve()

@@ -1,0 +1,159 @@
+"""Text renderings: terminal (rich) and Markdown, and the helpers every renderer shares."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from antlm_bench import __version__
+from antlm_bench.leaderboard.definition import MACRO
+from antlm_bench.leaderboard.model import Cell, Comparison, Leaderboard
+
+# ----------------------------------------------------------------------------------------------------------
+# rendering
+
+MARKERS = {"clm": "o", "pll": "s", "mntp": "^", "pll-word-l2r": "D", "finetune": "P", "probe": "X"}
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{100 * value:.{digits}f}"
+
+
+def cell_text(cell: Cell | None, with_method: bool = True) -> str:
+    if cell is None:
+        return "-"
+    text = pct(cell.value)
+    if cell.low is not None and cell.high is not None:
+        text += f" [{pct(cell.low)}, {pct(cell.high)}]"
+    if cell.spread is not None:
+        text += f" ±{pct(cell.spread)}"
+    if with_method and cell.scoring != "auto":
+        text += f" {cell.scoring}"
+    return text
+
+
+def comparison_text(c: Comparison) -> str:
+    text = f"{100 * c.delta:+.1f}"
+    if c.low is not None and c.high is not None:
+        text += f" [{100 * c.low:+.1f}, {100 * c.high:+.1f}]"
+    return text
+
+
+def verdict(c: Comparison) -> str:
+    kind = "paired" if c.paired else "unpaired"
+    if c.significant is None:
+        return f"no interval ({kind})"
+    return f"{'significant' if c.significant else 'not significant'} ({kind}, {p_text(c.p_value)})"
+
+
+def p_text(p: float | None) -> str:
+    if p is None:
+        return "p -"
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
+def shown_keys(board: Leaderboard) -> list[int]:
+    """Grouping keys whose value differs between rows; the others (all of them for one row) go in the title."""
+    return [i for i in range(len(board.group_by)) if len({r.key[i] for r in board.rows}) > 1]
+
+
+def common_text(board: Leaderboard) -> str:
+    """``recipe=antlm-babyllama, preset=tiny``: the grouping values every row shares."""
+    shown = shown_keys(board)
+    if not board.rows:
+        return ""
+    return ", ".join(f"{k}={board.rows[0].key[i]}" for i, k in enumerate(board.group_by)
+                     if i not in shown and board.rows[0].key[i])
+
+
+def key_text(board: Leaderboard, key: tuple[str, ...] | None, full: bool = False) -> str:
+    if key is None:
+        return "-"
+    indices = shown_keys(board)
+    if full or not indices:
+        indices = range(len(board.group_by))
+    return ", ".join(f"{board.group_by[i]}={key[i]}" for i in indices if key[i]) or "(all runs)"
+
+
+def method_lines(board: Leaderboard) -> list[str]:
+    macro = ", ".join(board.macro_columns) if board.macro_columns else "not defined"
+    return [
+        ("Scores are percentages: mean over seeds [95% bootstrap interval over items] ±standard deviation over "
+         "seeds, then the scoring method (clm: sum of log-probabilities left to right; pll / pll-word-l2r: "
+         "pseudo-log-likelihood; mntp: masked next-token; finetune / probe: GLUE)."),
+        f"Final checkpoint of each run (highest phase index). Macro = mean of {macro}; '-' when a row lacks one.",
+        ("Gaps to the reference row are paired over shared items (bootstrap, same resampled items on both sides) "
+         "where item tables exist, unpaired (normal approximation from both intervals) otherwise; "
+         f"significant at alpha={board.alpha}."),
+    ]
+
+
+def render_terminal(board: Leaderboard, console: Any) -> None:
+    from rich.table import Table
+
+    shown = shown_keys(board)
+    common = common_text(board)
+    table = Table(title=f"leaderboard: {board.definition.name}" + (f" ({common})" if common else ""))
+    table.add_column("#", justify="right")
+    for i in shown:
+        table.add_column(board.group_by[i], overflow="fold")
+    table.add_column("runs", justify="right")
+    for column in board.columns:
+        table.add_column(column, justify="right")
+    table.add_column(MACRO, justify="right", style="bold")
+    for rank, row in enumerate(board.rows, 1):
+        table.add_row(str(rank), *[row.key[i] for i in shown], str(len(row.run_ids)),
+                      *[cell_text(row.cells.get(c)) for c in board.columns], cell_text(row.macro, False))
+    console.print(table)
+    if board.comparisons:
+        gaps = Table(title=f"gaps to the reference: {key_text(board, board.reference)} (percentage points)")
+        for column in ("row", "task", "gap [95% CI]", "verdict"):
+            gaps.add_column(column)
+        for c in board.comparisons:
+            style = "" if not c.significant else ("green" if c.delta > 0 else "red")
+            gaps.add_row(key_text(board, c.row), c.column, comparison_text(c), verdict(c), style=style)
+        console.print(gaps)
+    for line in method_lines(board):
+        console.print(f"[dim]{line}[/dim]")
+    for row in board.rows:
+        for note in row.notes:
+            console.print(f"[yellow]note[/yellow] {key_text(board, row.key)}: {note}")
+    for note in board.notes:
+        console.print(f"[yellow]note[/yellow] {note}")
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_markdown(board: Leaderboard, plot_files: Sequence[str] = ()) -> str:
+    shown = shown_keys(board)
+    lines = [f"# {board.definition.name}", ""]
+    if board.definition.description:
+        lines += [board.definition.description, ""]
+    if common_text(board):
+        lines += [f"All rows: {common_text(board)}.", ""]
+    header = ["#", *[board.group_by[i] for i in shown], "runs", *board.columns, MACRO]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join("---:" if h in ("#", "runs") or h in board.columns or h == MACRO else "---"
+                                for h in header) + "|")
+    for rank, row in enumerate(board.rows, 1):
+        cells = [str(rank), *[row.key[i] for i in shown], str(len(row.run_ids)), *[cell_text(row.cells.get(c)) for c in board.columns],
+                 f"**{cell_text(row.macro, False)}**"]
+        lines.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
+    if board.comparisons:
+        lines += ["", f"## Gaps to {key_text(board, board.reference)} (percentage points)", "",
+                  "| row | task | gap [95% CI] | verdict |", "|---|---|---:|---|"]
+        for c in board.comparisons:
+            mark = "**" if c.significant else ""
+            lines.append(f"| {_md_escape(key_text(board, c.row))} | {c.column} | {mark}{comparison_text(c)}{mark} "
+                         f"| {verdict(c)} |")
+    for path in plot_files:
+        lines += ["", f"![per-checkpoint curves]({path})"]
+    lines += ["", *[f"- {line}" for line in method_lines(board)]]
+    notes = [f"{key_text(board, r.key)}: {n}" for r in board.rows for n in r.notes] + board.notes
+    lines += [f"- note: {n}" for n in notes]
+    lines += ["", f"_antlm-bench {__version__}, {board.created_at}_", ""]
+    return "\n".join(lines)
+
