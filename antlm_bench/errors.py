@@ -15,3 +15,26 @@ class UserError(Exception):
     def __init__(self, message: str) -> None:
         # one line, always: a multi-line message would look like a traceback in a CI log
         super().__init__(" ".join(message.split("\n")))
+
+
+class EnvironmentFailure(Exception):
+    """The machine, not the input, stopped the command: disk full, permission denied, a name too long.
+
+    The CLI turns such an ``OSError`` (raised anywhere in a command) into one line naming the path, exit status 4;
+    library code may raise this class itself when it knows better what to say.
+    """
+
+    exit_code = 4
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split("\n")))
+
+
+class DivergedError(UserError):
+    """Training stopped because the loss or the gradient norm stopped being a finite number (exit status 3).
+
+    Not the user's input exactly, but told the same way: one line naming the step and the last good checkpoint,
+    which the trainer keeps as it was.
+    """
+
+    exit_code = 3
