@@ -353,7 +353,9 @@ def _remove_if_empty(folders: list[Path]) -> None:
     for folder in folders:  # deepest first
         try:
             folder.rmdir()
-        except OSError:
+        except FileNotFoundError:
+            continue
+        except OSError:  # not empty (a .part kept for the next try), or not ours to remove
             return
 
 
@@ -393,7 +395,7 @@ def fetch(url: str, sha256: str | None, dest_dir: Path | None = None, timeout: f
             done.unlink(missing_ok=True)  # refused or damaged: never reuse it
             raise
     except BaseException:
-        _remove_if_empty([downloads, *created])
+        _remove_if_empty([downloads, *(c for c in created if c != downloads)])
         raise
     return dest_dir
 

@@ -222,6 +222,9 @@ class GlueTask:
                 choices = ", ".join(f"{i}={name}" for i, name in enumerate(spec.labels))
                 raise UserError(f"{where}: unknown label {label!r} for {self.name}/{member}; expected {choices}")
             examples.append(Example(example_id, text_a, text_b, label, group))
+        if not examples:
+            raise UserError(f"{path}: no records (the file is empty or blank) for {self.name}/{member}; the data is "
+                            "damaged, check it with `antlm-bench data verify` or fetch it again")
         return examples
 
     # ------------------------------------------------------------------------------------------------------

@@ -139,6 +139,10 @@ class MinimalPairTask:
         self._check_count(len(list(folder.glob(str(self.spec.data.get("pattern", "*.jsonl*"))))), folder)
 
     def _build(self, name: str, source: str, records: list[dict[str, Any]], limit: int | None) -> Subtask:
+        if not records:
+            # an empty subtask would average to NaN and pass silently into the tables
+            raise UserError(f"{source}: no records (the file is empty or blank); the data is damaged, check it "
+                            "with `antlm-bench data verify` or fetch it again")
         good_key, bad_key = self._field("good"), self._field("bad")
         id_key = self.spec.fields.get("id")
         subset = records if limit is None else records[:limit]
