@@ -127,10 +127,18 @@ def paired_bootstrap(
     replicates /= len(names)
     alpha = (1 - level) / 2
     low, high = np.quantile(replicates, [alpha, 1 - alpha])
-    # two-sided bootstrap p-value: twice the smaller tail mass beyond zero
-    tail = min(np.mean(replicates <= 0), np.mean(replicates >= 0))
-    p_value = float(min(1.0, 2 * tail))
+    p_value = bootstrap_p_value(replicates)
     return PairedComparison(point, float(low), float(high), p_value, int(sum(d.size for d in diffs.values())))
+
+
+def bootstrap_p_value(replicates: np.ndarray) -> float:
+    """Two-sided bootstrap p-value of "the mean difference is zero": twice the smaller tail mass beyond zero.
+
+    Counted as (hits + 1) / (B + 1), so a p-value is never 0: B replicates cannot resolve anything below 1/(B+1).
+    """
+    b = replicates.size
+    tail = min(int(np.sum(replicates <= 0)), int(np.sum(replicates >= 0)))
+    return float(min(1.0, 2 * (tail + 1) / (b + 1)))
 
 
 def _confusion_metric(counts: np.ndarray, metric: str) -> np.ndarray:
