@@ -6,8 +6,10 @@
 
 ``evaluate`` resolves the task names, loads the model once (if any task scores minimal pairs), picks the scoring
 method (``auto``: the checkpoint's last phase, or clm / pll for a plain causal / masked LM), runs every task's
-adapter, and builds the tables. With ``output_dir`` it writes ``scores.parquet``, ``items.parquet`` (with
-``log_samples``) and ``run.json`` (configuration, versions, data hashes, timings), each atomically.
+adapter, and builds the tables. With ``output_dir`` it holds that folder's lock and commits the scores, the items
+(with ``log_samples``) and the record (configuration, versions, data hashes, timings) as ONE event of the folder's
+results store (``antlm_bench.store``: a kill leaves all of it or none); ``run.json`` is a copy of the latest
+evaluation's record, naming its event.
 
 The ``data_hash`` column is the run's training-data hash (from ``run_info`` or the checkpoint's record; empty for
 a plain Hugging Face folder). The sha256 of the evaluation files each task read is kept in ``run.json`` under
@@ -17,10 +19,13 @@ a plain Hugging Face folder). The sha256 of the evaluation files each task read 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import json
 import platform
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,17 +37,16 @@ from antlm_bench.adapters.base import EvalContext
 from antlm_bench.checkpoint_state import auto_scoring_method, read_state
 from antlm_bench.data import atomic_write_bytes, resolve_data_dir
 from antlm_bench.errors import UserError
+from antlm_bench.locking import output_folder
 from antlm_bench.scoring import METHODS, ScoringModel, load_scoring_model, resolve_device_dtype, wrap_model
+from antlm_bench.store import commit_results
 from antlm_bench.tables import (
-    ITEMS_FILE,
     SCORE_SCHEMA,
-    SCORES_FILE,
     CheckpointInfo,
     RunInfo,
     item_table,
     now_utc,
     score_table,
-    write_table_atomic,
 )
 from antlm_bench.tasks import resolve_tasks
 
@@ -140,6 +144,24 @@ def _progress_bar(progress: Any) -> Any:
     return progress or None
 
 
+def _holding_output_folder(function: Callable[..., EvalOutput]) -> Callable[..., EvalOutput]:
+    """With ``output_dir``, run ``function`` holding that folder's lock (a second ``eval --output`` into it is
+    refused, naming this pid), tidy what killed writers left there first, and remove the folder again when this
+    call made it and fails leaving it empty."""
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> EvalOutput:
+        output_dir = signature.bind(*args, **kwargs).arguments.get("output_dir")
+        if output_dir is None:
+            return function(*args, **kwargs)
+        with output_folder(output_dir, "eval"):
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
+@_holding_output_folder
 def evaluate(
     model: Any,
     tasks: str | list[str],
@@ -268,12 +290,9 @@ def evaluate(
     }
     out_dir = Path(output_dir).expanduser() if output_dir is not None else None
     if out_dir is not None:
-        write_table_atomic(scores, out_dir / SCORES_FILE)
-        if items is not None:
-            write_table_atomic(items, out_dir / ITEMS_FILE)
-        elif (out_dir / ITEMS_FILE).exists():  # an earlier run's items next to these scores would mislead
-            (out_dir / ITEMS_FILE).unlink()
-            notes.append(f"removed {out_dir / ITEMS_FILE} of an earlier run (this run did not log samples)")
+        # scores, items and this record are committed together, as one event of the folder's store; rows of
+        # earlier evaluations stay unless these re-score them (the latest event wins, key by key)
+        run_record["event"] = commit_results(out_dir, scores, items, {"kind": "eval", "record": run_record})
         payload = json.dumps(run_record, indent=2, sort_keys=False, default=str).encode()
-        atomic_write_bytes(out_dir / RUN_FILE, payload + b"\n")
+        atomic_write_bytes(out_dir / RUN_FILE, payload + b"\n")  # the latest evaluation's record, for people
     return EvalOutput(scores, items, run_record, method, notes, out_dir)

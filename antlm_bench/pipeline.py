@@ -24,9 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from antlm_bench.data import atomic_write_bytes, hash_files
 from antlm_bench.errors import UserError
+from antlm_bench.locking import fault_point, output_folder
 from antlm_bench.recipes import Recipe, load_recipe
 from antlm_bench.schedule import parse_schedule
-from antlm_bench.tables import ITEMS_FILE, SCORES_FILE, append_index, append_table
+from antlm_bench.store import commit_results
+from antlm_bench.tables import SCORES_FILE, append_index
 
 EVALS_DIR = "evals"  # markers of finished final evaluations
 
@@ -156,52 +158,56 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     runs: list[SeedRun] = []
     for seed in config.seeds:
         folder = output / run_folder_name(recipe.name, preset, schedule, seed)
-        if _finished_training(folder, recipe, preset, schedule, seed):
-            status = "reused"
-            say(f"seed {seed}: training already finished in {folder}; reusing it")
-        else:
-            status = "resumed" if (folder / "run.json").exists() else "trained"
-            train_config = TrainConfig(
-                model=recipe.name, preset=preset, output=folder, schedule=schedule, data_dir=config.data_dir,
-                corpus=config.corpus, cache_dir=config.cache_dir, seed=seed, max_words=config.max_words,
-                resume=status == "resumed", eval_every=config.eval_every if minimal_pair_tasks else "none",
-                eval_tasks=",".join(minimal_pair_tasks) or "blimp", eval_limit=eval_limit, device=config.device,
-                progress=config.progress,
-            )
-            result = train(train_config, console=console)
-            if result.final_checkpoint is None:
-                raise UserError(f"{folder}: training stopped before the last phase; run the same command again "
-                                "to resume")
-        final = _final_checkpoint(folder)
-        seed_run = SeedRun(seed, folder, status)
-        weights = checkpoint_hash(final)
-        for request in requests:
-            settings = {"scoring": "auto", "limit": config.limit, "batch_tokens": config.batch_tokens,
-                        "glue": glue_options if request.name == "glue" else None, "seed": seed}
-            spec_text = request.spec.source.read_text(encoding="utf-8") if request.spec.source else request.name
-            key = _sha256_text(weights, spec_text, json.dumps(settings, sort_keys=True, default=str),
-                               ",".join(request.members or []))
-            marker = _eval_marker(folder, request.name, key)
-            if marker.exists():
-                seed_run.reused.append(request.name)
-                continue
-            task_arg = request.name + (":" + ",".join(request.members) if request.members else "")
-            out = evaluate(
-                final, task_arg, scoring="auto", limit=config.limit, log_samples=True,
-                batch_tokens=config.batch_tokens, device="cuda" if _use_cuda(config.device) else "cpu",
-                data_dir=config.data_dir, run_info=_run_info(folder, final),
-                checkpoint_info=_checkpoint_info(folder, final), options=glue_options,
-                progress=config.progress, seeds=[seed], work_dir=folder / "work",
-            )
-            append_table(out.scores, folder / SCORES_FILE)
-            if out.items is not None and out.items.num_rows:
-                append_table(out.items, folder / ITEMS_FILE)
-            atomic_write_bytes(marker, json.dumps({"task": task_arg, "key": key, "settings": settings},
-                                                  default=str, indent=1).encode())
-            append_index(folder, {"checkpoint": str(final.relative_to(folder)), "scores": SCORES_FILE,
-                                  "tasks": task_arg, "final": True})
-            seed_run.evaluated.append(request.name)
-        runs.append(seed_run)
+        # one live `run` (or `train`) per run folder: a second one into it is refused, naming this pid
+        with output_folder(folder, "run"):
+            if _finished_training(folder, recipe, preset, schedule, seed):
+                status = "reused"
+                say(f"seed {seed}: training already finished in {folder}; reusing it")
+            else:
+                status = "resumed" if (folder / "run.json").exists() else "trained"
+                train_config = TrainConfig(
+                    model=recipe.name, preset=preset, output=folder, schedule=schedule, data_dir=config.data_dir,
+                    corpus=config.corpus, cache_dir=config.cache_dir, seed=seed, max_words=config.max_words,
+                    resume=status == "resumed", eval_every=config.eval_every if minimal_pair_tasks else "none",
+                    eval_tasks=",".join(minimal_pair_tasks) or "blimp", eval_limit=eval_limit, device=config.device,
+                    progress=config.progress,
+                )
+                result = train(train_config, console=console)
+                if result.final_checkpoint is None:
+                    raise UserError(f"{folder}: training stopped before the last phase; run the same command again "
+                                    "to resume")
+            final = _final_checkpoint(folder)
+            seed_run = SeedRun(seed, folder, status)
+            weights = checkpoint_hash(final)
+            for request in requests:
+                settings = {"scoring": "auto", "limit": config.limit, "batch_tokens": config.batch_tokens,
+                            "glue": glue_options if request.name == "glue" else None, "seed": seed}
+                spec_text = request.spec.source.read_text(encoding="utf-8") if request.spec.source else request.name
+                key = _sha256_text(weights, spec_text, json.dumps(settings, sort_keys=True, default=str),
+                                   ",".join(request.members or []))
+                marker = _eval_marker(folder, request.name, key)
+                if marker.exists():
+                    seed_run.reused.append(request.name)
+                    continue
+                task_arg = request.name + (":" + ",".join(request.members) if request.members else "")
+                out = evaluate(
+                    final, task_arg, scoring="auto", limit=config.limit, log_samples=True,
+                    batch_tokens=config.batch_tokens, device="cuda" if _use_cuda(config.device) else "cpu",
+                    data_dir=config.data_dir, run_info=_run_info(folder, final),
+                    checkpoint_info=_checkpoint_info(folder, final), options=glue_options,
+                    progress=config.progress, seeds=[seed], work_dir=folder / "work",
+                )
+                # scores and items are one event of the run folder's store; the marker comes after the commit, so a
+                # kill in between re-evaluates next time and the newer event replaces this one's rows (no duplicates)
+                event = commit_results(folder, out.scores, out.items, {"kind": "final-eval", "task": task_arg,
+                                                                       "key": key, "settings": settings})
+                fault_point("run.marker")
+                atomic_write_bytes(marker, json.dumps({"task": task_arg, "key": key, "settings": settings,
+                                                       "event": event}, default=str, indent=1).encode())
+                append_index(folder, {"checkpoint": str(final.relative_to(folder)), "scores": SCORES_FILE,
+                                      "event": event, "tasks": task_arg, "final": True})
+                seed_run.evaluated.append(request.name)
+            runs.append(seed_run)
     return RunSummary(recipe.name, preset, schedule, runs, output, notes)
 
 

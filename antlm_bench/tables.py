@@ -1,9 +1,10 @@
-"""Arrow result tables: one Parquet file per run, plus an append-only index.
+"""Arrow result tables: the schemas, the rows, and where they are stored.
 
 Every number antlm-bench produces lands in a ``scores`` table with one row per
 (run, checkpoint, task, subtask, metric). ``--log-samples`` adds an ``items`` table with the raw scores of both
-members of every pair, which paired statistics need. Files are written under a temporary name and renamed, so a
-reader never sees half a file; a run never rewrites another run's file.
+members of every pair, which paired statistics need. Writers commit them through ``antlm_bench.store`` (each
+evaluation its own immutable parts, committed with one rename, never a read-modify-write of a shared file);
+``find_score_files`` / ``read_scores`` read them back, the old single-file layout included.
 """
 
 from __future__ import annotations
@@ -167,18 +168,11 @@ def write_table_atomic(table: pa.Table, path: Path) -> None:
         raise
 
 
-def append_table(table: pa.Table, path: Path) -> None:
-    """Add rows to this run's own table (read, concatenate, atomic rewrite of the same run's file)."""
-    if path.exists():
-        table = pa.concat_tables([pq.read_table(path, schema=table.schema), table])
-    write_table_atomic(table, path)
-
-
 def append_index(results_root: Path, entry: dict[str, Any]) -> None:
     """Append one JSON line to ``index.jsonl``; a single ``write`` with O_APPEND is atomic for short lines."""
     results_root.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()
-    fd = os.open(results_root / INDEX_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(results_root / INDEX_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
         os.write(fd, line)
     finally:
@@ -186,24 +180,15 @@ def append_index(results_root: Path, entry: dict[str, Any]) -> None:
 
 
 def find_score_files(paths: Sequence[str | Path]) -> list[Path]:
-    """Every ``scores.parquet`` in the given files or folders; a missing path or no file at all is an error."""
-    from antlm_bench.errors import UserError
+    """Every results store (``scores.parquet`` folder) or old ``scores.parquet`` file in the given files or folders;
+    a missing path or nothing found at all is a UserError."""
+    from antlm_bench.store import find_results
 
-    files: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_file():
-            files.append(path)
-        elif path.is_dir():
-            files.extend(sorted(path.rglob(SCORES_FILE)))
-        else:
-            raise UserError(f"results {path}: no such file or folder")
-    if not files:
-        where = ", ".join(str(p) for p in paths) or "(none given)"
-        raise UserError(f"no {SCORES_FILE} found under {where}; run `antlm-bench eval` or give the run folders")
-    return sorted(dict.fromkeys(files))
+    return find_results(paths)
 
 
 def read_scores(paths: Sequence[str | Path]) -> pa.Table:
-    """Read every ``scores.parquet`` under the given files or folders into one table."""
-    return pa.concat_tables([pq.read_table(f, schema=SCORE_SCHEMA) for f in find_score_files(paths)])
+    """The standing score rows (the latest of every key) of every results folder under ``paths``, as one table."""
+    from antlm_bench.store import read_scores as read_stored
+
+    return read_stored(paths)

@@ -41,8 +41,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 import torch.distributed as dist
@@ -536,16 +534,16 @@ class Trainer:
                                model_path=folder, seeds=[self.config.seed])
             finally:
                 self.model.train()
-            path = self.output / SCORES
-            table = out.scores
-            if path.exists():
-                old = pq.read_table(path, schema=table.schema)
-                keep = pc.not_equal(old["checkpoint"], pa.scalar(name))
-                table = pa.concat_tables([old.filter(keep), table])
-            from antlm_bench.tables import write_table_atomic
+            from antlm_bench.locking import fault_point
+            from antlm_bench.store import commit_results
 
-            write_table_atomic(table, path)
-            append_index(self.output, {"checkpoint": name, "scores": SCORES, "scoring": method,
+            # one event of the run folder's store, committed with one rename; a re-scored checkpoint's newer
+            # event replaces its rows when read (no read-modify-write of the scores here)
+            event = commit_results(self.output, out.scores, None, {
+                "kind": "phase-score", "checkpoint": name, "scoring": method, "tasks": self.config.eval_tasks,
+                "limit": self.config.eval_limit, "step": state["step"], "epoch": state["epoch"]})
+            fault_point("train.index")
+            append_index(self.output, {"checkpoint": name, "scores": SCORES, "scoring": method, "event": event,
                                        "tasks": self.config.eval_tasks, "step": state["step"],
                                        "epoch": state["epoch"], "created_at": _now()})
             aggregate = [r for r in out.scores.to_pylist() if r["subtask"] == "" and r["metric"] == "accuracy"]
@@ -789,8 +787,18 @@ class Trainer:
 
 
 def train(config: TrainConfig, **kwargs: Any) -> TrainResult:
-    """Train ``config.model`` at ``config.preset`` through its schedule (see the module docstring)."""
-    return Trainer(config, **kwargs).run()
+    """Train ``config.model`` at ``config.preset`` through its schedule (see the module docstring).
+
+    The main process holds the run folder's lock throughout (``antlm_bench.locking``): a second ``train`` or
+    ``run`` into the same folder is refused at once, naming this pid, and a failure that leaves the folder this
+    call created empty removes it. Other DDP processes (``RANK`` > 0) do not take it: they share the run.
+    """
+    from antlm_bench.locking import output_folder
+
+    if int(os.environ.get("RANK", "0") or 0) != 0:
+        return Trainer(config, **kwargs).run()
+    with output_folder(config.output, "train"):
+        return Trainer(config, **kwargs).run()
 
 
 def read_metrics(output: str | Path) -> list[dict[str, Any]]:

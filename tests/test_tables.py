@@ -7,13 +7,13 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from antlm_bench.store import commit_results
 from antlm_bench.tables import (
     SCORE_SCHEMA,
     CheckpointInfo,
     RunInfo,
     ScoreRow,
     append_index,
-    append_table,
     read_scores,
     score_table,
     write_table_atomic,
@@ -46,12 +46,16 @@ def test_failed_write_leaves_neither_file_nor_temp(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_append_keeps_earlier_rows_and_read_scores_finds_runs(tmp_path):
-    append_table(_table(value=0.5), tmp_path / "a" / "scores.parquet")
-    append_table(_table(value=0.75), tmp_path / "a" / "scores.parquet")
-    write_table_atomic(_table(run_id="r2"), tmp_path / "b" / "scores.parquet")
+def test_commits_keep_earlier_rows_the_latest_wins_and_read_scores_finds_runs(tmp_path):
+    commit_results(tmp_path / "a", _table(value=0.5))
+    other = score_table(RunInfo(run_id="r1", schedule="4_CLM+16_MLM+4_CLM", seed=1),
+                        CheckpointInfo(checkpoint="c", phase_index=2, phase_objective="CLM"),
+                        [ScoreRow(task="blimp", subtask="island", metric="accuracy", value=0.25, n=4, scoring="clm")])
+    commit_results(tmp_path / "a", other)
+    commit_results(tmp_path / "a", _table(value=0.75))  # re-scores the first key: replaces it, keeps the other
+    write_table_atomic(_table(run_id="r2"), tmp_path / "b" / "scores.parquet")  # the old single-file layout
     table = read_scores([tmp_path])
-    assert sorted(table.column("value").to_pylist()) == [0.5, 0.75, 0.75]
+    assert sorted(table.column("value").to_pylist()) == [0.25, 0.75, 0.75]
     assert set(table.column("run_id").to_pylist()) == {"r1", "r2"}
 
 

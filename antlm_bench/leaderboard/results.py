@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from antlm_bench.errors import UserError
 from antlm_bench.leaderboard.definition import REQUIRED_COLUMNS
-from antlm_bench.tables import ITEMS_FILE, find_score_files, read_scores
+from antlm_bench.store import find_results, read_results_folder, score_parts
 
 # ----------------------------------------------------------------------------------------------------------
 # reading result tables
@@ -23,53 +23,78 @@ from antlm_bench.tables import ITEMS_FILE, find_score_files, read_scores
 
 @dataclass
 class Results:
+    """Standing score rows of every results folder read (the latest row of every key, see antlm_bench.store)."""
+
     rows: list[dict[str, Any]]
-    items_files: dict[str, Path]  # run_id -> items.parquet beside its scores
-    files: list[Path]
+    items_sources: dict[str, Path]  # run_id -> the first results store (or old file) holding items of that run
+    files: list[Path]  # the results stores (scores.parquet folders) and old single scores.parquet files read
     notes: list[str] = field(default_factory=list)
 
 
+def _check_columns(part: Path) -> None:
+    try:
+        names = set(pq.read_schema(part).names)
+    except (pa.ArrowException, OSError) as err:
+        raise UserError(f"{part}: not a readable Parquet file ({err}); re-run the evaluation") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        raise UserError(f"{part}: not a scores table (columns {', '.join(missing)} missing)")
+
+
 def read_results(paths: Sequence[str | Path]) -> Results:
+    """Every results folder under ``paths`` (store or old layout); a missing path or none at all: UserError."""
     rows: list[dict[str, Any]] = []
-    items_files: dict[str, Path] = {}
+    items_sources: dict[str, Path] = {}
     run_files: dict[str, list[Path]] = defaultdict(list)
-    files = find_score_files(paths)
-    for file in files:
-        try:
-            names = set(pq.read_schema(file).names)
-        except (pa.ArrowException, OSError) as err:
-            raise UserError(f"{file}: not a readable Parquet file ({err}); re-run the evaluation") from None
-        missing = [c for c in REQUIRED_COLUMNS if c not in names]
-        if missing:
-            raise UserError(f"{file}: not a scores table (columns {', '.join(missing)} missing)")
-        try:
-            table = read_scores([file])
-        except (pa.ArrowException, OSError) as err:
-            raise UserError(f"{file}: schema mismatch with the scores table ({err})") from None
-        file_rows = table.to_pylist()
-        items = file.parent / ITEMS_FILE
+    files = find_results(paths)
+    for source in files:
+        for part in score_parts(source):
+            _check_columns(part)
+        stored = read_results_folder(source, with_items=False)
+        file_rows = stored.scores.to_pylist()
+        has_items = _has_items(source)
         for run_id in dict.fromkeys(row["run_id"] for row in file_rows):
-            run_files[run_id].append(file)
-            if items.is_file():
-                items_files.setdefault(run_id, items)
+            run_files[run_id].append(source)
+            if has_items:
+                items_sources.setdefault(run_id, source)
         rows.extend(file_rows)
     notes = [f"run {run_id} appears in {len(found)} tables ({', '.join(str(f) for f in found)}): its rows are "
              "merged as one run (a copy of a run folder?)" for run_id, found in run_files.items() if len(found) > 1]
-    return Results(rows, items_files, files, notes)
+    return Results(rows, items_sources, files, notes)
 
 
-_items_cache: dict[Path, pa.Table] = {}
+def _has_items(source: Path) -> bool:
+    from antlm_bench.store import ITEMS_PART, ITEMS_VIEW
+
+    if source.is_file():
+        return (source.parent / ITEMS_VIEW).is_file()
+    return any((part.parent / ITEMS_PART).is_file() for part in score_parts(source))
 
 
-def _read_items_table(path: Path) -> pa.Table:
-    stamp = path.stat().st_mtime_ns
-    key = Path(f"{path}@{stamp}")
+_items_cache: dict[tuple[str, tuple], pa.Table] = {}
+
+
+def _stamp(source: Path) -> tuple:
+    """What changes when a results folder does: its committed events (and the old file's mtime)."""
+    if source.is_file():
+        beside = source.parent / "items.parquet"
+        return (source.stat().st_mtime_ns, beside.stat().st_mtime_ns if beside.exists() else None)
+    return tuple(p.parent.name for p in score_parts(source))
+
+
+def _read_items_table(source: Path) -> pa.Table:
+    key = (str(source), _stamp(source))
     if key not in _items_cache:
         try:
-            _items_cache[key] = pq.read_table(path, columns=["run_id", "checkpoint", "phase_index", "scoring", "task",
-                                                               "subtask", "item_id", "group_id", "correct"])
-        except (pa.ArrowException, OSError) as err:
-            raise UserError(f"{path}: unreadable items table ({err}); re-run with --log-samples") from None
+            items = read_results_folder(source).items
+        except UserError as err:
+            raise UserError(f"{err}; re-run with --log-samples") from None
+        if items is None:
+            from antlm_bench.tables import ITEM_SCHEMA
+
+            items = ITEM_SCHEMA.empty_table()
+        _items_cache[key] = items.select(["run_id", "checkpoint", "phase_index", "scoring", "task", "subtask",
+                                          "item_id", "group_id", "correct"])
     return _items_cache[key]
 
 
@@ -83,10 +108,10 @@ def run_items(results: Results, run_id: str, meta: Mapping[str, Any], task: str,
 
     None when a subtask has no items, so that an interval or a gap is never computed on part of a task.
     """
-    path = results.items_files.get(run_id)
-    if path is None:
+    source = results.items_sources.get(run_id)
+    if source is None:
         return None
-    table = _read_items_table(path)
+    table = _read_items_table(source)
     mask = pc.and_(pc.and_(_eq(table["run_id"], run_id), _eq(table["task"], task)), _eq(table["scoring"], scoring))
     mask = pc.and_(mask, _eq(table["phase_index"], meta["phase_index"]))
     if meta["checkpoint"]:
@@ -101,7 +126,8 @@ def run_items(results: Results, run_id: str, meta: Mapping[str, Any], task: str,
         where = np.flatnonzero(subtask_col == subtask)
         if where.size == 0:
             return None
-        # the last record of an item wins (an appended re-evaluation); np.unique keeps the first, so reverse
+        # the last record of an item wins (the store already keeps one per item and seed; GLUE's seeds repeat
+        # an item, and this keeps one of them, as before); np.unique keeps the first, so reverse
         rev = where[::-1]
         uniq, first = np.unique(ids_all[rev], return_index=True)
         pick = rev[first]
