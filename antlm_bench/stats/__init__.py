@@ -35,7 +35,13 @@ from antlm_bench.stats.inference import (
     satterthwaite_df,
     seeds_needed,
 )
-from antlm_bench.stats.variance import ItemMatrix, item_variance, item_variance_of_difference, per_seed_scores, shared_items
+from antlm_bench.stats.variance import (
+    ItemMatrix,
+    item_variance,
+    item_variance_of_difference,
+    per_seed_scores,
+    shared_items,
+)
 
 __all__ = [
     "DEFAULT_RESAMPLES", "DEFAULT_SEED", "P_FLOOR", "Difference", "Estimate", "Interval", "ItemMatrix",
