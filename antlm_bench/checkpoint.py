@@ -12,14 +12,24 @@ run resumed after ``kill -9``) never sees half a checkpoint:
   moved aside first and removed after.
 - the resume point ``last``: a symbolic link to ``.resume/step-<N>``; the step folder is complete before the link
   is swapped with one atomic ``rename``, and older step folders are removed only after that.
+
+Files are written 0666 and folders 0777 less the user's umask (0644 / 0755 under the usual 022), whatever mode
+the library that wrote them chose: safetensors and ``mkdtemp`` make theirs private.
+
+``resume_points`` lists where a run could continue: ``last`` first, then the other ``.resume/step-<N>`` folders,
+newest first. The trainer checks each against its schedule and takes the first that holds up; nothing here
+deletes a checkpoint.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
+import re
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +42,8 @@ from antlm_bench.errors import UserError
 TRAINER_STATE_FILE = "trainer_state.pt"
 LAST = "last"
 RESUME_DIR = ".resume"
+WEIGHTS_FILE = "model.safetensors"
+_STEP_FOLDER = re.compile(r"step-(\d+)")
 
 
 def _write_folder(folder: Path, model: torch.nn.Module, tokenizer: Any, state: dict[str, Any],
@@ -51,7 +63,25 @@ def _write_folder(folder: Path, model: torch.nn.Module, tokenizer: Any, state: d
     (folder / STATE_FILE).write_bytes(payload)
     if trainer_state is not None:
         torch.save(trainer_state, folder / TRAINER_STATE_FILE)
+    _make_readable(folder)
     _fsync_tree(folder)
+
+
+def _umask() -> int:
+    umask = os.umask(0)  # the only way to read it; set straight back
+    os.umask(umask)
+    return umask
+
+
+def _make_readable(folder: Path) -> None:
+    """Files as ``open()`` and folders as ``mkdir`` would make them under the umask (0644 / 0755 under 022):
+    safetensors writes its file 0600 and ``mkdtemp`` its folder 0700, half a checkpoint the group cannot read."""
+    umask = _umask()
+    file_mode, dir_mode = 0o666 & ~umask, 0o777 & ~umask
+    folder.chmod(dir_mode)
+    for path in folder.rglob("*"):
+        if not path.is_symlink():
+            path.chmod(dir_mode if path.is_dir() else file_mode)
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -69,7 +99,6 @@ def write_checkpoint(destination: str | Path, model: torch.nn.Module, tokenizer:
     destination.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}.tmp-"))
     try:
-        staging.chmod(0o755)  # mkdtemp makes it private; a checkpoint is shared like any model folder
         _write_folder(staging, model, tokenizer, state, trainer_state)
         aside = None
         if destination.exists() or destination.is_symlink():
@@ -107,37 +136,78 @@ def write_resume_point(run_dir: str | Path, model: torch.nn.Module, tokenizer: A
     return target
 
 
-def last_checkpoint(run_dir: str | Path) -> Path | None:
-    """The resume point of a run folder, if it has a complete one."""
+def resume_points(run_dir: str | Path) -> list[Path]:
+    """Folders a run could continue from, best first: the one ``last`` points at, then the other
+    ``.resume/step-<N>`` folders, newest first. Only names are looked at; ``check_resume_point`` and the trainer
+    check the contents."""
+    run_dir = Path(run_dir)
+    last = run_dir / LAST
+    points = [last] if last.is_dir() else []  # is_dir follows the link: a dangling one is no point
+    current = last.resolve() if points else None
+    root = run_dir / RESUME_DIR
+    steps: list[tuple[int, Path]] = []
+    if root.is_dir():
+        for path in root.iterdir():
+            match = _STEP_FOLDER.fullmatch(path.name)
+            if match and path.is_dir() and not path.is_symlink():
+                steps.append((int(match.group(1)), path))
+    points += [path for _, path in sorted(steps, reverse=True) if path.resolve() != current]
+    return points
+
+
+def describe_last(run_dir: str | Path) -> str:
+    """What is wrong with ``last`` when it offers no folder (for the one line that says why)."""
     last = Path(run_dir) / LAST
-    if not last.exists():
-        return None
-    if not (last / STATE_FILE).is_file() or not (last / TRAINER_STATE_FILE).is_file():
-        raise UserError(f"{last}: incomplete resume checkpoint (no {STATE_FILE} or {TRAINER_STATE_FILE}); "
-                        "remove it to resume from an earlier one, or start again with --overwrite")
-    return last
+    if last.is_symlink() and not last.exists():
+        return f"{last} points to {os.readlink(last)}, which does not exist"
+    if last.exists() and not last.is_dir():
+        return f"{last} is not a folder"
+    return f"{last} does not exist"
 
 
 def read_trainer_state(checkpoint: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(antlm_state.json record, trainer_state.pt) of a resumable checkpoint."""
+    """(antlm_state.json record, trainer_state.pt) of a resumable checkpoint; a ``UserError`` naming the file
+    for anything missing, unreadable or of the wrong shape."""
     checkpoint = Path(checkpoint)
     state = read_state(checkpoint)
     if state is None:
         raise UserError(f"{checkpoint}: no {STATE_FILE}; not an antlm-bench checkpoint")
     path = checkpoint / TRAINER_STATE_FILE
+    if not path.is_file():
+        raise UserError(f"{path}: missing; the checkpoint is not a resume point")
     try:
         trainer_state = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError) as err:
+    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as err:
         raise UserError(f"{path}: unreadable ({type(err).__name__}); resume from another checkpoint") from None
+    for key, kind in (("step", int), ("tokens_seen", int), ("optimizer", dict)):
+        value = trainer_state.get(key) if isinstance(trainer_state, dict) else None
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise UserError(f"{path}: field {key} missing or not {'an integer' if kind is int else 'a mapping'}; "
+                            "resume from another checkpoint")
     return state, trainer_state
 
 
+def load_weights(checkpoint: str | Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """The checkpoint's ``model.safetensors``; a ``UserError`` naming it when it is missing, cut short or corrupt."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = Path(checkpoint) / WEIGHTS_FILE
+    if not path.is_file():
+        raise UserError(f"{path}: missing; the checkpoint is incomplete")
+    try:
+        return load_file(str(path), device=str(device))
+    except (SafetensorError, OSError, ValueError) as err:
+        reason = " ".join(str(err).split()) or type(err).__name__
+        raise UserError(f"{path}: truncated or corrupt ({reason}); resume from another checkpoint") from None
+
+
 def write_json_atomic(path: Path, record: dict[str, Any]) -> None:
+    # atomic_write_bytes gives the file the umask's mode, as every other file the run writes
     atomic_write_bytes(path, json.dumps(record, indent=2, sort_keys=True, default=str).encode() + b"\n")
-    path.chmod(0o644)
 
 
 __all__ = [
-    "LAST", "RESUME_DIR", "STATE_FILE", "TRAINER_STATE_FILE", "last_checkpoint", "read_trainer_state",
-    "write_checkpoint", "write_json_atomic", "write_resume_point",
+    "LAST", "RESUME_DIR", "STATE_FILE", "TRAINER_STATE_FILE", "WEIGHTS_FILE", "describe_last", "load_weights",
+    "read_trainer_state", "resume_points", "write_checkpoint", "write_json_atomic", "write_resume_point",
 ]

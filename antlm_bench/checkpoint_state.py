@@ -28,6 +28,9 @@ def read_state(checkpoint: str | Path) -> dict[str, Any] | None:
         state = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise UserError(f"{path}:{err.lineno}: corrupt checkpoint record ({err.msg}); re-save the checkpoint") from None
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: corrupt checkpoint record (not UTF-8 at byte {err.start}); re-save the checkpoint"
+                        ) from None
     if not isinstance(state, dict) or "phase_objective" not in state:
         raise UserError(f"{path}: field phase_objective missing; not an antlm-bench checkpoint record")
     return state

@@ -22,43 +22,65 @@ from antlm_bench.recipes import LRSchedule
 
 @dataclass(frozen=True)
 class PhaseLR:
-    """The schedule of one phase laid out in steps: cycle boundaries ``[0, b1, ..., n_steps]``."""
+    """The schedule of one phase laid out in steps.
+
+    Restarts every ``cycle_length`` steps are kept as that one number (a phase of a billion steps must not hold a
+    list of its cycles); otherwise ``starts`` lists the few cycle starts (``cycles=N``: N of them, a plain shape:
+    one). ``boundaries`` spells the cycles out, for display and tests.
+    """
 
     spec: LRSchedule
     n_steps: int
-    boundaries: tuple[int, ...]
+    starts: tuple[int, ...] = (0,)
+    cycle_length: int | None = None
+
+    @property
+    def boundaries(self) -> tuple[int, ...]:
+        """Where each cycle starts, plus ``n_steps`` at the end: ``[0, b1, ..., n_steps]``."""
+        if self.cycle_length is not None:
+            return (*range(0, self.n_steps, self.cycle_length), self.n_steps)
+        return (*self.starts, self.n_steps)
+
+    def cycle(self, step: int) -> tuple[int, int]:
+        """(start, end) of the cycle that holds ``step`` (0 <= step < n_steps), without spelling out the rest."""
+        if self.cycle_length is not None:
+            start = step - step % self.cycle_length
+            return start, min(start + self.cycle_length, self.n_steps)
+        k = bisect.bisect_right(self.starts, step) - 1
+        return self.starts[k], self.starts[k + 1] if k + 1 < len(self.starts) else self.n_steps
 
     def factor(self, step: int) -> float:
         return lr_factor(step, self)
+
+
+def _layout(spec: LRSchedule, n_steps: int, steps_per_epoch: float) -> tuple[tuple[int, ...], int | None]:
+    if n_steps <= 0:
+        raise ValueError("a phase has at least one step")
+    if spec.kind != "cosine_with_restarts":
+        return (0,), None
+    if spec.cycle_epochs is not None:
+        return (0,), max(1, round(spec.cycle_epochs * steps_per_epoch))
+    cycles = min(spec.cycles or 1, n_steps)
+    return tuple(sorted({round(k * n_steps / cycles) for k in range(cycles)})), None
 
 
 def cycle_boundaries(spec: LRSchedule, n_steps: int, steps_per_epoch: float) -> tuple[int, ...]:
     """Where each cycle starts, plus ``n_steps`` at the end. Restarts every ``cycle_epochs`` epochs put the
     boundaries at multiples of that many steps (a last, shorter cycle takes the remainder); ``cycles=N`` cuts the
     phase into N nearly equal cycles."""
-    if n_steps <= 0:
-        raise ValueError("a phase has at least one step")
-    if spec.kind != "cosine_with_restarts":
-        return (0, n_steps)
-    if spec.cycle_epochs is not None:
-        length = max(1, round(spec.cycle_epochs * steps_per_epoch))
-        starts = list(range(0, n_steps, length))
-    else:
-        cycles = min(spec.cycles or 1, n_steps)
-        starts = sorted({round(k * n_steps / cycles) for k in range(cycles)})
-    return (*starts, n_steps)
+    return build_phase_lr(spec, n_steps, steps_per_epoch).boundaries
 
 
 def build_phase_lr(spec: LRSchedule, n_steps: int, steps_per_epoch: float) -> PhaseLR:
-    return PhaseLR(spec, n_steps, cycle_boundaries(spec, n_steps, steps_per_epoch))
+    starts, cycle_length = _layout(spec, n_steps, steps_per_epoch)
+    return PhaseLR(spec, n_steps, starts, cycle_length)
 
 
 def lr_factor(step: int, phase: PhaseLR) -> float:
     """The multiplier of the base learning rate at ``step`` (0-based, within the phase)."""
     spec = phase.spec
     step = min(max(step, 0), phase.n_steps - 1)
-    k = bisect.bisect_right(phase.boundaries, step) - 1
-    start, end = phase.boundaries[k], phase.boundaries[k + 1]
+    start, end = phase.cycle(step)
     length, position = end - start, step - start
     warmup = math.ceil(spec.warmup_ratio * length) if spec.warmup_ratio > 0 else 0
     if position < warmup:

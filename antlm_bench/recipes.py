@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from antlm_bench.errors import UserError
 from antlm_bench.registry import discover
@@ -18,7 +18,8 @@ Objective = Literal["CLM", "MLM", "MNTP"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # no inf / nan anywhere in a recipe: an infinite rate or weight fails deep in the optimizer, not here
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Preset(_Strict):
@@ -43,11 +44,20 @@ class Preset(_Strict):
 
 class Optimizer(_Strict):
     name: Literal["adamw"] = "adamw"
-    lr: float = Field(gt=0)
-    weight_decay: float = Field(0.1, ge=0)
+    # AdamW moves each weight by about lr per step: above 1 a model cannot train, and 1e39 overflows float32
+    # inside the optimizer step (a traceback after the run has started) instead of failing here
+    lr: float = Field(gt=0, le=1)
+    weight_decay: float = Field(0.1, ge=0, le=1)
     betas: tuple[float, float] = (0.9, 0.98)
-    eps: float = 1e-6
-    grad_clip: float | None = 1.0
+    eps: float = Field(1e-6, gt=0, le=1)
+    grad_clip: float | None = Field(1.0, ge=0)  # 0 or null: no clipping
+
+    @field_validator("betas")
+    @classmethod
+    def _betas_below_one(cls, betas: tuple[float, float]) -> tuple[float, float]:
+        if not all(0 <= beta < 1 for beta in betas):
+            raise ValueError(f"each beta must be in [0, 1), got {list(betas)}")
+        return betas
 
 
 class LRSchedule(_Strict):
@@ -56,7 +66,7 @@ class LRSchedule(_Strict):
     kind: Literal["cosine", "cosine_with_restarts", "linear", "constant"]
     warmup_ratio: float = Field(0.01, ge=0, lt=1)  # of the phase's steps (of each cycle for restarts)
     cycle_epochs: float | None = Field(None, gt=0)  # restarts: one cycle every N epochs
-    cycles: int | None = Field(None, gt=0)  # restarts: N cycles over the phase
+    cycles: int | None = Field(None, gt=0, le=10_000)  # restarts: N cycles over the phase
     min_lr_ratio: float = Field(0.0, ge=0, le=1)
 
 

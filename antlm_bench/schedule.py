@@ -28,6 +28,7 @@ from antlm_bench.errors import UserError
 OBJECTIVES = ("CLM", "MLM", "MNTP")  # objectives a MIX may draw from
 ALL_OBJECTIVES = (*OBJECTIVES, "MIX")
 MAX_PHASES = 10_000  # after expanding repeats; a larger number is a typo, not a schedule
+MAX_DEPTH = 32  # nested repeat groups; the parser recurses once per level, so a bound keeps it off RecursionError
 
 # which attention mask each objective trains with (MIX: the drawn objective's, batch by batch)
 ATTENTION_MODE = {"CLM": "causal", "MLM": "bidirectional", "MNTP": "bidirectional", "MIX": "per batch"}
@@ -45,8 +46,10 @@ class ScheduleError(UserError):
             where = " at the end"
         else:
             where = f" at character {self.position + 1}"
+        # a schedule of thousands of characters would make a line nobody reads; the caret line shows it whole
+        shown = text if len(text) <= 80 else text[:60] + "..." + text[-10:]
         super().__init__(
-            f"schedule {text!r}: {expected}{where}; write e.g. 4_CLM+16_MLM+4_CLM, 0.5_MNTP, 2_MIX(CLM:1,MLM:15), "
+            f"schedule {shown!r}: {expected}{where}; write e.g. 4_CLM+16_MLM+4_CLM, 0.5_MNTP, 2_MIX(CLM:1,MLM:15), "
             "3x(1_CLM+2_MLM)"
         )
 
@@ -150,6 +153,7 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.depth = 0  # repeat groups open at the current position
 
     # -- lexical helpers ---------------------------------------------------------------------------------------
     def _skip(self) -> None:
@@ -217,17 +221,26 @@ class _Parser:
         literal, start = self._number("a number of epochs (or a repeat count like 3x)")
         after = self._peek()
         if after in ("x", "X"):
-            if "." in literal or int(literal) < 1:
+            if "." in literal or not literal.strip("0"):
                 raise self._fail("expected a whole repeat count of at least 1", start)
+            # digits counted before int(): it refuses literals of more than 4300 digits with a ValueError
+            if len(literal.lstrip("0")) > len(str(MAX_PHASES)) or int(literal) > MAX_PHASES:
+                raise self._fail(f"expected a repeat count of at most {MAX_PHASES}", start)
             self.pos += 1
             self._expect("(", "'(' after the repeat count")
+            if self.depth >= MAX_DEPTH:
+                raise self._fail(f"expected at most {MAX_DEPTH} nested repeat groups", self.pos - 1)
+            self.depth += 1
             items = self.sequence()
+            self.depth -= 1
             self._expect(")", "')' closing the repeat group")
             return Repeat(int(literal), items)
         if after != "_":
             raise self._fail("expected '_' between the epochs and the objective (as in 4_CLM)")
         epochs = float(literal)
-        if not (epochs > 0 and math.isfinite(epochs)):
+        if not math.isfinite(epochs):
+            raise self._fail("expected a finite number of epochs", start)
+        if not epochs > 0:
             raise self._fail("expected a positive number of epochs", start)
         self.pos += 1
         return self.objective(epochs)

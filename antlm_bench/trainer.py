@@ -26,12 +26,14 @@ computed. bf16 autocast is used on CUDA only; on CPU everything is float32.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import datetime as _dt
 import importlib
 import json
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -50,14 +52,16 @@ from antlm_bench import __version__
 from antlm_bench.checkpoint import (
     LAST,
     RESUME_DIR,
-    last_checkpoint,
+    describe_last,
+    load_weights,
     read_trainer_state,
+    resume_points,
     write_checkpoint,
     write_json_atomic,
     write_resume_point,
 )
 from antlm_bench.checkpoint_state import auto_scoring_method
-from antlm_bench.errors import UserError
+from antlm_bench.errors import DivergedError, UserError
 from antlm_bench.lr_schedules import PhaseLR, build_phase_lr, describe, phase_scheduler
 from antlm_bench.objectives import BatchBuilder, LossModule, draw_mix_objective
 from antlm_bench.recipes import Recipe, load_recipe
@@ -68,12 +72,15 @@ METRICS_FILE = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
 SCORES = "scores.parquet"
 _RUN_ITEMS = (RUN_FILE, METRICS_FILE, CHECKPOINTS, SCORES, LAST, RESUME_DIR, "index.jsonl", "tensorboard")
+# what a run folder holds that a restart must never delete: finished checkpoints and the scores of checkpoints
+_KEEP_ITEMS = (CHECKPOINTS, SCORES, "index.jsonl")
+# a plan longer than this is a typo (1000000000000_MLM), refused before anything is built; 1000x the paper's run
+MAX_TOTAL_STEPS = 100_000_000
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 
 
-class TrainingDiverged(UserError):
-    """The loss (or the gradient norm) stopped being a finite number."""
-
-    exit_code = 3
+class TrainingDiverged(DivergedError):
+    """The loss (or the gradient norm) stopped being a finite number (exit status 3)."""
 
 
 class TrainConfig(BaseModel):
@@ -148,8 +155,16 @@ class TrainResult:
 
 
 def plan_phases(schedule: Schedule, recipe: Recipe, steps_per_epoch: int) -> list[PhasePlan]:
+    """Each phase's steps and LR layout; a schedule of more than ``MAX_TOTAL_STEPS`` steps on this corpus is
+    refused first, from the phases' epochs alone (the layouts never list a phase's steps, so no plan is big)."""
+    phases = schedule.phases  # at most schedule.MAX_PHASES: the parser counts before it expands
+    total = math.fsum(phase.epochs for phase in phases) * steps_per_epoch
+    if not total <= MAX_TOTAL_STEPS:
+        shown = schedule.canonical if len(schedule.canonical) <= 80 else schedule.canonical[:60] + "..."
+        raise UserError(f"schedule {shown!r}: {total:,.0f} optimizer steps on this corpus ({steps_per_epoch} per "
+                        f"epoch); the limit is {MAX_TOTAL_STEPS:,}; give fewer epochs")
     plans, start = [], 0
-    for index, phase in enumerate(schedule.phases):
+    for index, phase in enumerate(phases):
         n_steps = max(1, round(phase.epochs * steps_per_epoch))
         spec = recipe.lr_schedule(phase.dominant_objective)
         plans.append(PhasePlan(index, phase, start, n_steps, build_phase_lr(spec, n_steps, steps_per_epoch)))
@@ -206,7 +221,22 @@ class _Dist:
             dist.destroy_process_group()
 
 
+def check_device(name: str) -> str:
+    """``--device`` as given, if torch can use it here: auto, cpu, mps, cuda or cuda:N."""
+    if not _DEVICE.fullmatch(name):
+        raise UserError(f"--device {name}: unknown; use auto, cpu, cuda or cuda:N")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
+    if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
+        raise UserError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                        f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise UserError("--device mps: not available on this machine; use --device cpu")
+    return name
+
+
 def _resolve_device(name: str, local_rank: int) -> torch.device:
+    check_device(name)
     if name == "auto":
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(name)
@@ -283,7 +313,7 @@ class Trainer:
         self.config = config
         self.callbacks = list(callbacks or [])
         self.console = console
-        requested = config.device
+        requested = check_device(config.device)  # first: a bad --device must not leave a folder behind
         kind = "cuda" if requested.startswith("cuda") or (requested == "auto" and torch.cuda.is_available()) else "cpu"
         self.dist = _Dist(kind)
         self.device = _resolve_device(requested, self.dist.local_rank)
@@ -297,7 +327,8 @@ class Trainer:
         self.preset = self.recipe.preset(config.preset)
         self.schedule = parse_schedule(config.schedule or self.recipe.default_schedule)
         self.output = Path(config.output).expanduser()
-        self.resume_from = self._prepare_output()
+        # read-only until the plan stands: a refused schedule or a bad corpus must not have deleted anything
+        self._mode, self._points = self._inspect_output()
 
         self.tokenizer, self.corpus = self._data(tokenizer, corpus)
         self.n_sequences = int(self.corpus.input_ids.shape[0])
@@ -328,8 +359,8 @@ class Trainer:
         self.step = 0
         self.tokens_seen = 0
         self.elapsed_before = 0.0
-        if self.resume_from is not None:
-            self._load_resume_point(self.resume_from)
+        self._claim_output(self._mode == "resume")
+        self.resume_from = self._resume(self._points) if self._mode == "resume" else None
         self.model.train()
         loss_module = LossModule(self.model)
         if self.dist.enabled:
@@ -346,37 +377,68 @@ class Trainer:
         if self.console is not None and self.dist.main:
             self.console.print(message, highlight=False, markup=False)
 
-    def _prepare_output(self) -> Path | None:
-        """Refuse to train into another run's folder; return the checkpoint to resume from, if any."""
+    def _inspect_output(self) -> tuple[str, list[Path]]:
+        """Decide, reading only, what to do with the folder: ("fresh", []), ("restart", []) when it holds nothing
+        worth keeping, or ("resume", the resume points to try, best first). Refuses a folder that holds another
+        run, and a --resume that could only go on by deleting finished checkpoints."""
         config, out = self.config, self.output
         present = [name for name in _RUN_ITEMS if (out / name).exists() or (out / name).is_symlink()]
-        resume_from = None
         if config.resume:
-            last = last_checkpoint(out)
-            if last is not None:
-                resume_from = last
+            points = resume_points(out)
+            if points:
                 self._check_same_run(out)
-            elif present and self.dist.main:
-                # a run that never reached its first checkpoint: nothing to keep
+                return "resume", points
+            kept = _kept_items(out)
+            if kept:
+                shown = ", ".join(kept[:3]) + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")
+                raise UserError(f"--resume {out}: no resume point ({describe_last(out)}, and no other "
+                                f"{RESUME_DIR}/step-* folder), but the run holds {shown}; nothing was deleted; "
+                                "pass --overwrite to train it again from the start, or train into a new --output")
+            if present:  # a run that never reached its first checkpoint: nothing to keep
                 self._say(f"--resume: {out} has no resume checkpoint yet; starting from the beginning")
-        elif present:
+                return "restart", []
+            return "fresh", []
+        if present:
             if not config.overwrite:
                 raise UserError(f"{out} already holds a training run ({', '.join(present)}); pass --resume to "
                                 "continue it or --overwrite to start again")
+            return "restart", []
+        return "fresh", []
+
+    def _claim_output(self, resuming: bool) -> None:
+        """Make the run folder ours: a restart clears the old run's items, every start clears killed writers'
+        staging folders. A resume deletes nothing of the run."""
+        out = self.output
         self.dist.barrier()
         if self.dist.main:
-            if resume_from is None:
-                for name in present:
+            if not resuming:
+                for name in _RUN_ITEMS:
                     path = out / name
                     if path.is_symlink() or path.is_file():
                         path.unlink()
-                    else:
+                    elif path.exists():
                         shutil.rmtree(path)
             out.mkdir(parents=True, exist_ok=True)
             for leftover in list(out.glob(f"{CHECKPOINTS}/.*.tmp-*")) + list(out.glob(f"{RESUME_DIR}/.*.tmp-*")):
                 shutil.rmtree(leftover, ignore_errors=True)  # staging folders of a killed writer
         self.dist.barrier()
-        return resume_from
+
+    def _resume(self, points: list[Path]) -> Path:
+        """Load the first resume point that holds up (see ``_load_resume_point``), saying so when it is not
+        ``last``; refuse with one line when none does. Nothing is deleted either way."""
+        problems: list[str] = []
+        for path in points:
+            try:
+                self._load_resume_point(path)
+            except UserError as err:
+                problems.append(str(err))
+                continue
+            if problems:
+                self._say(f"--resume: {problems[0]}; resuming from {path} instead")
+            return path
+        more = f" (and {len(problems) - 1} other resume point(s) unusable too)" if len(problems) > 1 else ""
+        raise UserError(f"{problems[0]}{more}; nothing was deleted; pass --overwrite to train the run again from "
+                        "the start, or train into a new --output")
 
     def _check_same_run(self, out: Path) -> None:
         path = out / RUN_FILE
@@ -413,44 +475,88 @@ class Trainer:
         return result
 
     def _load_resume_point(self, path: Path) -> None:
+        """Check a resume point against this run and load it: the records parse, the step agrees across them and
+        with the schedule, the weights load and fit the model. Everything is checked before anything is set."""
         state, trainer_state = read_trainer_state(path)
         if state.get("data_hash") and state["data_hash"] != self.corpus.data_hash:
             raise UserError(f"--resume {path}: the training data changed since the checkpoint (data hash "
                             f"{state['data_hash'][:12]} vs {self.corpus.data_hash[:12]}); use the same corpus")
         if state.get("global_batch_size") not in (None, self.global_batch):
             raise UserError(f"--resume {path}: global batch {state['global_batch_size']} then, {self.global_batch} now")
-        from safetensors.torch import load_file
-
-        weights = load_file(str(path / "model.safetensors"), device=str(self.device))
-        missing, unexpected = self.model.load_state_dict(weights, strict=False)
+        self._check_step(path, state, trainer_state)
+        weights = load_weights(path, self.device)
         tied = set(getattr(self.model, "_tied_weights_keys", None) or [])
+        try:
+            missing, unexpected = self.model.load_state_dict(weights, strict=False)
+        except RuntimeError as err:  # a tensor of another shape
+            raise UserError(f"--resume {path}: the weights do not fit the model ({_first_line(err)}); resume with "
+                            "the same recipe and preset") from None
         if unexpected or any(key not in tied for key in missing):
             raise UserError(f"--resume {path}: the weights do not fit the model (missing {missing[:3]}, unexpected "
                             f"{unexpected[:3]}); resume with the same recipe and preset")
-        self.optimizer.load_state_dict(trainer_state["optimizer"])
+        try:
+            self.optimizer.load_state_dict(trainer_state["optimizer"])
+        except (ValueError, KeyError, TypeError, RuntimeError) as err:
+            raise UserError(f"{path / 'trainer_state.pt'}: the optimizer state does not fit the model "
+                            f"({_first_line(err)}); resume from another checkpoint") from None
+        for param, moments in self.optimizer.state.items():
+            for name in ("exp_avg", "exp_avg_sq"):
+                if name in moments and moments[name].shape != param.shape:
+                    raise UserError(f"{path / 'trainer_state.pt'}: optimizer {name} of shape "
+                                    f"{tuple(moments[name].shape)} for a parameter of shape {tuple(param.shape)}; "
+                                    "resume from another checkpoint")
         self.step = int(trainer_state["step"])
         self.tokens_seen = int(trainer_state["tokens_seen"])
         self.elapsed_before = float(trainer_state.get("elapsed_s", 0.0))
         rng = trainer_state.get("rng", {})
-        cpu_states = rng.get("torch", [])
-        if len(cpu_states) == self.dist.world:
-            torch.set_rng_state(cpu_states[self.dist.rank])
-            cuda_states = rng.get("cuda", [])
-            if self.device.type == "cuda" and len(cuda_states) == self.dist.world and cuda_states[self.dist.rank] is not None:
-                torch.cuda.set_rng_state(cuda_states[self.dist.rank], self.device)
-        else:
-            self._say(f"--resume: the run had {len(cpu_states)} processes, now {self.dist.world}; dropout noise "
-                      "is reseeded (the data order and masks are unchanged)")
-            torch.manual_seed(self.config.seed + 104729 * (self.step + 1) + 7919 * self.dist.rank)
+        cpu_states = rng.get("torch", []) if isinstance(rng, dict) else []
+        try:
+            if len(cpu_states) == self.dist.world:
+                torch.set_rng_state(cpu_states[self.dist.rank])
+                cuda_states = rng.get("cuda", [])
+                if self.device.type == "cuda" and len(cuda_states) == self.dist.world and cuda_states[self.dist.rank] is not None:
+                    torch.cuda.set_rng_state(cuda_states[self.dist.rank], self.device)
+            else:
+                self._say(f"--resume: the run had {len(cpu_states)} processes, now {self.dist.world}; dropout noise "
+                          "is reseeded (the data order and masks are unchanged)")
+                torch.manual_seed(self.config.seed + 104729 * (self.step + 1) + 7919 * self.dist.rank)
+        except (RuntimeError, TypeError) as err:
+            raise UserError(f"{path / 'trainer_state.pt'}: unusable random-number state ({_first_line(err)}); "
+                            "resume from another checkpoint") from None
         self._say(f"resumed from {path.resolve()} at step {self.step} (epoch {self.step / self.steps_per_epoch:.2f})")
+
+    def _check_step(self, path: Path, state: dict[str, Any], trainer_state: dict[str, Any]) -> None:
+        """The resume point's step: the same in both records and the folder name, inside this schedule, in the
+        phase the record names. A step edited in one place would otherwise resume somewhere else, or past the end
+        and report a final checkpoint that was never written."""
+        step = trainer_state["step"]
+        where = path / "trainer_state.pt"
+        if state.get("step") != step:
+            raise UserError(f"{where}: field step is {step} but {path / 'antlm_state.json'} says "
+                            f"{state.get('step')!r}; the checkpoint was altered, resume from another one")
+        named = re.fullmatch(r"step-(\d+)", path.resolve().name)
+        if named and int(named.group(1)) != step:
+            raise UserError(f"{where}: field step is {step} in a folder named {path.resolve().name}; the checkpoint "
+                            "was altered, resume from another one")
+        if not 0 < step <= self.total_steps:
+            raise UserError(f"{where}: field step is {step}, outside this schedule's steps 1..{self.total_steps} "
+                            f"({self.schedule.canonical}); resume from another checkpoint")
+        for key, mine in (("schedule", self.schedule.canonical), ("steps_per_epoch", self.steps_per_epoch),
+                          ("phase_index", self._plan_at(step - 1).index)):
+            if key in state and state[key] != mine:
+                raise UserError(f"{path / 'antlm_state.json'}: field {key} is {state[key]!r}, this run has {mine!r} "
+                                f"at step {step}; resume with the same settings or from another checkpoint")
+        most = step * self.global_batch * self.seq_len
+        if not 0 < trainer_state["tokens_seen"] <= most:
+            raise UserError(f"{where}: field tokens_seen is {trainer_state['tokens_seen']}, impossible after {step} "
+                            f"steps (at most {most}); resume from another checkpoint")
 
     # -- records -----------------------------------------------------------------------------------------------
     def _plan_at(self, step: int) -> PhasePlan:
-        """The phase that global step ``step`` (0-based) belongs to."""
-        for plan in self.plans:
-            if step < plan.end_step:
-                return plan
-        return self.plans[-1]
+        """The phase that global step ``step`` (0-based) belongs to (a bisection: up to MAX_PHASES phases)."""
+        if not hasattr(self, "_ends"):
+            self._ends = [plan.end_step for plan in self.plans]
+        return self.plans[min(bisect.bisect_right(self._ends, step), len(self.plans) - 1)]
 
     def _record(self, plan: PhasePlan, complete: bool) -> dict[str, Any]:
         from antlm_bench.tables import current_git_commit
@@ -624,6 +730,21 @@ class Trainer:
         return loss, grad_norm, wanted > 0
 
     def run(self) -> TrainResult:
+        """Train to the end of the schedule (or --max-steps); run.json ends "finished", "stopped", "diverged",
+        "failed" or "interrupted", never "running" after the process is gone (kill -9 aside)."""
+        try:
+            return self._run()
+        except TrainingDiverged:
+            raise  # _diverged recorded it, with the step
+        except BaseException as err:
+            if self.dist.main:
+                record = self._run_record("interrupted" if isinstance(err, KeyboardInterrupt) else "failed")
+                record["error"] = f"{type(err).__name__}: {_first_line(err)}"
+                with contextlib.suppress(OSError):  # a full disk must not hide the error that brought us here
+                    write_json_atomic(self.output / RUN_FILE, record)
+            raise
+
+    def _run(self) -> TrainResult:
         config = self.config
         reporters = _Reporters(config.report_to, self.output, self._run_record("running")) if self.dist.main else None
         if self.dist.main:
@@ -784,6 +905,21 @@ class Trainer:
         from antlm_bench.data import atomic_write_bytes
 
         atomic_write_bytes(path, ("\n".join(kept) + "\n").encode() if kept else b"")
+
+
+def _first_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return (text[:200] + "...") if len(text) > 200 else text or type(err).__name__
+
+
+def _kept_items(out: Path) -> list[str]:
+    """What a run folder holds that only --overwrite may delete: finished checkpoints, scores."""
+    kept = []
+    folder = out / CHECKPOINTS
+    if folder.is_dir():
+        kept += [f"{CHECKPOINTS}/{p.name}" for p in sorted(folder.iterdir()) if not p.name.startswith(".")]
+    kept += [name for name in _KEEP_ITEMS if name != CHECKPOINTS and (out / name).exists()]
+    return kept
 
 
 def train(config: TrainConfig, **kwargs: Any) -> TrainResult:

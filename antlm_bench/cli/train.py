@@ -44,8 +44,9 @@ def train_command(
     """Train MODEL at PRESET through its schedule; `torchrun --nproc-per-node N` runs it with DDP."""
     from antlm_bench.recipes import load_recipe
     from antlm_bench.registry import add_include_path
-    from antlm_bench.trainer import TrainConfig, train
+    from antlm_bench.trainer import TrainConfig, check_device, train
 
+    check_device(device)  # before anything is read or written
     for folder in include_path or []:
         add_include_path(folder)
     if eval_limit is None and eval_every != "none":
