@@ -1,0 +1,263 @@
+"""The results store: one rename per event, the latest row per key, the old layout, the folder lock, tidy folders."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from leaderboard_tables import write_run
+
+from antlm_bench.errors import UserError
+from antlm_bench.locking import LOCK_FILE, folder_lock, output_folder
+from antlm_bench.store import (
+    EVENT_PART,
+    ITEMS_PART,
+    MIGRATING,
+    PART,
+    STAGING_PREFIX,
+    commit_results,
+    find_results,
+    read_results_folder,
+    tidy_results,
+)
+from antlm_bench.tables import CheckpointInfo, RunInfo, ScoreRow, item_table, score_table
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def scores(run_id: str = "r", subtasks: dict[str, float] | None = None, limit: int | None = None,
+           checkpoint: str = "c"):
+    """A scores table of one task; ``subtasks``: name -> value (n = 4 each)."""
+    subtasks = subtasks or {"a": 0.5, "b": 0.75}
+    rows = [ScoreRow("blimp", name, "accuracy", value, 4, "clm", limit=limit) for name, value in subtasks.items()]
+    rows.append(ScoreRow("blimp", "", "accuracy", float(np.mean(list(subtasks.values()))), 4 * len(subtasks), "clm",
+                         limit=limit))
+    return score_table(RunInfo(run_id=run_id, seed=1, git_commit="test"),
+                       CheckpointInfo(checkpoint=checkpoint, phase_index=0), rows)
+
+
+def items(run_id: str = "r", subtasks: tuple[str, ...] = ("a", "b"), correct: float = 1.0, checkpoint: str = "c"):
+    return item_table([{"run_id": run_id, "checkpoint": checkpoint, "phase_index": 0, "scoring": "clm",
+                        "task": "blimp", "subtask": name, "item_id": f"{name}-{i}", "correct": correct}
+                       for name in subtasks for i in range(4)])
+
+
+def values(table) -> dict[tuple, float]:
+    return {(r["run_id"], r["subtask"], r["limit"]): r["value"] for r in table.to_pylist()}
+
+
+def test_each_commit_is_one_event_and_the_latest_row_of_a_key_wins(tmp_path):
+    first = commit_results(tmp_path, scores(subtasks={"a": 0.5, "b": 0.75}), items())
+    second = commit_results(tmp_path, scores(subtasks={"a": 1.0}))  # re-scores a (and the task row), not b
+    store = tmp_path / "scores.parquet"
+    assert sorted(p.name for p in store.iterdir()) == [first, second] and first < second
+    assert sorted(p.name for p in (store / first).iterdir()) == sorted([PART, ITEMS_PART, EVENT_PART])
+    read = read_results_folder(store)
+    assert values(read.scores) == {("r", "a", None): 1.0, ("r", "b", None): 0.75, ("r", "", None): 1.0}
+    assert read.events == [first, second]
+    # items of a stay only where their scores stand: a was re-scored without --log-samples, b was not
+    assert sorted(set(read.items["subtask"].to_pylist())) == ["b"] and read.items.num_rows == 4
+    # the store is a plain Arrow dataset too (every committed part, no de-duplication), items as well
+    assert pq.read_table(store).num_rows == 5
+    assert pq.read_table(tmp_path / "items.parquet").num_rows == 8
+
+
+def test_another_limit_is_another_key_and_keeps_its_items(tmp_path):
+    commit_results(tmp_path, scores(), items())
+    commit_results(tmp_path, scores(limit=2))
+    read = read_results_folder(tmp_path / "scores.parquet")
+    assert read.scores.num_rows == 6 and read.items.num_rows == 8
+
+
+def test_a_group_takes_its_items_from_one_event_only(tmp_path):
+    commit_results(tmp_path, scores(), items(correct=0.0))
+    commit_results(tmp_path, scores(), items(subtasks=("a", "b"), correct=1.0))
+    read = read_results_folder(tmp_path / "scores.parquet")
+    assert read.items.num_rows == 8 and set(read.items["correct"].to_pylist()) == {1.0}
+
+
+def test_glue_rows_of_each_seed_are_separate_keys(tmp_path):
+    rows = [ScoreRow("glue", "rte", "accuracy", 0.5 + seed / 100, 10, "finetune", seed=seed) for seed in (1, 2, 3)]
+    commit_results(tmp_path, score_table(RunInfo(run_id="g", git_commit="t"), CheckpointInfo(), rows))
+    assert read_results_folder(tmp_path / "scores.parquet").scores.num_rows == 3
+
+
+def test_the_old_layout_is_read_and_becomes_the_first_event_on_the_next_write(tmp_path):
+    folder = write_run(tmp_path, "old", [{"phase_index": 0, "tasks": {"blimp": {"x": np.ones(5), "y": np.zeros(5)}}}])
+    before = read_results_folder(folder / "scores.parquet")
+    assert before.scores.num_rows == 3 and before.items.num_rows == 10
+    assert find_results([tmp_path]) == [folder / "scores.parquet"]
+    commit_results(folder, scores(run_id="new"), items(run_id="new"))
+    after = read_results_folder(folder / "scores.parquet")
+    assert (folder / "scores.parquet").is_dir() and not (folder / MIGRATING).exists()
+    assert after.scores.num_rows == 6 and after.items.num_rows == 18
+    assert after.events[0] == "0" * 20 + "-legacy"
+    assert (folder / "items.parquet").is_dir() and pq.read_table(folder / "items.parquet").num_rows == 18
+
+
+def test_the_committed_study_in_the_old_layout_still_reads():
+    study = REPO / "leaderboards" / "mini-antlm" / "results"
+    if not study.is_dir():
+        pytest.skip("no committed study in this checkout")
+    found = find_results([study])
+    assert found and all(p.is_file() for p in found)
+    assert all(read_results_folder(p, with_items=False).scores.num_rows for p in found)
+
+
+def test_readers_skip_staging_and_tidy_removes_it_only_when_no_writer_is_busy(tmp_path):
+    commit_results(tmp_path, scores())
+    store = tmp_path / "scores.parquet"
+    orphan = store / f"{STAGING_PREFIX}dead"
+    orphan.mkdir()
+    pq.write_table(scores(subtasks={"z": 0.0}), orphan / PART)
+    assert read_results_folder(store).scores.num_rows == 3 and pq.read_table(store).num_rows == 3
+    # a writer staging right now holds the store's shared lock: tidy leaves its folder alone
+    import fcntl
+
+    fd = os.open(store, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    try:
+        assert tidy_results(tmp_path) == [] and orphan.is_dir()
+    finally:
+        os.close(fd)
+    done = tidy_results(tmp_path)
+    assert len(done) == 1 and not orphan.exists()
+
+
+def test_a_failed_write_commits_nothing_and_leaves_no_staging(tmp_path, monkeypatch):
+    commit_results(tmp_path, scores())
+
+    def explode(table, where, *args, **kwargs):
+        Path(where).write_bytes(b"PAR1 half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", explode)
+    with pytest.raises(OSError) as caught:
+        commit_results(tmp_path, scores(subtasks={"c": 0.0}), items())
+    assert caught.value.filename and str(tmp_path) in caught.value.filename and "\n" not in str(caught.value)
+    assert [p.name for p in (tmp_path / "scores.parquet").iterdir() if p.name.startswith(".")] == []
+    assert read_results_folder(tmp_path / "scores.parquet").scores.num_rows == 3
+
+
+def test_files_and_folders_are_readable_by_others_under_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        event = commit_results(tmp_path / "out", scores(), items())
+    finally:
+        os.umask(old)
+    store = tmp_path / "out" / "scores.parquet"
+    for path in (store, store / event, tmp_path / "out" / "items.parquet"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o755, path
+    for path in (store / event / PART, store / event / ITEMS_PART, store / event / EVENT_PART):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+
+
+# -- the folder lock ---------------------------------------------------------------------------------------------
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from antlm_bench.locking import folder_lock
+    with folder_lock(Path(sys.argv[1]), "train"):
+        print("held", flush=True)
+        time.sleep(120)
+""")
+
+
+def hold_lock(folder: Path) -> subprocess.Popen:
+    folder.mkdir(parents=True, exist_ok=True)
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert child.stdout.readline().strip() == "held"
+    return child
+
+
+def test_a_second_writer_is_refused_naming_the_holder_and_a_kill_frees_the_lock(tmp_path):
+    folder = tmp_path / "run"
+    child = hold_lock(folder)
+    try:
+        with pytest.raises(UserError, match=rf"pid {child.pid}\b.*writing this folder") as caught:
+            with folder_lock(folder, "train"):
+                pass
+        assert "\n" not in str(caught.value)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert (folder / LOCK_FILE).exists()  # kill -9 leaves the file, but not the lock
+    with folder_lock(folder, "train"):
+        assert (folder / LOCK_FILE).read_text().split()[0] == str(os.getpid())
+    assert not (folder / LOCK_FILE).exists()
+
+
+def test_the_lock_is_reentrant_in_one_process_and_released_on_an_exception(tmp_path):
+    with pytest.raises(RuntimeError):
+        with folder_lock(tmp_path, "run"), folder_lock(tmp_path, "train"):
+            raise RuntimeError("boom")
+    with folder_lock(tmp_path, "eval"):
+        pass
+
+
+def test_a_failing_command_removes_the_folder_it_made_and_left_empty(tmp_path):
+    with pytest.raises(UserError):
+        with output_folder(tmp_path / "new" / "deeper", "eval"):
+            raise UserError("bad --schedule")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(UserError):
+        with output_folder(tmp_path / "kept", "eval"):
+            raise UserError("bad")
+    assert (tmp_path / "kept").is_dir()  # not made by this command
+    with pytest.raises(UserError):
+        with output_folder(tmp_path / "partly", "eval") as folder:
+            (folder / "checkpoints").mkdir()
+            raise UserError("diverged")
+    assert (tmp_path / "partly" / "checkpoints").is_dir()  # not empty: what was written stays
+    with output_folder(tmp_path / "ok", "eval"):
+        pass
+    assert (tmp_path / "ok").is_dir() and list((tmp_path / "ok").iterdir()) == []
+
+
+def test_evaluate_and_train_take_the_lock_before_anything_else(tmp_path):
+    from antlm_bench.evaluate import evaluate
+    from antlm_bench.trainer import TrainConfig, train
+
+    folder = tmp_path / "busy"
+    child = hold_lock(folder)
+    try:
+        with pytest.raises(UserError, match=f"pid {child.pid}"):
+            evaluate(tmp_path / "no-model", "blimp", output_dir=folder)
+        with pytest.raises(UserError, match=f"pid {child.pid}"):
+            train(TrainConfig(model="antlm-babyllama", preset="tiny", output=folder))
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    with pytest.raises(UserError, match="not a folder"):  # the model is checked once the lock is ours
+        evaluate(tmp_path / "no-model", "blimp", output_dir=tmp_path / "fresh")
+    assert not (tmp_path / "fresh").exists()  # made by the failing eval, left empty: removed
+
+
+def test_the_cli_refuses_a_second_eval_into_one_folder_in_one_line(tmp_path):
+    folder = tmp_path / "busy"
+    child = hold_lock(folder)
+    try:
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "antlm_bench", "eval", "--model", str(tmp_path), "--tasks", "blimp", "--output",
+             str(folder), "--no-progress"], cwd=REPO, capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"})
+        assert time.monotonic() - started < 300
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"pid {child.pid}" in lines[0] and "Traceback" not in result.stderr
