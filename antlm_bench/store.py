@@ -199,7 +199,12 @@ def commit_results(folder: str | Path, scores: pa.Table, items: pa.Table | None 
     store = _ensure_store(folder)
     with _dir_flock(store, fcntl.LOCK_SH):  # tidy_results (LOCK_EX) never removes a staging folder in use
         staging = store / f"{STAGING_PREFIX}{secrets.token_hex(8)}"
-        staging.mkdir()
+        try:
+            staging.mkdir()
+        except FileNotFoundError:  # a failed first writer removed the empty store just now: make it again
+            store = _ensure_store(folder)
+            staging = store / staging.name
+            staging.mkdir()
         try:
             _write_file(staging / PART, lambda p: pq.write_table(scores, p))
             if items is not None:
@@ -214,6 +219,8 @@ def commit_results(folder: str | Path, scores: pa.Table, items: pa.Table | None 
             os.rename(staging, store / event)  # THE commit
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                store.rmdir()  # only when empty: a failed first commit leaves no empty store behind
             raise
         fault_point("store.committed")
         _fsync_dir(store)

@@ -89,6 +89,9 @@ def test_glue_rows_of_each_seed_are_separate_keys(tmp_path):
     rows = [ScoreRow("glue", "rte", "accuracy", 0.5 + seed / 100, 10, "finetune", seed=seed) for seed in (1, 2, 3)]
     commit_results(tmp_path, score_table(RunInfo(run_id="g", git_commit="t"), CheckpointInfo(), rows))
     assert read_results_folder(tmp_path / "scores.parquet").scores.num_rows == 3
+    with pytest.raises(OSError):
+        commit_results(tmp_path / "fresh", scores())
+    assert list((tmp_path / "fresh").iterdir()) == []  # no empty store that a plain dataset read would trip on
 
 
 def test_the_old_layout_is_read_and_becomes_the_first_event_on_the_next_write(tmp_path):
@@ -146,6 +149,9 @@ def test_a_failed_write_commits_nothing_and_leaves_no_staging(tmp_path, monkeypa
     assert caught.value.filename and str(tmp_path) in caught.value.filename and "\n" not in str(caught.value)
     assert [p.name for p in (tmp_path / "scores.parquet").iterdir() if p.name.startswith(".")] == []
     assert read_results_folder(tmp_path / "scores.parquet").scores.num_rows == 3
+    with pytest.raises(OSError):
+        commit_results(tmp_path / "fresh", scores())
+    assert list((tmp_path / "fresh").iterdir()) == []  # no empty store that a plain dataset read would trip on
 
 
 def test_files_and_folders_are_readable_by_others_under_the_umask(tmp_path):
