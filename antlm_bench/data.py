@@ -229,6 +229,11 @@ def atomic_write_bytes(path: Path, payload: bytes) -> None:
             handle.write(payload)
         os.chmod(tmp, readable_file_mode())  # mkstemp makes 0600; a result file should read like any other
         os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        if err.filename is None:  # a failed write() (disk full) names no file: name the one being written
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -332,6 +337,8 @@ def _download(url: str, part: Path, record_path: Path, timeout: float) -> None:
     except OSError as err:
         if err.errno is None or err.errno in _NETWORK_ERRNOS:  # socket errors; disk errors propagate
             raise UserError(f"fetch {url}: {err}; run the same command again to resume") from None
+        if err.filename is None:  # a failed write() names no file: name the one being written
+            raise OSError(err.errno, err.strerror, str(part)) from err
         raise
 
 

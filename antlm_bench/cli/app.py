@@ -121,6 +121,18 @@ class ReportingGroup(TyperGroup):
     """The top-level command group: every subcommand runs inside :meth:`invoke`, so this is where a failure of
     any command (run from the shell or from ``typer.testing.CliRunner``) becomes one line and an exit status."""
 
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        # the top level's own options (``antlm-bench --bogus``) are parsed here, before invoke
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except _PASS_THROUGH:
+            raise
+        except click_exceptions.UsageError as err:
+            exit_ = fail(err)
+            if exit_ is None:
+                raise
+            raise exit_ from None
+
     def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
