@@ -275,3 +275,101 @@ def test_cli_fetch_reports_the_folder(tmp_path, monkeypatch, capsys):
     assert "data ready" in capsys.readouterr().out
     assert json.loads((tmp_path / "data" / "blimp_filtered" / "a.jsonl").read_text().splitlines()[0]) == {
         "sentence_good": "x"}
+
+
+# -- one line for damaged data ----------------------------------------------------------------------------------------
+
+
+def test_lone_surrogate_is_named_with_its_line(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"a": "fine \\u00e9 \\ud83d\\ude00"}\n{"a": "x\\ud800y"}\n')
+    with pytest.raises(UserError, match=r"s\.jsonl:2: a lone surrogate \(\\ud800\)"):
+        data.read_jsonl(path)
+    path.write_text('{"a": "fine \\u00e9 \\ud83d\\ude00"}\n')  # a proper pair is text
+    assert data.read_jsonl(path) == [{"a": "fine \u00e9 \U0001f600"}]
+
+
+def test_not_utf8_jsonl_names_the_file(tmp_path):
+    path = tmp_path / "n.jsonl"
+    path.write_bytes(b'{"a": "\xff"}\n')
+    with pytest.raises(UserError, match=r"n\.jsonl: not UTF-8"):
+        data.read_jsonl(path)
+
+
+def _zip_with(member: bytes, compression: int = zipfile.ZIP_DEFLATED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression) as archive:
+        archive.writestr("set/a.jsonl", member)
+    return buffer.getvalue()
+
+
+def test_damaged_zip_members_name_the_member(tmp_path):
+    path = tmp_path / "z.zip"
+    path.write_bytes(_zip_with(b'{"k": "\xff"}\n'))
+    with pytest.raises(UserError, match=r"z\.zip!set/a\.jsonl: not UTF-8"):
+        data.read_zip_jsonl(path, "set/a.jsonl", None)
+    raw = bytearray(_zip_with(b'{"k": 1}\n' * 50, zipfile.ZIP_STORED))
+    raw[raw.index(b'{"k": 1}') + 2] ^= 0x01  # a flipped byte: bad CRC
+    path.write_bytes(bytes(raw))
+    with pytest.raises(UserError, match=r"z\.zip!set/a\.jsonl: not readable \(BadZipFile"):
+        data.read_zip_jsonl(path, "set/a.jsonl", None)
+    raw = bytearray(_zip_with(b'{"k": 1}\n' * 500))
+    start = raw.index(b"set/a.jsonl") + len("set/a.jsonl")
+    raw[start + 2: start + 20] = b"\xff" * 18  # a corrupt deflate stream
+    path.write_bytes(bytes(raw))
+    with pytest.raises(UserError, match=r"z\.zip!set/a\.jsonl: not readable"):
+        data.read_zip_jsonl(path, "set/a.jsonl", None)
+    path.write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(UserError, match=r"z\.zip: not readable"):
+        data.list_zip_members(path, "set")
+
+
+# -- the CLI's one error line -----------------------------------------------------------------------------------------
+
+
+def test_environment_errors_become_one_line_naming_the_path():
+    import errno
+
+    from antlm_bench.cli.app import environment_failure
+
+    found = environment_failure(OSError(errno.ENOSPC, "No space left on device", "/data/out/scores.parquet"))
+    assert found is not None and found.exit_code == 4
+    assert str(found).startswith("/data/out/scores.parquet: no space left on device;")
+    try:  # the OSError as a library wraps it
+        try:
+            raise PermissionError(errno.EACCES, "Permission denied", "/locked")
+        except OSError as inner:
+            raise RuntimeError("saving failed") from inner
+    except RuntimeError as outer:
+        wrapped = environment_failure(outer)
+    assert wrapped is not None and "/locked: permission denied" in str(wrapped)
+    text_only = environment_failure(RuntimeError("safetensors: No space left on device (os error 28)"))
+    assert text_only is not None and "no space left" in str(text_only)
+    assert environment_failure(FileNotFoundError(errno.ENOENT, "No such file", "/x")) is None
+    assert environment_failure(ValueError("a bug")) is None
+
+
+@pytest.mark.parametrize("name", ["[/bold]", "[red]x[/red]", "a\\", "[link=file:///etc]x[/link]", ":thumbs_up:"])
+def test_error_line_prints_markup_and_emoji_codes_as_text(tmp_path, name):
+    from typer.testing import CliRunner
+
+    from antlm_bench.cli import app
+
+    result = CliRunner().invoke(app, ["data", "verify", "--data-dir", str(tmp_path / name)])
+    assert result.exit_code == 2
+    assert result.output.strip() == (f"error: --data-dir {tmp_path / name} is not a folder; pass the folder that "
+                                     "holds blimp_filtered/ etc.")
+
+
+def test_unexpected_errors_keep_their_traceback(monkeypatch):
+    """A bug is not dressed up as a user error: CliRunner sees the exception itself."""
+    from typer.testing import CliRunner
+
+    from antlm_bench.cli import app
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(data, "resolve_data_dir", broken)
+    result = CliRunner().invoke(app, ["data", "where"])
+    assert isinstance(result.exception, ZeroDivisionError)
