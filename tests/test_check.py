@@ -90,13 +90,13 @@ def test_without_items_the_unpaired_test_decides(tmp_path):
     _write(tmp_path / "new", "new", {"blimp": {"a": current}}, items=False)
     report = run_check([tmp_path / "new"], [tmp_path / "base"])
     (line,) = report.lines
-    # the same -3 pp that the paired test flags is within the noise of two independent intervals
-    assert line.test == "unpaired" and line.status == "drop, not significant"
+    # the same -3 pp that the item-paired test flags is within the noise of two independent intervals
+    assert line.test == "same-seed" and not line.comparison.paired and line.status == "drop, not significant"
     big_base, big_current = _pair(1000, 200)
     _write(tmp_path / "base2", "base", {"blimp": {"a": big_base}}, items=False)
     _write(tmp_path / "new2", "new", {"blimp": {"a": big_current}}, items=False)
     report = run_check([tmp_path / "new2"], [tmp_path / "base2"])
-    assert report.lines[0].test == "unpaired" and report.lines[0].status == "regression"
+    assert report.lines[0].test == "same-seed" and report.lines[0].status == "regression"
 
 
 def test_no_interval_at_all_falls_back_to_the_tolerance(tmp_path):
@@ -125,9 +125,14 @@ def test_improvement_and_macro_over_shared_tasks(tmp_path, monkeypatch, capsys):
     assert by_column["blimp"].status == "improved"
     assert by_column["macro"].comparison.delta == pytest.approx(0.025)
     assert by_column["macro"].comparison.paired
+    # glue was not compared: that is no pass, unless the user allows it
+    assert report.exit_code == 1 and any("task glue" in m for m in report.missing)
     summary = tmp_path / "summary.md"
+    code, out, err = _cli(monkeypatch, capsys, "--results", tmp_path / "new", "--baseline", tmp_path / "base",
+                          "--markdown", summary)
+    assert code == 1 and "missing" in err and "glue" in out
     code, _, _ = _cli(monkeypatch, capsys, "--results", tmp_path / "new", "--baseline", tmp_path / "base",
-                      "--markdown", summary)
+                      "--markdown", summary, "--allow-missing")
     assert code == 0
     text = summary.read_text()
     assert "no regression" in text and "| blimp |" in text and "improved" in text

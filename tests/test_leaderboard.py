@@ -13,6 +13,7 @@ from antlm_bench.leaderboard import (
     LeaderboardDefinition,
     board_table,
     build_leaderboard,
+    cell_text,
     load_definition,
     read_results,
     render_markdown,
@@ -59,7 +60,7 @@ def test_one_row_per_group_seeds_averaged_final_checkpoint_macro(tmp_path):
             assert cell.spread == pytest.approx(np.std(seed_values, ddof=1))
             assert cell.n_seeds == 2
             assert cell.low < cell.value < cell.high
-            assert cell.interval == "items"
+            assert cell.interval == "t over 2 seeds + items"
         assert row.macro.value == pytest.approx(np.mean([row.cells[t].value for t in board.columns]))
         assert row.macro.low < row.macro.value < row.macro.high
     best = board.rows[0]
@@ -72,23 +73,29 @@ def test_one_row_per_group_seeds_averaged_final_checkpoint_macro(tmp_path):
     assert curve[0].value > curve[1].value
 
 
-def test_seed_interval_comes_from_seed_averaged_items(tmp_path):
-    """Two seeds: the interval is the bootstrap of seed-averaged correctness, narrower than either seed's own."""
+def test_seed_interval_is_student_t_over_seeds_with_the_items_variance_added(tmp_path):
+    """Two seeds: mean +- t(1) * sqrt(s2_seeds / 2 + V_items), V_items from the per-seed item matrix (two-way)."""
+    from scipy import stats as sp
+
+    from antlm_bench.stats import ItemMatrix, item_variance
+
     runs = _study(tmp_path)
     board = build_leaderboard(read_results([tmp_path]))
     row = next(r for r in board.rows if r.key[2] == "4_CLM")
-    from antlm_bench.stats import bootstrap_macro
-
-    averaged = {}
+    matrices = {}
     for name, first in runs["4_CLM-s0"]["ewok"].items():
-        # items are aligned by id, held in id order
-        order = np.argsort(np.array([f"{name}-{i}" for i in range(first.size)]))
-        averaged[name] = ((first + runs["4_CLM-s1"]["ewok"][name]) / 2)[order]
-    expected = bootstrap_macro(averaged)
+        ids = np.array([f"{name}-{i}" for i in range(first.size)])
+        order = np.argsort(ids)  # items are aligned by id, held in id order
+        matrices[name] = ItemMatrix(ids[order], np.stack([first[order], runs["4_CLM-s1"]["ewok"][name][order]]))
+    seeds = [_task_value(runs[f"4_CLM-s{s}"]["ewok"]) for s in (0, 1)]
+    half = sp.t.ppf(0.975, 1) * np.sqrt(np.var(seeds, ddof=1) / 2 + item_variance(matrices))
     cell = row.cells["ewok"]
-    assert cell.high - cell.low == pytest.approx(expected.high - expected.low)
+    assert cell.low == pytest.approx(np.mean(seeds) - half) and cell.high == pytest.approx(np.mean(seeds) + half)
+    # one seed: the items' interval only, and the cell says that its seed variance is unknown
     one_seed = build_leaderboard(read_results([tmp_path / "4_CLM-s0"])).rows[0].cells["ewok"]
-    assert cell.high - cell.low < one_seed.high - one_seed.low
+    assert one_seed.interval == "items only (1 seed: seed variance unknown)"
+    assert "(1 seed)" in cell_text(one_seed)
+    assert cell.high - cell.low > one_seed.high - one_seed.low  # the seeds' spread is counted, not averaged away
 
 
 def test_missing_task_means_no_macro_unless_defined(tmp_path):

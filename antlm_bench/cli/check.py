@@ -1,4 +1,4 @@
-"""``antlm-bench check``: the CI regression gate (exit 0 fine, 1 regression, 2 unusable input)."""
+"""``antlm-bench check``: the CI regression gate (exit 0 fine, 1 regression or missing scores, 2 unusable input)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from antlm_bench.cli.app import app, console, err_console
@@ -16,49 +17,64 @@ from antlm_bench.cli.app import app, console, err_console
 def check_command(
     results: list[Path] = typer.Option(..., "--results", help="Result folder(s) or scores.parquet of the new run."),
     baseline: list[Path] = typer.Option(..., "--baseline", help="Baseline scores.parquet or folder(s) (with "
-                                        "items.parquet beside it for paired tests)."),
+                                        "items.parquet beside it for item-paired tests)."),
     tolerance: float = typer.Option(0.5, "--tolerance", help="Largest drop ignored, in percentage points."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the drop's test."),
     rule: str = typer.Option("auto", "--rule", help="auto: a drop beyond the tolerance must also be significant "
-                             "(paired with items, unpaired from intervals otherwise); tolerance: the drop alone."),
+                             "(seed-aware test, see docs/statistics.md); tolerance: the drop alone."),
+    seed_sd: float | None = typer.Option(None, "--seed-sd", help="Training-seed SD of a task score in percentage "
+                                         "points, for one seed a side (else taken from a side with >= 2 seeds)."),
+    holm: bool = typer.Option(True, "--holm/--no-holm", help="Holm-adjust the p-values of a group's tasks and "
+                              "macro as one family (default on)."),
+    allow_missing: bool = typer.Option(False, "--allow-missing", help="Pass even when the results lack a task, "
+                                       "subtask, metric, items or group that the baseline has."),
     by: str | None = typer.Option(None, "--by", help="Grouping keys that match runs with baseline runs "
                                   "(default recipe,preset,schedule)."),
     markdown: Path | None = typer.Option(None, "--markdown", help="Also append the table as Markdown here "
                                          "(e.g. $GITHUB_STEP_SUMMARY)."),
 ) -> None:
-    """Compare task and macro scores with a baseline; exit 1 on a significant drop beyond the tolerance."""
+    """Compare task and macro scores with a baseline; exit 1 on a significant drop beyond the tolerance, or when
+    the results lack something the baseline has."""
     from antlm_bench.check import report_markdown, run_check
-    from antlm_bench.leaderboard import p_text
+    from antlm_bench.leaderboard import design_text, p_text
 
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
-    report = run_check(results, baseline, tolerance, alpha, rule, group_by)
+    report = run_check(results, baseline, tolerance, alpha, rule, group_by, seed_sd, holm, allow_missing)
     groups = list(dict.fromkeys(line.group for line in report.lines))
-    title = f"check against the baseline (tolerance {tolerance} pp, alpha {alpha}, rule {rule})"
+    title = (f"check against the baseline (tolerance {tolerance} pp, alpha {alpha}"
+             f"{', Holm' if holm else ''}, rule {rule})")
     if len(groups) == 1:
         title += f"\n{groups[0]}"
     # narrow enough for an 80-column CI log: no vertical rules, the item count only in the Markdown summary
-    table = Table(title=title, box=box.SIMPLE_HEAD)
+    table = Table(title=escape(title), box=box.SIMPLE_HEAD)
     columns = (["group"] if len(groups) > 1 else []) + ["task", "base", "new", "delta pp",
-                                                        f"{100 * (1 - alpha):g}% CI", "p", "test", "status"]
+                                                        f"{100 * (1 - alpha):g}% CI", "p", "MDE", "test", "status"]
     for column in columns:
-        table.add_column(column, justify="right" if column in ("base", "new", "delta pp", "p") else "left",
-                         overflow="fold", no_wrap=column not in ("group", "task"))
+        table.add_column(column, justify="right" if column in ("base", "new", "delta pp", "p", "MDE") else "left",
+                         overflow="fold", no_wrap=column not in ("group", "task", "test"))
     for line in report.lines:
         c = line.comparison
         style = {"regression": "bold red", "improved": "green", "drop, not significant": "yellow"}.get(line.status)
-        table.add_row(*([line.group] if len(groups) > 1 else []), line.column, f"{100 * line.baseline.value:.2f}", f"{100 * line.current.value:.2f}",
-                      f"{100 * c.delta:+.2f}",
+        table.add_row(*([escape(line.group)] if len(groups) > 1 else []), escape(line.column),
+                      f"{100 * line.baseline.value:.2f}", f"{100 * line.current.value:.2f}", f"{100 * c.delta:+.2f}",
                       f"[{100 * c.low:+.2f},{100 * c.high:+.2f}]" if c.low is not None else "-",
-                      p_text(c.p_value).removeprefix("p=").removeprefix("p "). removeprefix("p"),
-                      line.test, line.status, style=style)
+                      p_text(c.p_value).removeprefix("p=").removeprefix("p ").removeprefix("p"),
+                      "-" if c.mde is None else f"{100 * c.mde:.2f}",
+                      "tolerance only" if line.test == "tolerance" else design_text(c), line.status, style=style)
     console.print(table)
     for note in report.notes:
-        console.print(f"[yellow]note[/yellow] {note}")
+        console.print(f"[yellow]note[/yellow] {escape(note)}")
+    for item in report.missing:
+        console.print(f"[red]missing[/red] {escape(item)}")
     if markdown is not None:
         with open(markdown, "a", encoding="utf-8") as handle:
             handle.write(report_markdown(report))
     if report.regressions:
         err_console.print(f"[red]regression:[/red] {len(report.regressions)} score(s) dropped by more than "
                           f"{tolerance} pp" + (" and significantly" if rule == "auto" else ""))
-        sys.exit(1)
-    console.print("no regression")
+    if report.failed_missing:
+        err_console.print(f"[red]missing:[/red] the results lack {len(report.missing)} thing(s) the baseline has; "
+                          "re-run them, or pass --allow-missing")
+    if report.exit_code:
+        sys.exit(report.exit_code)
+    console.print("no regression" + (f" (allowed missing: {len(report.missing)})" if report.missing else ""))

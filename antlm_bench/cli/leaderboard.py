@@ -40,9 +40,11 @@ def leaderboard_command(
     plots: Path | None = typer.Option(None, "--plots", help="Also write per-checkpoint curves (PNG and SVG) here."),
     x_axis: str = typer.Option("epoch", "--x", help="Curves' x axis: epoch or tokens."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the gaps."),
+    holm: bool = typer.Option(False, "--holm", help="Holm-adjust the p-values of each row's gaps (tasks and "
+                              "macro) as one family."),
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
-    """Rank runs by macro score: seeds averaged, 95% intervals, paired gaps where item tables exist."""
+    """Rank configurations by macro score: seeds averaged, 95% intervals over seeds and items, seed-aware gaps."""
     from antlm_bench.leaderboard import format_for, leaderboard_from_paths, write_leaderboard
 
     for folder in include_path or []:
@@ -50,7 +52,7 @@ def leaderboard_command(
     if x_axis not in ("epoch", "tokens"):
         raise UserError(f"--x {x_axis}: choose epoch or tokens")
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
-    board = leaderboard_from_paths(results or [], definition, group_by, parse_reference(reference), alpha)
+    board = leaderboard_from_paths(results or [], definition, group_by, parse_reference(reference), alpha, holm)
     written = write_leaderboard(board, format_for(fmt, out), out, console, plots, x_axis)
     for path in written:
         err_console.print(f"wrote {path}")

@@ -11,7 +11,7 @@ One job per module, data flowing one way:
 """
 
 from antlm_bench.leaderboard.board import build_leaderboard, macro_cell
-from antlm_bench.leaderboard.compare import compare, hierarchical_replicates, unpaired_gap
+from antlm_bench.leaderboard.compare import apply_holm, compare, compare_cells
 from antlm_bench.leaderboard.definition import (
     DEFAULT_GROUP_BY,
     DEFAULT_TASKS,
@@ -22,7 +22,7 @@ from antlm_bench.leaderboard.definition import (
     load_definition,
 )
 from antlm_bench.leaderboard.html import render_html
-from antlm_bench.leaderboard.model import BoardRow, Cell, Comparison, CurvePoint, ItemSet, Leaderboard
+from antlm_bench.leaderboard.model import BoardRow, Cell, Comparison, CurvePoint, Leaderboard
 from antlm_bench.leaderboard.output import (
     FORMATS,
     board_table,
@@ -35,7 +35,9 @@ from antlm_bench.leaderboard.results import Results, read_results
 from antlm_bench.leaderboard.text import (
     cell_text,
     comparison_text,
+    design_text,
     key_text,
+    mde_text,
     method_lines,
     p_text,
     pct,
@@ -46,9 +48,9 @@ from antlm_bench.leaderboard.text import (
 
 __all__ = [
     "DEFAULT_GROUP_BY", "DEFAULT_TASKS", "FORMATS", "GROUP_KEYS", "MACRO", "BoardRow", "Cell", "Comparison",
-    "CurvePoint", "ItemSet", "Leaderboard", "LeaderboardDefinition", "Results", "board_table", "build_leaderboard",
-    "cell_text", "compare", "comparison_text", "definition_result_paths", "format_for", "hierarchical_replicates",
+    "CurvePoint", "Leaderboard", "LeaderboardDefinition", "Results", "board_table", "build_leaderboard",
+    "cell_text", "apply_holm", "compare", "compare_cells", "comparison_text", "design_text", "mde_text", "definition_result_paths", "format_for",
     "key_text", "leaderboard_from_paths", "load_definition", "macro_cell", "method_lines", "p_text", "pct",
-    "plot_curves", "read_results", "render_html", "render_markdown", "render_terminal", "unpaired_gap", "verdict",
+    "plot_curves", "read_results", "render_html", "render_markdown", "render_terminal", "verdict",
     "write_leaderboard",
 ]

@@ -13,17 +13,19 @@ import numpy as np
 
 from antlm_bench.checkpoint_state import SCORING_FOR_OBJECTIVE, dominant_objective
 from antlm_bench.errors import UserError
-from antlm_bench.leaderboard.compare import _percentile_interval, compare, hierarchical_replicates
+from antlm_bench.leaderboard.compare import compare
 from antlm_bench.leaderboard.definition import (
     GROUP_KEYS,
     MACRO,
     SCORING_PREFERENCE,
     SEPARATE_SCORING,
+    Z95,
     LeaderboardDefinition,
 )
-from antlm_bench.leaderboard.model import BoardRow, Cell, Comparison, CurvePoint, ItemSet, Leaderboard
+from antlm_bench.leaderboard.model import BoardRow, Cell, Comparison, CurvePoint, Leaderboard
 from antlm_bench.leaderboard.results import Results, run_items
-from antlm_bench.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_macro
+from antlm_bench.stats import ItemMatrix, item_variance
+from antlm_bench.stats import estimate as stats_estimate
 
 
 def column_of(task: str, scoring: str) -> str:
@@ -130,39 +132,23 @@ def _checkpoints(results: Results, definition: LeaderboardDefinition) -> dict[st
                 cells[column] = by_metric[metric][choice]
             meta = {k: rows[0].get(k) for k in ("phase_index", "phase_objective", "epoch", "tokens_seen",
                                                  "checkpoint", *GROUP_KEYS)}
+            # the run's training seed: GLUE rows carry their fine-tuning seed instead
+            trained = [r["seed"] for r in rows if r["scoring"] not in ("finetune", "probe") and r["seed"] is not None]
+            meta["seed"] = trained[0] if trained else meta["seed"]
             variants = {column: by_limit[(column, row["metric"], row["scoring"])] for column, row in cells.items()}
             out[run_id].append(_RunCheckpoint(run_id, ckpt, meta, cells, dict(subtask_metrics), variants))
     return out
 
 
-def _average_seeds(per_seed: list[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]]]) -> ItemSet:
-    """Mean correctness over seeds, on the items every seed has."""
-    out = {}
-    for subtask in per_seed[0]:
-        ids = per_seed[0][subtask][0]
-        for other in per_seed[1:]:
-            ids = np.intersect1d(ids, other[subtask][0])
-        total = np.zeros(ids.size)
-        groups = None
-        for seed_items in per_seed:
-            seed_ids, correct, seed_groups = seed_items[subtask]
-            index = np.searchsorted(seed_ids, ids)
-            total += correct[index]
-            if groups is None and seed_groups is not None:
-                groups = seed_groups[index]
-        out[subtask] = (ids, total / len(per_seed), groups)
-    return ItemSet(out)
+def _item_var_from_rows(rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """Item variance of a seed mean from each seed's own 95% interval: the mean of their squared standard errors.
 
-
-def _interval_from_rows(rows: Sequence[Mapping[str, Any]], value: float) -> tuple[float | None, float | None]:
-    """Mean of the seeds' bounds, re-centred on the mean (a seed mean shares its items' sampling error)."""
-    lows = [r["ci_low"] for r in rows if r["ci_low"] is not None]
-    highs = [r["ci_high"] for r in rows if r["ci_high"] is not None]
-    if len(lows) != len(rows) or len(highs) != len(rows):
-        return None, None
-    below = float(np.mean([r["value"] - r["ci_low"] for r in rows]))
-    above = float(np.mean([r["ci_high"] - r["value"] for r in rows]))
-    return value - below, value + above
+    Without per-item tables the seeds' item errors cannot be separated from their seed-by-item residual, so this
+    counts the residual twice (once here, once in the seeds' spread): conservative.
+    """
+    if any(r["ci_low"] is None or r["ci_high"] is None for r in rows):
+        return None
+    return float(np.mean([((r["ci_high"] - r["ci_low"]) / (2 * Z95)) ** 2 for r in rows]))
 
 
 def _spread(values: Sequence[float]) -> float | None:
@@ -186,10 +172,9 @@ def build_leaderboard(
     group_by: Sequence[str] | None = None,
     reference: Mapping[str, str] | None = None,
     alpha: float = 0.05,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
     macro_tasks: Sequence[str] | None = None,
     gaps: bool = True,
+    holm: bool = False,
 ) -> Leaderboard:
     """Aggregate result rows into a leaderboard; see the module docstring for the rules."""
     definition = definition or LeaderboardDefinition()
@@ -230,29 +215,8 @@ def build_leaderboard(
                 continue
             if len(present) < len(finals):
                 row.notes.append(f"{column}: {len(present)} of {len(finals)} runs scored")
-            cell_rows = [f.cells[column] for f in present]
-            values = [r["value"] for r in cell_rows]
-            value = float(np.mean(values))
-            scorings = sorted({r["scoring"] for r in cell_rows})
-            cell = Cell(value, None, None, _spread(values), len(present), "+".join(scorings),
-                        int(np.mean([r["n"] or 0 for r in cell_rows])), seed_values=values,
-                        seed_runs=[f.run_id for f in present])
-            cell.items = _group_items(results, present, column, scorings)
-            if len(present) == 1:
-                cell.low, cell.high = cell_rows[0]["ci_low"], cell_rows[0]["ci_high"]
-                cell.interval = "rows" if cell.low is not None else ""
-            elif cell.items is not None:
-                subtask_values = {s: v for s, (_, v, _) in cell.items.subtasks.items()}
-                subtask_groups = {s: g for s, (_, _, g) in cell.items.subtasks.items() if g is not None}
-                interval = bootstrap_macro(subtask_values, subtask_groups or None, resamples, seed)
-                # the items' interval, around the seeds' mean (equal to it when every seed scored the same items)
-                cell.low, cell.high = value - (interval.value - interval.low), value + (interval.high - interval.value)
-                cell.interval = "items"
-            else:
-                cell.low, cell.high = _interval_from_rows(cell_rows, value)
-                cell.interval = "rows" if cell.low is not None else ""
-            row.cells[column] = cell
-        row.macro = macro_cell(row, macro_columns, resamples, seed)
+            row.cells[column] = _cell(results, present, column)
+        row.macro = macro_cell(row, macro_columns)
         row.curves = _curves(checkpoints, run_ids, columns, macro_columns)
         rows.append(row)
 
@@ -262,16 +226,48 @@ def build_leaderboard(
     if ref_row is not None:
         for row in rows:
             if row is not ref_row:
-                comparisons.extend(compare(row, ref_row, columns, macro_columns, alpha, resamples, seed))
+                comparisons.extend(compare(row, ref_row, columns, macro_columns, alpha, holm=holm))
     if any(c.interval == "" for r in rows for c in r.cells.values()):
-        notes.append("some cells have no interval (rows without ci_low/ci_high and no items)")
+        notes.append("some cells have no interval (one seed, and rows without ci_low/ci_high or items)")
     return Leaderboard(definition, group_by, columns, macro_columns, rows, comparisons,
                        ref_row.key if ref_row else None, alpha, notes,
-                       _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+                       _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), holm)
 
 
-def _group_items(results: Results, present: list[_RunCheckpoint], column: str, scorings: list[str]) -> ItemSet | None:
-    """Seed-averaged items of one cell, when every run of the group has them for every subtask."""
+def _cell(results: Results, present: list[_RunCheckpoint], column: str) -> Cell:
+    """The seeds of one configuration on one column: their mean, interval (seeds + items) and item tables."""
+    cell_rows = [f.cells[column] for f in present]
+    values = [r["value"] for r in cell_rows]
+    scorings = sorted({r["scoring"] for r in cell_rows})
+    task = column.split(":")[0]
+    subtasks = {k: v for f in present for k, v in f.subtask_metrics.get((task, scorings[0]), {}).items()}
+    cell = Cell(float(np.mean(values)), None, None, _spread(values), len(present), "+".join(scorings),
+                int(np.mean([r["n"] or 0 for r in cell_rows])), seed_values=values,
+                seed_runs=[f.run_id for f in present], seed_labels=[_seed_label(f) for f in present],
+                subtasks=subtasks)
+    cell.items = _group_items(results, present, column, scorings)
+    cell.item_var = item_variance(cell.items) if cell.items is not None else _item_var_from_rows(cell_rows)
+    _set_interval(cell)
+    return cell
+
+
+def _seed_label(final: _RunCheckpoint) -> str:
+    seed = final.meta.get("seed")
+    return final.run_id if seed is None else str(seed)
+
+
+def _set_interval(cell: Cell) -> None:
+    """95% interval over seeds and items (``stats.estimate``); none when neither part is known."""
+    if cell.item_var is None and cell.n_seeds < 2:
+        return
+    estimate = stats_estimate(cell.seed_values, cell.item_var or 0.0)
+    cell.low, cell.high = estimate.low, estimate.high
+    cell.interval = estimate.method + ("" if cell.item_var is not None else " (no item interval)")
+
+
+def _group_items(results: Results, present: list[_RunCheckpoint], column: str,
+                 scorings: list[str]) -> dict[str, ItemMatrix] | None:
+    """Per-seed correctness of one cell on the items every seed has, when every run has item tables."""
     if len(scorings) != 1:
         return None
     task, scoring = column.split(":")[0], scorings[0]
@@ -284,30 +280,37 @@ def _group_items(results: Results, present: list[_RunCheckpoint], column: str, s
         if items is None:
             return None
         per_seed.append(items)
-    return _average_seeds(per_seed)
+    out: dict[str, ItemMatrix] = {}
+    for subtask in per_seed[0]:
+        ids = per_seed[0][subtask][0]
+        for other in per_seed[1:]:
+            ids = np.intersect1d(ids, other[subtask][0])
+        rows = [correct[np.searchsorted(seed_ids, ids)] for seed_ids, correct, _ in (s[subtask] for s in per_seed)]
+        groups = next((g[np.searchsorted(i, ids)] for i, _, g in (s[subtask] for s in per_seed) if g is not None),
+                      None)
+        out[subtask] = ItemMatrix(ids, np.stack(rows), groups)
+    return out
 
 
-def macro_cell(row: BoardRow, macro_columns: Sequence[str], resamples: int = DEFAULT_RESAMPLES,
-               seed: int = DEFAULT_SEED) -> Cell | None:
-    """Mean of ``macro_columns``; None when the row lacks one of them."""
+def macro_cell(row: BoardRow, macro_columns: Sequence[str]) -> Cell | None:
+    """Mean of ``macro_columns``; None when the row lacks one of them.
+
+    Per seed, the macro is the mean of that run's task scores (runs that scored every macro task); the tasks use
+    disjoint items, so their item variances add: Var_items(macro) = sum_t Var_items(t) / T^2.
+    """
     if not macro_columns or any(c not in row.cells for c in macro_columns):
         return None
     cells = [row.cells[c] for c in macro_columns]
-    value = float(np.mean([c.value for c in cells]))
-    # a run's own macro needs every macro task scored on that run
     runs = [r for r in cells[0].seed_runs if all(r in c.seed_runs for c in cells)]
+    if not runs:
+        return None
     per_seed = [float(np.mean([c.seed_values[c.seed_runs.index(r)] for c in cells])) for r in runs]
-    macro = Cell(value, None, None, _spread(per_seed), len(runs), "auto", seed_values=per_seed, seed_runs=runs)
-    if all(c.items is not None for c in cells):
-        tasks = {col: {s: (v, g) for s, (_, v, g) in c.items.subtasks.items()} for col, c in zip(macro_columns, cells)}
-        point, reps = hierarchical_replicates(tasks, resamples, seed)
-        low, high = _percentile_interval(point, reps)
-        macro.low, macro.high, macro.interval = value - (point - low), value + (high - point), "items"
-    elif all(c.low is not None and c.high is not None for c in cells):
-        # task scores come from disjoint item sets: their errors add as independent ones
-        below = math.sqrt(sum((c.value - c.low) ** 2 for c in cells)) / len(cells)
-        above = math.sqrt(sum((c.high - c.value) ** 2 for c in cells)) / len(cells)
-        macro.low, macro.high, macro.interval = value - below, value + above, "tasks"
+    labels = [cells[0].seed_labels[cells[0].seed_runs.index(r)] for r in runs]
+    item_vars = [c.item_var for c in cells]
+    macro = Cell(float(np.mean(per_seed)), None, None, _spread(per_seed), len(runs), "auto", seed_values=per_seed,
+                 seed_runs=runs, seed_labels=labels)
+    macro.item_var = None if None in item_vars else sum(item_vars) / len(cells) ** 2
+    _set_interval(macro)
     return macro
 
 

@@ -1,119 +1,121 @@
-"""Gaps between two board rows, task by task and for the macro."""
+"""Gaps between two board rows, task by task and for the macro, with the test that fits their seeds.
+
+The statistics live in ``antlm_bench.stats``; this module only lines the two rows up:
+- the design comes from the seeds on each side (``stats.choose_design``): same-seed, paired-seeds, welch, pooled
+  or unknown;
+- the item part of the gap's variance is paired by item when both cells have item tables for the same items
+  (``stats.item_variance_of_difference``), else the two cells' item variances add (conservative: scores of two
+  models on the same items correlate positively);
+- the macro's gap uses each run's macro (mean of its task scores), and its item part is the sum of the tasks'
+  item parts over T^2 (disjoint items);
+- with ``holm`` the p-values of one row's comparisons (tasks and macro) are Holm-adjusted together.
+"""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from antlm_bench.leaderboard.definition import MACRO, Z95
-from antlm_bench.leaderboard.model import BoardRow, Cell, Comparison, ItemSet
-from antlm_bench.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, _replicate_means
+from antlm_bench.leaderboard.definition import MACRO
+from antlm_bench.leaderboard.model import BoardRow, Cell, Comparison
+from antlm_bench.stats import ItemMatrix, choose_design, difference, item_variance_of_difference, shared_items
+from antlm_bench.stats import holm as holm_adjust
 
-# ----------------------------------------------------------------------------------------------------------
-# comparisons
-
-
-def hierarchical_replicates(
-    tasks: Mapping[str, Mapping[str, tuple[np.ndarray, np.ndarray | None]]],
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-) -> tuple[float, np.ndarray]:
-    """Point and bootstrap replicates of mean over tasks of mean over subtasks of mean over items.
-
-    ``tasks[task][subtask] = (values, groups)``. Items are resampled within each subtask (clusters from ``groups``
-    as one), as ``stats.bootstrap_macro`` does; the two levels of unweighted means match how task and macro scores
-    are defined (a plain mean over all subtasks would weight BLiMP's 67 paradigms over the supplement's 5).
-    For one task without clusters this draws exactly what ``stats.paired_bootstrap`` draws.
-    """
-    rng = np.random.default_rng(seed)
-    replicates = np.zeros(resamples)
-    points = []
-    for task in sorted(tasks):
-        subtasks = tasks[task]
-        task_reps = np.zeros(resamples)
-        for name in sorted(subtasks):
-            values, groups = subtasks[name]
-            task_reps += _replicate_means(np.asarray(values, dtype=np.float64), groups, resamples, rng)
-        replicates += task_reps / len(subtasks)
-        points.append(np.mean([np.mean(subtasks[n][0]) for n in sorted(subtasks)]))
-    return float(np.mean(points)), replicates / len(tasks)
+_ITEM_DESIGN = {"same-seed": "same-seed", "paired-seeds": "paired-seeds"}  # else: seeds unpaired
 
 
-def _percentile_interval(point: float, replicates: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    alpha = (1 - level) / 2
-    low, high = np.quantile(replicates, [alpha, 1 - alpha])
-    return float(low), float(high)
+@dataclass
+class _Sides:
+    """Two cells' per-seed values, lined up by seed label when the design pairs seeds."""
+
+    a: list[float]
+    b: list[float]
+    order_a: list[int]
+    order_b: list[int]
 
 
-def _two_sided_p(replicates: np.ndarray) -> float:
-    tail = min(np.mean(replicates <= 0), np.mean(replicates >= 0))
-    return float(min(1.0, 2 * tail))
+def _line_up(a: Cell, b: Cell, design: str) -> _Sides:
+    if design in _ITEM_DESIGN:
+        labels = sorted(a.seed_labels)
+        order_a = [a.seed_labels.index(label) for label in labels]
+        order_b = [b.seed_labels.index(label) for label in labels]
+    else:
+        order_a, order_b = list(range(a.n_seeds)), list(range(b.n_seeds))
+    return _Sides([a.seed_values[i] for i in order_a], [b.seed_values[i] for i in order_b], order_a, order_b)
 
 
-def _normal_p(z: float) -> float:
-    return math.erfc(abs(z) / math.sqrt(2))
+def _item_part(a: Cell, b: Cell, sides: _Sides, design: str) -> tuple[float | None, bool, int]:
+    """(item variance of a - b, paired by item?, items paired)."""
+    if a.items is not None and b.items is not None and set(a.items) == set(b.items):
+        left = {s: _reordered(m, sides.order_a) for s, m in a.items.items()}
+        right = {s: _reordered(m, sides.order_b) for s, m in b.items.items()}
+        if shared_items(left, right):
+            variance = item_variance_of_difference(left, right, _ITEM_DESIGN.get(design, "unpaired-seeds"))
+            return variance, True, shared_items(left, right)
+    if a.item_var is None or b.item_var is None:
+        return None, False, 0
+    return a.item_var + b.item_var, False, 0
 
 
-def unpaired_gap(a: Cell, b: Cell, alpha: float) -> tuple[float, float | None, float | None, float | None]:
-    """(delta, low, high, p) of a - b from the two 95% intervals, as independent normal errors.
-
-    Scores of two models on the *same* items are positively correlated, so this overstates the noise of the
-    gap: an unpaired verdict of "significant" is conservative.
-    """
-    delta = a.value - b.value
-    if None in (a.low, a.high, b.low, b.high):
-        return delta, None, None, None
-    se = math.sqrt(((a.high - a.low) / (2 * Z95)) ** 2 + ((b.high - b.low) / (2 * Z95)) ** 2)
-    if se == 0:
-        return delta, delta, delta, (1.0 if delta == 0 else 0.0)
-    return delta, delta - Z95 * se, delta + Z95 * se, _normal_p(delta / se)
+def _reordered(matrix: ItemMatrix, order: list[int]) -> ItemMatrix:
+    return ItemMatrix(matrix.ids, matrix.correct[order], matrix.groups)
 
 
-def _aligned_diffs(a: ItemSet, b: ItemSet) -> dict[str, tuple[np.ndarray, np.ndarray | None]] | None:
-    out = {}
-    for subtask in sorted(set(a.subtasks) & set(b.subtasks)):
-        ids_a, va, ga = a.subtasks[subtask]
-        ids_b, vb, _ = b.subtasks[subtask]
-        common, ia, ib = np.intersect1d(ids_a, ids_b, return_indices=True)
-        if common.size:
-            out[subtask] = (va[ia] - vb[ib], None if ga is None else ga[ia])
-    return out or None
+def compare_cells(a: Cell, b: Cell, alpha: float = 0.05, same_configuration: bool = False,
+                  seed_sd: float | None = None) -> tuple[Comparison, float | None]:
+    """The gap a - b of one column (row keys left empty) and its item variance (for the macro)."""
+    design = choose_design(a.seed_labels, b.seed_labels, same_configuration, seed_sd)
+    sides = _line_up(a, b, design)
+    item_var, paired, n_items = _item_part(a, b, sides, design)
+    scoring = a.scoring if a.scoring == b.scoring else f"{a.scoring} vs {b.scoring}"
+    return _comparison(sides, item_var, design, paired, n_items, scoring, alpha, seed_sd), item_var
+
+
+def _comparison(sides: _Sides, item_var: float | None, design: str, paired: bool, n_items: int, scoring: str,
+                alpha: float, seed_sd: float | None) -> Comparison:
+    delta = float(np.mean(sides.a) - np.mean(sides.b))
+    if item_var is None and design in ("same-seed", "unknown"):
+        return Comparison((), (), "", delta, None, None, None, paired, n_items, None, scoring, "",
+                          note="no interval on one side")
+    d = difference(sides.a, sides.b, item_var or 0.0, design, alpha, seed_sd)
+    significant = None if d.p_value is None else d.p_value < alpha
+    return Comparison((), (), "", d.delta, d.low, d.high, d.p_value, paired, n_items, significant, scoring, design,
+                      d.mde, d.p_value, d.note)
 
 
 def compare(a: BoardRow, b: BoardRow, columns: Sequence[str], macro_columns: Sequence[str], alpha: float = 0.05,
-            resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> list[Comparison]:
-    """Gaps a - b for every column both rows have, and for the macro; paired over items where both have them."""
+            same_configuration: bool = False, seed_sd: float | None = None, holm: bool = False) -> list[Comparison]:
+    """Gaps a - b for every column both rows have, and for the macro (when both have one)."""
     out: list[Comparison] = []
-    diffs_by_column: dict[str, dict[str, tuple[np.ndarray, np.ndarray | None]]] = {}
+    item_vars: dict[str, float | None] = {}
     for column in columns:
         if column not in a.cells or column not in b.cells:
             continue
-        ca, cb = a.cells[column], b.cells[column]
-        scoring = ca.scoring if ca.scoring == cb.scoring else f"{ca.scoring} vs {cb.scoring}"
-        diffs = _aligned_diffs(ca.items, cb.items) if ca.items and cb.items else None
-        if diffs is not None:
-            diffs_by_column[column] = diffs
-            point, reps = hierarchical_replicates({column: diffs}, resamples, seed)
-            low, high = _percentile_interval(point, reps, 1 - alpha)
-            p = _two_sided_p(reps)
-            n = int(sum(d.size for d, _ in diffs.values()))
-            out.append(Comparison(a.key, b.key, column, point, low, high, p, True, n, p < alpha, scoring))
-        else:
-            delta, low, high, p = unpaired_gap(ca, cb, alpha)
-            out.append(Comparison(a.key, b.key, column, delta, low, high, p, False, 0,
-                                  None if p is None else p < alpha, scoring))
-    if a.macro is not None and b.macro is not None:
-        if all(c in diffs_by_column for c in macro_columns):
-            point, reps = hierarchical_replicates({c: diffs_by_column[c] for c in macro_columns}, resamples, seed)
-            low, high = _percentile_interval(point, reps, 1 - alpha)
-            p = _two_sided_p(reps)
-            n = int(sum(d.size for c in macro_columns for d, _ in diffs_by_column[c].values()))
-            out.append(Comparison(a.key, b.key, MACRO, point, low, high, p, True, n, p < alpha, "auto"))
-        else:
-            delta, low, high, p = unpaired_gap(a.macro, b.macro, alpha)
-            out.append(Comparison(a.key, b.key, MACRO, delta, low, high, p, False, 0,
-                                  None if p is None else p < alpha, "auto"))
+        comparison, item_vars[column] = compare_cells(a.cells[column], b.cells[column], alpha, same_configuration,
+                                                      seed_sd)
+        comparison.row, comparison.reference, comparison.column = a.key, b.key, column
+        out.append(comparison)
+    if a.macro is not None and b.macro is not None and all(c in item_vars for c in macro_columns):
+        design = choose_design(a.macro.seed_labels, b.macro.seed_labels, same_configuration, seed_sd)
+        sides = _line_up(a.macro, b.macro, design)
+        parts = [item_vars[c] for c in macro_columns]
+        item_var = None if None in parts else sum(parts) / len(parts) ** 2
+        paired = all(c.paired for c in out if c.column in macro_columns)
+        n_items = sum(c.n_items for c in out if c.column in macro_columns) if paired else 0
+        comparison = _comparison(sides, item_var, design, paired, n_items, "auto", alpha, seed_sd)
+        comparison.row, comparison.reference, comparison.column = a.key, b.key, MACRO
+        out.append(comparison)
+    if holm:
+        apply_holm(out, alpha)
     return out
+
+
+def apply_holm(comparisons: list[Comparison], alpha: float) -> None:
+    """Holm-adjust the p-values of one family of comparisons in place; significance follows the adjusted p."""
+    adjusted = holm_adjust([c.p_raw for c in comparisons])
+    for comparison, p in zip(comparisons, adjusted):
+        comparison.p_value = p
+        comparison.significant = None if p is None else p < alpha
 

@@ -9,7 +9,16 @@ from antlm_bench import __version__
 from antlm_bench.leaderboard.definition import MACRO
 from antlm_bench.leaderboard.model import Cell, Leaderboard
 from antlm_bench.leaderboard.plots import plot_curves
-from antlm_bench.leaderboard.text import common_text, key_text, method_lines, p_text, pct, shown_keys
+from antlm_bench.leaderboard.text import (
+    common_text,
+    design_text,
+    key_text,
+    mde_text,
+    method_lines,
+    p_text,
+    pct,
+    shown_keys,
+)
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem;color:#1b1b1b;max-width:1400px}
@@ -67,6 +76,8 @@ def _html_cell(cell: Cell | None, css: str = "") -> str:
         parts.append(f'<span class="ci">[{pct(cell.low)}, {pct(cell.high)}]</span>')
     if cell.spread is not None:
         parts.append(f'<span class="sd">±{pct(cell.spread)}</span>')
+    elif cell.n_seeds == 1:
+        parts.append('<span class="sd">(1 seed)</span>')
     if cell.scoring != "auto":
         parts.append(f'<span class="m">{html.escape(cell.scoring)}</span>')
     return f'<td{cls} data-value="{cell.value:.10g}">{" ".join(parts)}</td>'
@@ -100,7 +111,7 @@ def render_html(board: Leaderboard, x: str = "epoch") -> str:
     if board.comparisons:
         out.append(f"<h2>Gaps to {e(key_text(board, board.reference))}</h2>")
         out.append('<table id="gaps" class="sortable"><thead><tr><th class="key">row</th><th class="key">task</th>'
-                   "<th>gap (pp)</th><th>95% CI</th><th>p</th><th class=\"key\">pairing</th>"
+                   "<th>gap (pp)</th><th>95% CI</th><th>p</th><th>MDE</th><th class=\"key\">test</th>"
                    '<th class="key">verdict</th></tr></thead><tbody>')
         for c in board.comparisons:
             css = "" if not c.significant else (' class="sig-up"' if c.delta > 0 else ' class="sig-down"')
@@ -111,7 +122,8 @@ def render_html(board: Leaderboard, x: str = "epoch") -> str:
             out.append(f'<tr{css}><td class="key">{e(key_text(board, c.row))}</td><td class="key">{e(c.column)}</td>'
                        f'<td data-value="{c.delta:.10g}">{100 * c.delta:+.1f}</td><td>{ci}</td>'
                        f'<td data-value="{pv}">{e(pv_text)}</td>'
-                       f'<td class="key">{"paired, " + str(c.n_items) + " items" if c.paired else "unpaired"}</td>'
+                       f'<td data-value="{"" if c.mde is None else f"{c.mde:.10g}"}">{mde_text(c)}</td>'
+                       f'<td class="key">{e(design_text(c))}</td>'
                        f'<td class="key">{sig}</td></tr>')
         out.append("</tbody></table>")
     image = plot_curves(board, "png", x)

@@ -4,26 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from antlm_bench.leaderboard.definition import LeaderboardDefinition
+from antlm_bench.stats import ItemMatrix
 
 # ----------------------------------------------------------------------------------------------------------
 # the leaderboard's data
 
 
 @dataclass
-class ItemSet:
-    """Per-item correctness of one cell, averaged over the row's seeds: subtask -> (ids, correct, groups)."""
-
-    subtasks: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]]
-
-    def n_items(self) -> int:
-        return int(sum(ids.size for ids, _, _ in self.subtasks.values()))
-
-
-@dataclass
 class Cell:
+    """One configuration on one column: the mean over its seeds, with an interval over seeds and items."""
+
     value: float
     low: float | None
     high: float | None
@@ -31,10 +22,13 @@ class Cell:
     n_seeds: int
     scoring: str
     n: int = 0
-    interval: str = ""  # "items", "rows" or "tasks" (macro from task intervals)
-    items: ItemSet | None = None
+    interval: str = ""  # how the interval was made (stats.Estimate.method); "" when there is none
+    items: dict[str, ItemMatrix] | None = None  # per-seed correctness (rows in seed_runs order), shared items
+    item_var: float | None = None  # item-sampling variance of ``value``; None when unknown
     seed_values: list[float] = field(default_factory=list)
     seed_runs: list[str] = field(default_factory=list)  # the run of each seed value
+    seed_labels: list[str] = field(default_factory=list)  # the training seed of each run, for pairing by seed
+    subtasks: dict[str, str] = field(default_factory=dict)  # subtask -> metric, what ``check`` must find again
 
 
 @dataclass
@@ -58,17 +52,23 @@ class BoardRow:
 
 @dataclass
 class Comparison:
+    """The gap row - reference on one column, with the test that fits the seeds on both sides."""
+
     row: tuple[str, ...]
     reference: tuple[str, ...]
     column: str
     delta: float  # row - reference, fraction
     low: float | None
     high: float | None
-    p_value: float | None
-    paired: bool
+    p_value: float | None  # after Holm's correction when the board or check applies it; None: no test
+    paired: bool  # paired by item
     n_items: int
-    significant: bool | None
+    significant: bool | None  # None: no test possible (seed variance unknown, or no interval at all)
     scoring: str = ""
+    design: str = ""  # same-seed, paired-seeds, welch, pooled, unknown (stats.inference), or "" without one
+    mde: float | None = None  # minimum detectable effect (80% power at alpha), fraction
+    p_raw: float | None = None  # before any multiplicity correction
+    note: str = ""
 
 
 @dataclass
@@ -83,5 +83,6 @@ class Leaderboard:
     alpha: float
     notes: list[str]
     created_at: str
+    holm: bool = False
 
 

@@ -42,7 +42,8 @@ def board_table(board: Leaderboard) -> pa.Table:
                         ("spread", pa.float64()), ("n_seeds", pa.int32()), ("scoring", pa.string()),
                         ("n", pa.int64())])
     gaps = [{"row": key_text(board, c.row, full=True), "column": c.column, "delta": c.delta, "low": c.low, "high": c.high,
-             "p_value": c.p_value, "paired": c.paired, "n_items": c.n_items, "significant": c.significant}
+             "p_value": c.p_value, "p_raw": c.p_raw, "paired": c.paired, "n_items": c.n_items,
+             "significant": c.significant, "design": c.design, "mde": c.mde}
             for c in board.comparisons]
     meta = {"antlm_bench.reference": key_text(board, board.reference, full=True), "antlm_bench.gaps": json.dumps(gaps),
             "antlm_bench.version": __version__}
@@ -55,6 +56,7 @@ def leaderboard_from_paths(
     group_by: Sequence[str] | None = None,
     reference: Mapping[str, str] | None = None,
     alpha: float = 0.05,
+    holm: bool = False,
 ) -> Leaderboard:
     """The ``antlm-bench leaderboard`` entry point: a definition's results and/or result folders, aggregated."""
     loaded = load_definition(definition) if definition is not None else LeaderboardDefinition()
@@ -71,7 +73,7 @@ def leaderboard_from_paths(
         # no definition: the AntLM tasks first, then any other task the tables hold (an --include-path task)
         others = sorted({r["task"] for r in results.rows} - set(loaded.tasks))
         loaded = loaded.model_copy(update={"tasks": [*loaded.tasks, *others]})
-    return build_leaderboard(results, loaded, group_by=group_by, reference=reference, alpha=alpha)
+    return build_leaderboard(results, loaded, group_by=group_by, reference=reference, alpha=alpha, holm=holm)
 
 
 FORMATS = ("terminal", "markdown", "html", "parquet")

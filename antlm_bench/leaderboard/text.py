@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 from typing import Any
+
+from rich.markup import escape
 
 from antlm_bench import __version__
 from antlm_bench.leaderboard.definition import MACRO
@@ -21,6 +24,10 @@ def pct(value: float | None, digits: int = 1) -> str:
 
 
 def cell_text(cell: Cell | None, with_method: bool = True) -> str:
+    """``51.3 [49.0, 53.6] ±0.9 clm``: mean over seeds [95% interval over seeds and items] ±SD over seeds.
+
+    A one-seed cell's interval covers the items only and is marked ``(1 seed)``.
+    """
     if cell is None:
         return "-"
     text = pct(cell.value)
@@ -28,6 +35,8 @@ def cell_text(cell: Cell | None, with_method: bool = True) -> str:
         text += f" [{pct(cell.low)}, {pct(cell.high)}]"
     if cell.spread is not None:
         text += f" ±{pct(cell.spread)}"
+    elif cell.n_seeds == 1:
+        text += " (1 seed)"
     if with_method and cell.scoring != "auto":
         text += f" {cell.scoring}"
     return text
@@ -40,14 +49,34 @@ def comparison_text(c: Comparison) -> str:
     return text
 
 
+DESIGN_TEXT = {
+    "same-seed": "same-seed, paired by item",
+    "paired-seeds": "paired by seed and item",
+    "welch": "Welch over seeds + items",
+    "pooled": "pooled seed SD + items",
+    "unknown": "1 seed a side: seed variance unknown",
+}
+
+
+def design_text(c: Comparison) -> str:
+    text = DESIGN_TEXT.get(c.design, "no test")
+    if c.design in ("welch", "pooled") and c.paired:
+        text += " (paired by item)"
+    return text
+
+
 def verdict(c: Comparison) -> str:
-    kind = "paired" if c.paired else "unpaired"
     if c.significant is None:
-        return f"no interval ({kind})"
-    return f"{'significant' if c.significant else 'not significant'} ({kind}, {p_text(c.p_value)})"
+        return f"not tested ({design_text(c)})"
+    return f"{'significant' if c.significant else 'not significant'} ({design_text(c)}, {p_text(c.p_value)})"
+
+
+def mde_text(c: Comparison) -> str:
+    return "-" if c.mde is None else f"{100 * c.mde:.1f}"
 
 
 def p_text(p: float | None) -> str:
+    """Never ``p=0``: a p-value below 0.001 prints as ``p<0.001``."""
     if p is None:
         return "p -"
     return "p<0.001" if p < 0.001 else f"p={p:.3f}"
@@ -77,15 +106,21 @@ def key_text(board: Leaderboard, key: tuple[str, ...] | None, full: bool = False
 
 
 def method_lines(board: Leaderboard) -> list[str]:
+    """The footnotes every rendering carries: what the numbers are and which method made each."""
     macro = ", ".join(board.macro_columns) if board.macro_columns else "not defined"
+    multiplicity = ("p-values Holm-adjusted over each row's comparisons" if board.holm
+                    else "p-values not adjusted for multiplicity (--holm adjusts them)")
     return [
-        ("Scores are percentages: mean over seeds [95% bootstrap interval over items] ±standard deviation over "
-         "seeds, then the scoring method (clm: sum of log-probabilities left to right; pll / pll-word-l2r: "
-         "pseudo-log-likelihood; mntp: masked next-token; finetune / probe: GLUE)."),
+        ("Scores are percentages: mean over seeds [95% interval] ±standard deviation over seeds, then the scoring "
+         "method (clm: sum of log-probabilities left to right; pll / pll-word-l2r: pseudo-log-likelihood; mntp: "
+         "masked next-token; finetune / probe: GLUE)."),
+        ("Intervals count both sources of error: Student-t over the per-seed scores (k-1 df) with the items' "
+         "sampling variance added (two-way crossed seeds x items, residual counted once); a '(1 seed)' cell "
+         "covers the items only: seed variance unknown. Method and formulas: docs/statistics.md."),
         f"Final checkpoint of each run (highest phase index). Macro = mean of {macro}; '-' when a row lacks one.",
-        ("Gaps to the reference row are paired over shared items (bootstrap, same resampled items on both sides) "
-         "where item tables exist, unpaired (normal approximation from both intervals) otherwise; "
-         f"significant at alpha={board.alpha}."),
+        ("Gaps to the reference row: paired by seed where both rows have the same seeds, Welch's t over seeds "
+         "otherwise, paired by item within seeds where item tables exist; one seed a side is not tested. "
+         f"Significant at alpha={board.alpha}; {multiplicity}; MDE = minimum detectable effect at 80% power."),
     ]
 
 
@@ -94,48 +129,51 @@ def render_terminal(board: Leaderboard, console: Any) -> None:
 
     shown = shown_keys(board)
     common = common_text(board)
-    table = Table(title=f"leaderboard: {board.definition.name}" + (f" ({common})" if common else ""))
+    # every user string (names, keys, notes) is escaped: rich would read ``[/bold]`` in a folder name as markup
+    table = Table(title=escape(f"leaderboard: {board.definition.name}" + (f" ({common})" if common else "")))
     table.add_column("#", justify="right")
     for i in shown:
-        table.add_column(board.group_by[i], overflow="fold")
+        table.add_column(escape(board.group_by[i]), overflow="fold")
     table.add_column("runs", justify="right")
     for column in board.columns:
-        table.add_column(column, justify="right")
+        table.add_column(escape(column), justify="right")
     table.add_column(MACRO, justify="right", style="bold")
     for rank, row in enumerate(board.rows, 1):
-        table.add_row(str(rank), *[row.key[i] for i in shown], str(len(row.run_ids)),
+        table.add_row(str(rank), *[escape(row.key[i]) for i in shown], str(len(row.run_ids)),
                       *[cell_text(row.cells.get(c)) for c in board.columns], cell_text(row.macro, False))
     console.print(table)
     if board.comparisons:
-        gaps = Table(title=f"gaps to the reference: {key_text(board, board.reference)} (percentage points)")
-        for column in ("row", "task", "gap [95% CI]", "verdict"):
+        gaps = Table(title=escape(f"gaps to the reference: {key_text(board, board.reference)} (percentage points)"))
+        for column in ("row", "task", "gap [95% CI]", "MDE", "verdict"):
             gaps.add_column(column)
         for c in board.comparisons:
             style = "" if not c.significant else ("green" if c.delta > 0 else "red")
-            gaps.add_row(key_text(board, c.row), c.column, comparison_text(c), verdict(c), style=style)
+            gaps.add_row(escape(key_text(board, c.row)), escape(c.column), comparison_text(c), mde_text(c),
+                         verdict(c), style=style)
         console.print(gaps)
     for line in method_lines(board):
-        console.print(f"[dim]{line}[/dim]")
+        console.print(f"[dim]{escape(line)}[/dim]")
     for row in board.rows:
         for note in row.notes:
-            console.print(f"[yellow]note[/yellow] {key_text(board, row.key)}: {note}")
+            console.print(f"[yellow]note[/yellow] {escape(key_text(board, row.key))}: {escape(note)}")
     for note in board.notes:
-        console.print(f"[yellow]note[/yellow] {note}")
+        console.print(f"[yellow]note[/yellow] {escape(note)}")
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    """A table cell: HTML escaped (a Markdown renderer passes raw HTML through), pipes escaped."""
+    return html.escape(text, quote=False).replace("|", "\\|")
 
 
 def render_markdown(board: Leaderboard, plot_files: Sequence[str] = ()) -> str:
     shown = shown_keys(board)
-    lines = [f"# {board.definition.name}", ""]
+    lines = [f"# {_md_escape(board.definition.name)}", ""]
     if board.definition.description:
-        lines += [board.definition.description, ""]
+        lines += [_md_escape(board.definition.description), ""]
     if common_text(board):
-        lines += [f"All rows: {common_text(board)}.", ""]
+        lines += [f"All rows: {_md_escape(common_text(board))}.", ""]
     header = ["#", *[board.group_by[i] for i in shown], "runs", *board.columns, MACRO]
-    lines.append("| " + " | ".join(header) + " |")
+    lines.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
     lines.append("|" + "|".join("---:" if h in ("#", "runs") or h in board.columns or h == MACRO else "---"
                                 for h in header) + "|")
     for rank, row in enumerate(board.rows, 1):
@@ -143,17 +181,17 @@ def render_markdown(board: Leaderboard, plot_files: Sequence[str] = ()) -> str:
                  f"**{cell_text(row.macro, False)}**"]
         lines.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
     if board.comparisons:
-        lines += ["", f"## Gaps to {key_text(board, board.reference)} (percentage points)", "",
-                  "| row | task | gap [95% CI] | verdict |", "|---|---|---:|---|"]
+        lines += ["", f"## Gaps to {_md_escape(key_text(board, board.reference))} (percentage points)", "",
+                  "| row | task | gap [95% CI] | MDE | verdict |", "|---|---|---:|---:|---|"]
         for c in board.comparisons:
             mark = "**" if c.significant else ""
-            lines.append(f"| {_md_escape(key_text(board, c.row))} | {c.column} | {mark}{comparison_text(c)}{mark} "
-                         f"| {verdict(c)} |")
+            lines.append(f"| {_md_escape(key_text(board, c.row))} | {_md_escape(c.column)} | "
+                         f"{mark}{comparison_text(c)}{mark} | {mde_text(c)} | {verdict(c)} |")
     for path in plot_files:
         lines += ["", f"![per-checkpoint curves]({path})"]
     lines += ["", *[f"- {line}" for line in method_lines(board)]]
     notes = [f"{key_text(board, r.key)}: {n}" for r in board.rows for n in r.notes] + board.notes
-    lines += [f"- note: {n}" for n in notes]
+    lines += [f"- note: {_md_escape(n)}" for n in notes]
     lines += ["", f"_antlm-bench {__version__}, {board.created_at}_", ""]
     return "\n".join(lines)
 

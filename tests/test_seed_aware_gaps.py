@@ -1,0 +1,119 @@
+"""Seed-aware gaps on the board and in ``check``: the design follows the seeds on each side, nothing missing
+passes, one seed a side is never called significant without a seed SD, user text cannot inject markup."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from leaderboard_tables import write_run
+
+from antlm_bench.check import run_check
+from antlm_bench.cli import main
+from antlm_bench.leaderboard import build_leaderboard, read_results, render_markdown
+
+
+def _correct(seed: int, n: int, p: float) -> np.ndarray:
+    return (np.random.default_rng(seed).random(n) < p).astype(float)
+
+
+def _run(root, name, schedule, seed, p, n=400, subtasks=("a", "b"), limit=None, tasks=("blimp",)):
+    data = {t: {s: _correct(hash((name, t, s)) % 2**32, n, p) for s in subtasks} for t in tasks}
+    return write_run(root, name, [{"phase_index": 0, "tasks": data}], schedule=schedule, seed=seed, limit=limit)
+
+
+def _cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["antlm-bench", "check", *map(str, args)])
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as exited:
+        main()
+    out, err = capsys.readouterr()
+    return exited.value.code or 0, out, err
+
+
+def test_board_pairs_by_seed_when_the_seeds_match_and_uses_welch_otherwise(tmp_path):
+    for seed in (1, 2, 3):
+        _run(tmp_path, f"clm-s{seed}", "24_CLM", seed, 0.6)
+        _run(tmp_path, f"antlm-s{seed}", "4_CLM+16_MLM+4_CLM", seed, 0.6)
+        _run(tmp_path, f"mlm-s{seed + 10}", "24_MLM", seed + 10, 0.6)
+    board = build_leaderboard(read_results([tmp_path]), reference={"schedule": "24_CLM"})
+    designs = {(c.row[2], c.column): c.design for c in board.comparisons}
+    assert designs[("4_CLM+16_MLM+4_CLM", "blimp")] == "paired-seeds"
+    assert designs[("24_MLM", "blimp")] == "welch"
+    for c in board.comparisons:
+        assert c.paired and c.n_items == 800 and c.mde is not None and c.p_value is not None and c.p_value > 0
+
+
+def test_one_seed_a_side_is_not_tested_and_says_so(tmp_path):
+    _run(tmp_path, "a", "24_CLM", 1, 0.55)
+    _run(tmp_path, "b", "24_MLM", 2, 0.75)  # 20 points apart: still seed variance unknown
+    board = build_leaderboard(read_results([tmp_path]))
+    (gap,) = [c for c in board.comparisons if c.column == "blimp"]
+    assert gap.design == "unknown" and gap.significant is None and gap.p_value is None
+    assert "seed variance unknown" in render_markdown(board)
+
+
+def test_check_same_configuration_same_seed_is_an_item_paired_same_seed_test(tmp_path):
+    _run(tmp_path / "base", "r", "24_CLM", 7, 0.6)
+    _run(tmp_path / "new", "r2", "24_CLM", 7, 0.6)
+    report = run_check([tmp_path / "new"], [tmp_path / "base"])
+    assert {line.test for line in report.lines} == {"same-seed"}
+
+
+def test_check_new_seed_against_baseline_seeds_pools_their_sd(tmp_path):
+    for seed in (1, 2, 3):
+        _run(tmp_path / "base", f"b{seed}", "24_CLM", seed, 0.6)
+    _run(tmp_path / "new", "n", "24_CLM", 42, 0.6)
+    report = run_check([tmp_path / "new"], [tmp_path / "base"])
+    assert {line.test for line in report.lines} == {"pooled"}
+    assert report.exit_code == 0
+
+
+def test_check_one_seed_a_side_needs_a_seed_sd_to_fail(tmp_path, monkeypatch, capsys):
+    _run(tmp_path / "base", "b", "24_CLM", 1, 0.7, n=2000)
+    _run(tmp_path / "new", "n", "24_CLM", 2, 0.5, n=2000)  # -20 points
+    code, out, _ = _cli(monkeypatch, capsys, "--results", tmp_path / "new", "--baseline", tmp_path / "base")
+    assert code == 0 and "drop, seed variance unknown" in out and "--seed-sd" in out
+    code, out, err = _cli(monkeypatch, capsys, "--results", tmp_path / "new", "--baseline", tmp_path / "base",
+                          "--seed-sd", "1.0")
+    assert code == 1 and "regression" in out
+
+
+@pytest.mark.parametrize("what", ["task", "subtask", "limit"])
+def test_check_never_passes_what_it_did_not_compare(tmp_path, monkeypatch, capsys, what):
+    _run(tmp_path / "base", "b", "24_CLM", 1, 0.6, tasks=("blimp", "ewok"))
+    if what == "task":
+        _run(tmp_path / "new", "n", "24_CLM", 1, 0.6, tasks=("blimp",))
+    elif what == "subtask":
+        _run(tmp_path / "new", "n", "24_CLM", 1, 0.6, subtasks=("a",), tasks=("blimp", "ewok"))
+    else:
+        _run(tmp_path / "new", "n", "24_CLM", 1, 0.6, n=100, tasks=("blimp", "ewok"))
+    code, out, err = _cli(monkeypatch, capsys, "--results", tmp_path / "new", "--baseline", tmp_path / "base")
+    assert code == 1 and "missing" in out and "--allow-missing" in err
+    code, _, _ = _cli(monkeypatch, capsys, "--results", tmp_path / "new", "--baseline", tmp_path / "base",
+                      "--allow-missing")
+    assert code == 0
+
+
+def test_holm_adjusts_a_groups_p_values_together(tmp_path):
+    for seed in (1, 2, 3):
+        _run(tmp_path / "base", f"b{seed}", "24_CLM", seed, 0.6, tasks=("blimp", "ewok", "blimp_supplement"))
+        _run(tmp_path / "new", f"n{seed}", "24_MLM", seed, 0.6, tasks=("blimp", "ewok", "blimp_supplement"))
+    plain = run_check([tmp_path / "new"], [tmp_path / "base"], holm=False)
+    adjusted = run_check([tmp_path / "new"], [tmp_path / "base"])
+    for a, b in zip(plain.lines, adjusted.lines):
+        assert b.comparison.p_value >= a.comparison.p_value
+        assert b.comparison.p_raw == a.comparison.p_value
+
+
+def test_user_text_is_escaped_in_terminal_and_markdown(tmp_path, monkeypatch, capsys):
+    _run(tmp_path / "base", "b", "[/bold]<script>x</script>", 1, 0.6)
+    _run(tmp_path / "new", "n", "[/bold]<script>x</script>", 1, 0.6)
+    summary = tmp_path / "summary.md"
+    code, out, _ = _cli(monkeypatch, capsys, "--results", tmp_path / "new", "--baseline", tmp_path / "base",
+                        "--markdown", summary)
+    assert code == 0 and "[/bold]" in out
+    assert "<script>" not in summary.read_text() and "&lt;script&gt;" in summary.read_text()
+    board = build_leaderboard(read_results([tmp_path]), group_by=["schedule", "run_id"])
+    assert "<script>" not in render_markdown(board)
