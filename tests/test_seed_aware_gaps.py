@@ -117,3 +117,24 @@ def test_user_text_is_escaped_in_terminal_and_markdown(tmp_path, monkeypatch, ca
     assert "<script>" not in summary.read_text() and "&lt;script&gt;" in summary.read_text()
     board = build_leaderboard(read_results([tmp_path]), group_by=["schedule", "run_id"])
     assert "<script>" not in render_markdown(board)
+
+
+def test_seeds_needed_matches_the_simulated_power_and_grows_with_the_gap_shrinking():
+    from antlm_bench.stats import seeds_needed
+
+    # 3 seed SDs with negligible item noise: 5 seeds a side suffice (test_stats_calibration measures >= 80%)
+    assert seeds_needed(0.03, 0.01, 0.0) <= 5
+    assert seeds_needed(0.01, 0.01, 0.0) > seeds_needed(0.02, 0.01, 0.0) > seeds_needed(0.04, 0.01, 0.0)
+    assert seeds_needed(0.01, 0.01, 1e-4) is None  # the items' noise alone (1 point SE) exceeds the gap
+
+
+def test_power_command_prints_every_row_and_task(tmp_path, monkeypatch, capsys):
+    for seed in (1, 2, 3):
+        _run(tmp_path, f"clm-s{seed}", "24_CLM", seed, 0.6 + 0.01 * seed)
+    monkeypatch.setattr(sys, "argv", ["antlm-bench", "power", str(tmp_path), "--gap", "2"])
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert not exited.value.code
+    out = capsys.readouterr().out
+    assert "seeds needed to detect a 2-point gap" in out and "blimp" in out and "docs/statistics.md" in out

@@ -56,3 +56,45 @@ def leaderboard_command(
     written = write_leaderboard(board, format_for(fmt, out), out, console, plots, x_axis)
     for path in written:
         err_console.print(f"wrote {path}")
+
+
+@app.command("power")
+def power_command(
+    results: list[Path] | None = typer.Argument(None, help="Result folders or scores.parquet files."),
+    definition: str | None = typer.Option(None, "--definition", "-d", help="A leaderboards/*.yaml file or name."),
+    gap: float = typer.Option(1.0, "--gap", help="The gap to detect, in percentage points."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level (two-sided)."),
+    power: float = typer.Option(0.8, "--power", help="Probability of detecting the gap."),
+    seed_sd: float | None = typer.Option(None, "--seed-sd", help="Seed SD in points for rows with one seed."),
+    by: str | None = typer.Option(None, "--by", help="Grouping keys (default recipe,preset,schedule)."),
+    include_path: list[Path] | None = IncludePathOption,
+) -> None:
+    """How many seeds a side a gap needs: from each row's observed seed SD and item variance (Welch's t, items
+    unpaired: an upper bound); and the minimum detectable effect with the seeds the row has."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from antlm_bench.leaderboard import key_text, leaderboard_from_paths
+    from antlm_bench.leaderboard.power import power_lines
+
+    for folder in include_path or []:
+        add_include_path(folder)
+    if not gap > 0 or not 0 < power < 1 or (seed_sd is not None and not seed_sd > 0):
+        raise UserError(f"--gap {gap} must be > 0, --power {power} between 0 and 1, --seed-sd > 0")
+    group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
+    board = leaderboard_from_paths(results or [], definition, group_by, {}, alpha)
+    lines = power_lines(board, gap / 100, alpha, power, None if seed_sd is None else seed_sd / 100)
+    table = Table(title=escape(f"seeds needed to detect a {gap:g}-point gap ({100 * power:g}% power, "
+                               f"alpha {alpha}, Welch over seeds)"))
+    for column in ("row", "task", "seeds", "seed SD", "item SE", "MDE now", f"seeds/side for {gap:g}"):
+        table.add_column(column, justify="left" if column in ("row", "task") else "right", overflow="fold")
+    for line in lines:
+        needed = ("-" if line.item_se is None or (line.seed_sd is None and seed_sd is None)
+                  else (str(line.seeds_for_gap) if line.reachable else "> 1000 (item noise, unpaired bound)"))
+        table.add_row(escape(key_text(board, line.row)), escape(line.column), str(line.n_seeds),
+                      "-" if line.seed_sd is None else f"{100 * line.seed_sd:.2f}",
+                      "-" if line.item_se is None else f"{100 * line.item_se:.2f}",
+                      "-" if line.mde_now is None else f"{100 * line.mde_now:.2f}", needed)
+    console.print(table)
+    console.print("[dim]seed SD: SD of the per-seed scores; item SE: the items' sampling error alone; MDE now: the "
+                  "smallest gap a comparison with this many seeds a side detects; method: docs/statistics.md[/dim]")
