@@ -197,7 +197,13 @@ def commit_results(folder: str | Path, scores: pa.Table, items: pa.Table | None 
     if items is not None and not items.schema.equals(ITEM_SCHEMA, check_metadata=False):
         items = items.select(ITEM_SCHEMA.names).cast(ITEM_SCHEMA)
     store = _ensure_store(folder)
-    with _dir_flock(store, fcntl.LOCK_SH):  # tidy_results (LOCK_EX) never removes a staging folder in use
+    with contextlib.ExitStack() as held:
+        for _ in range(5):  # tidy_results may remove an empty store between our making and our opening it
+            try:  # shared: tidy_results (LOCK_EX) never removes a staging folder in use
+                held.enter_context(_dir_flock(store, fcntl.LOCK_SH))
+                break
+            except FileNotFoundError:
+                store = _ensure_store(folder)
         staging = store / f"{STAGING_PREFIX}{secrets.token_hex(8)}"
         try:
             staging.mkdir()
@@ -279,6 +285,8 @@ def tidy_results(folder: str | Path) -> list[str]:
                     Path(entry.path).unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             _link_items(folder, store)
+            if not any(os.scandir(store)):
+                store.rmdir()  # a killed first commit's empty store: a plain Arrow read of it would fail
     return done
 
 

@@ -89,9 +89,6 @@ def test_glue_rows_of_each_seed_are_separate_keys(tmp_path):
     rows = [ScoreRow("glue", "rte", "accuracy", 0.5 + seed / 100, 10, "finetune", seed=seed) for seed in (1, 2, 3)]
     commit_results(tmp_path, score_table(RunInfo(run_id="g", git_commit="t"), CheckpointInfo(), rows))
     assert read_results_folder(tmp_path / "scores.parquet").scores.num_rows == 3
-    with pytest.raises(OSError):
-        commit_results(tmp_path / "fresh", scores())
-    assert list((tmp_path / "fresh").iterdir()) == []  # no empty store that a plain dataset read would trip on
 
 
 def test_the_old_layout_is_read_and_becomes_the_first_event_on_the_next_write(tmp_path):
@@ -267,3 +264,10 @@ def test_the_cli_refuses_a_second_eval_into_one_folder_in_one_line(tmp_path):
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"pid {child.pid}" in lines[0] and "Traceback" not in result.stderr
+
+
+def test_tidy_removes_the_empty_store_a_killed_first_commit_left(tmp_path):
+    (tmp_path / "scores.parquet" / f"{STAGING_PREFIX}dead").mkdir(parents=True)
+    assert len(tidy_results(tmp_path)) == 1 and list(tmp_path.iterdir()) == []
+    commit_results(tmp_path, scores())
+    assert read_results_folder(tmp_path / "scores.parquet").scores.num_rows == 3
