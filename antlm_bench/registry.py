@@ -64,6 +64,8 @@ def load_yaml(path: Path) -> dict[str, Any]:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise UserError(f"{where}: invalid YAML ({getattr(err, 'problem', err)})") from None
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text (byte {err.start}); save it as UTF-8") from None
     if not isinstance(document, dict):
         raise UserError(f"{path}: expected a mapping at the top level")
     return document

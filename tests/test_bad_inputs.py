@@ -379,14 +379,8 @@ CASES: list[Case] = [
       says="permission denied", needs=("run",), inject=_locked),
 ]
 
-# fails today because of code outside this slice: id -> owner (filled in from the first run of the corpus)
-REGISTRY_OWNER = "lead (registry.py, no slice owns it): load_yaml lets UnicodeDecodeError through"
-XFAIL: dict[str, str] = {
-    "tasks-yaml-not-utf8": REGISTRY_OWNER,
-    "leaderboard-definition-not-utf8": REGISTRY_OWNER + " (leaderboard/definition.py reads through it)",
-    "env-disk-full-check-markdown": "check owner (cli/check.py): prints the table before --markdown fails, and a "
-                                    "failed write names no file",
-}
+# cases that fail today because of code owned elsewhere: id -> owner (none left)
+XFAIL: dict[str, str] = {}
 
 
 def _snapshot(folder: Path, keeps: tuple[str, ...] = ()) -> list[tuple[str, int]]:
@@ -499,7 +493,6 @@ def test_entry_point_exit_codes(tmp_path, args, code, says):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="fails today; owner: check (cli/check.py prints the table first)")
 def test_disk_full_through_the_entry_point_is_exit_4(tmp_path):
     """/dev/full: a real ENOSPC from the kernel."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

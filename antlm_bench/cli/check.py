@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from antlm_bench.cli.app import app, console, err_console
+from antlm_bench.errors import EnvironmentFailure
 
 
 @app.command("check")
@@ -40,6 +41,14 @@ def check_command(
 
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
     report = run_check(results, baseline, tolerance, alpha, rule, group_by, seed_sd, holm, allow_missing)
+    if markdown is not None:
+        # appended (a CI step summary collects several), before anything is printed: a failed write is one line
+        try:
+            with open(markdown, "a", encoding="utf-8") as handle:
+                handle.write(report_markdown(report))
+        except OSError as err:
+            raise EnvironmentFailure(f"--markdown {markdown}: cannot write ({err.strerror}); check the path and "
+                                     "free space") from None
     groups = list(dict.fromkeys(line.group for line in report.lines))
     title = (f"check against the baseline (tolerance {tolerance} pp, alpha {alpha}"
              f"{', Holm' if holm else ''}, rule {rule})")
@@ -66,9 +75,6 @@ def check_command(
         console.print(f"[yellow]note[/yellow] {escape(note)}")
     for item in report.missing:
         console.print(f"[red]missing[/red] {escape(item)}")
-    if markdown is not None:
-        with open(markdown, "a", encoding="utf-8") as handle:
-            handle.write(report_markdown(report))
     if report.regressions:
         err_console.print(f"[red]regression:[/red] {len(report.regressions)} score(s) dropped by more than "
                           f"{tolerance} pp" + (" and significantly" if rule == "auto" else ""))
