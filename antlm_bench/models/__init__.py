@@ -81,14 +81,65 @@ def count_parameters(recipe: Recipe, preset_name: str) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+# what building a model from a user's folder raises for a bad file: a wrong-typed config field (TypeError, or
+# huggingface_hub's strict-dataclass error), an impossible size (ValueError, ZeroDivisionError), a truncated or
+# corrupt weights file (SafetensorError, OSError), tensors of another shape (RuntimeError)
+_LOAD_ERRORS: tuple[type[BaseException], ...] = (
+    OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, ZeroDivisionError, RuntimeError,
+)
+try:
+    from huggingface_hub.errors import StrictDataclassError
+
+    _LOAD_ERRORS += (StrictDataclassError,)
+except ImportError:  # older huggingface_hub: no strict config dataclasses, nothing more to catch
+    pass
+try:
+    from safetensors import SafetensorError
+
+    _LOAD_ERRORS += (SafetensorError,)
+except ImportError:
+    pass
+
+
+def _one_line(err: BaseException, limit: int = 240) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _read_config(path: Path) -> dict[str, Any]:
     config_file = path / "config.json"
     if not config_file.is_file():
         raise UserError(f"{path}: no config.json; pass a Hugging Face model folder (an antlm-bench checkpoint)")
     try:
-        return json.loads(config_file.read_text(encoding="utf-8"))
+        config = json.loads(config_file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise UserError(f"{config_file}:{err.lineno}: corrupt config ({err.msg}); re-save the checkpoint") from None
+    except UnicodeDecodeError as err:
+        raise UserError(f"{config_file}: corrupt config (not UTF-8 at byte {err.start}); re-save the checkpoint"
+                        ) from None
+    if not isinstance(config, dict):
+        raise UserError(f"{config_file}: corrupt config (a JSON {type(config).__name__}, not an object); "
+                        "re-save the checkpoint")
+    for key in ("antlm_architecture", "model_type"):
+        if key in config and not isinstance(config[key], str):
+            raise UserError(f"{config_file}: field {key} must be a string, got {config[key]!r}; re-save the checkpoint")
+    if "architectures" in config and not (isinstance(config["architectures"], list)
+                                          and all(isinstance(name, str) for name in config["architectures"])):
+        raise UserError(f"{config_file}: field architectures must be a list of class names, got "
+                        f"{config['architectures']!r}; re-save the checkpoint")
+    return config
+
+
+def load_config(path: str | Path) -> Any:
+    """The folder's model config as transformers reads it; a ``UserError`` naming config.json and the field when
+    a value has the wrong type or size (transformers checks field types strictly)."""
+    path = Path(path)
+    _read_config(path)
+    try:
+        return AutoConfig.from_pretrained(str(path))
+    except _LOAD_ERRORS as err:
+        raise UserError(f"{path / 'config.json'}: unusable config ({_one_line(err)}); fix the field or re-save the "
+                        "checkpoint") from None
 
 
 def is_masked_lm(path: str | Path) -> bool:
@@ -108,30 +159,46 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", dtype: torc
     """
     path = Path(path)
     config = _read_config(path)
+    load_config(path)  # a bad field is named here, before any weights are read
     architecture = config.get("antlm_architecture")
+    lm = {"dtype": dtype, "output_loading_info": True}  # an LM with a weight missing is not the checkpoint
     try:
         if architecture in ARCHITECTURES:
             chosen = backend(architecture)
             if task == "classification":
                 model = chosen.classifier_class.from_pretrained(path, dtype=dtype, num_labels=num_labels or 2)
             else:
-                model = chosen.lm_class.from_pretrained(path, dtype=dtype)
+                model, info = chosen.lm_class.from_pretrained(path, **lm)
         elif task == "classification":
             from transformers import AutoModelForSequenceClassification
 
             model = AutoModelForSequenceClassification.from_pretrained(path, dtype=dtype, num_labels=num_labels or 2)
         elif is_masked_lm(path):
-            model = AutoModelForMaskedLM.from_pretrained(path, dtype=dtype)
+            model, info = AutoModelForMaskedLM.from_pretrained(path, **lm)
         else:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    except (OSError, ValueError, KeyError) as err:
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UserError(f"{path}: cannot load the model ({first_line}); is the checkpoint complete?") from None
+            model, info = AutoModelForCausalLM.from_pretrained(path, **lm)
+    except _LOAD_ERRORS as err:
+        if type(err).__name__ == "SafetensorError":
+            weights = ", ".join(sorted(p.name for p in path.glob("*.safetensors"))) or "the weights"
+            raise UserError(f"{path}/{weights}: truncated or corrupt ({_one_line(err)}); re-save or re-download "
+                            "the checkpoint") from None
+        if "ignore_mismatched_sizes" in str(err):  # transformers' own line points at a report we do not print
+            raise UserError(f"{path}: the weights have other shapes than config.json describes; re-save the "
+                            "checkpoint") from None
+        raise UserError(f"{path}: cannot load the model ({type(err).__name__}: {_one_line(err)}); is the "
+                        "checkpoint complete?") from None
+    if task != "classification":
+        # transformers fills a missing weight with fresh random values and only logs it: scores of such a model
+        # would be scores of no checkpoint
+        missing = list(info.get("missing_keys") or []) + [str(k) for k in info.get("mismatched_keys") or []]
+        if missing:
+            raise UserError(f"{path}: the weights file lacks {len(missing)} tensor(s) the model needs (e.g. "
+                            f"{', '.join(sorted(missing)[:3])}); re-save the checkpoint")
     return model.to(device).eval()
 
 
 __all__ = [
     "ARCHITECTURES", "AutoConfig", "BabyLlamaForCausalLM", "BabyLlamaForSequenceClassification", "LtgBertConfig",
     "LtgBertForCausalLM", "LtgBertForMaskedLM", "LtgBertForSequenceClassification", "backend", "build_model",
-    "count_parameters", "is_masked_lm", "load_model", "special_token_ids",
+    "count_parameters", "is_masked_lm", "load_config", "load_model", "special_token_ids",
 ]

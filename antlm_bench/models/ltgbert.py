@@ -15,10 +15,13 @@ explicit ``position_ids`` and a 4-D mask give packed or prefix-tree rows (relati
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import sys
 
 import torch
 import torch.nn.functional as F
+from huggingface_hub.dataclasses import strict
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -39,6 +42,20 @@ from antlm_bench.registry import register_backend
 ARCHITECTURE = "ltgbert"
 
 
+def _resolved_field_types(cls: type) -> type:
+    """The dataclass fields' types as objects, not the strings ``from __future__ import annotations`` leaves:
+    ``strict`` skips a field whose type is a string, and would check nothing."""
+    own = cls.__dict__.get("__annotations__", {})  # only ours: some inherited ones name TYPE_CHECKING imports
+    namespace = vars(sys.modules[cls.__module__])
+    for item in dataclasses.fields(cls):
+        if item.name in own and isinstance(item.type, str):
+            item.type = eval(item.type, namespace)  # noqa: S307  (our own annotation strings, written above)
+    return cls
+
+
+# field types checked as transformers checks its own (Llama's) configs: a wrong-typed config.json fails on load
+@strict
+@_resolved_field_types
 class LtgBertConfig(PreTrainedConfig):
     model_type = "ltgbert"
 

@@ -454,9 +454,22 @@ def score_seqs(sm: ScoringModel, seqs: list[Seq], method: str, batch_tokens: int
             batches = clm_batches(rag, order, batch_tokens, pad, cells)
         values = run_batches(sm, batches, len(seqs), mode, progress, n_keys=n_cells)
         owners = np.repeat(np.arange(len(seqs)), rag.n_scored)
-        return np.bincount(owners, weights=values[cells], minlength=len(seqs))
+        return _finite(sm, np.bincount(owners, weights=values[cells], minlength=len(seqs)), method)
     if method in ("pll", "pll-word-l2r", "mntp"):
         batches = masked_batches(seqs, order, batch_tokens, pad, int(sm.tokenizer.mask_token_id), method)
     else:
         raise UserError(f"--scoring {method}: unknown; use clm, pll, pll-word-l2r or mntp")
-    return run_batches(sm, batches, len(seqs), mode, progress)
+    return _finite(sm, run_batches(sm, batches, len(seqs), mode, progress), method)
+
+
+def _finite(sm: ScoringModel, scores: np.ndarray, method: str) -> np.ndarray:
+    """The summed scores, if every one is a number. One NaN or infinite log-probability makes its sum non-finite,
+    so one vectorised test of the sums covers every token; a NaN compared with anything is False, and would be
+    counted as a loss and end in a table as a plausible-looking accuracy."""
+    bad = ~np.isfinite(scores)
+    if bad.any():
+        kind = "NaN" if np.isnan(scores[bad]).any() else "infinite"
+        raise UserError(f"{sm.name}: {kind} log-probabilities ({int(bad.sum())} of {len(scores)} sequences scored "
+                        f"with {method}); the weights are broken (a diverged or damaged checkpoint); score another "
+                        "checkpoint")
+    return scores

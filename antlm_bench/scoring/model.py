@@ -68,6 +68,12 @@ class ScoringModel:
     modes: tuple[str, ...]
     head_fn: Callable[[torch.Tensor], torch.Tensor] | None = None  # None: full-forward fallback
     notes: list[str] = field(default_factory=list)
+    source: str = ""  # the checkpoint folder it came from, for errors that must name it
+
+    @property
+    def name(self) -> str:
+        """The checkpoint, as an error message names it: its folder, else the model's own name or class."""
+        return self.source or str(getattr(self.module, "name_or_path", "") or "") or type(self.module).__name__
 
     @property
     def device(self) -> torch.device:
@@ -323,7 +329,7 @@ def load_tokenizer_from(path: Path) -> Any:
 
     try:
         return AutoTokenizer.from_pretrained(str(path))
-    except (OSError, ValueError, KeyError) as err:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise UserError(f"{path}: no usable tokenizer ({str(err).splitlines()[0][:160]}); "
                         "save the tokenizer into the model folder") from None
 
@@ -361,6 +367,9 @@ def load_scoring_model(path: str | Path, device: str = "cpu", dtype: str = "floa
     if not (folder / "config.json").is_file():
         raise UserError(f"--model {folder}: no config.json; is this a Hugging Face model folder?")
     torch_device, torch_dtype = resolve_device_dtype(device, dtype)
+    from antlm_bench.models import load_config
+
+    load_config(folder)  # the tokenizer reads config.json too: a wrong-typed field is named here, not in a traceback
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a "Loading weights" bar per load would bury our own progress line
     try:
@@ -369,4 +378,6 @@ def load_scoring_model(path: str | Path, device: str = "cpu", dtype: str = "floa
     finally:
         if bars:
             hf_logging.enable_progress_bar()
-    return wrap_model(model, tokenizer)
+    sm = wrap_model(model, tokenizer)
+    sm.source = str(folder)
+    return sm
