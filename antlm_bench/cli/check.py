@@ -37,7 +37,6 @@ def check_command(
     """Compare task and macro scores with a baseline; exit 1 on a significant drop beyond the tolerance, or when
     the results lack something the baseline has."""
     from antlm_bench.check import report_markdown, run_check
-    from antlm_bench.leaderboard import design_text, p_text
 
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
     report = run_check(results, baseline, tolerance, alpha, rule, group_by, seed_sd, holm, allow_missing)
@@ -49,12 +48,31 @@ def check_command(
         except OSError as err:
             raise EnvironmentFailure(f"--markdown {markdown}: cannot write ({err.strerror}); check the path and "
                                      "free space") from None
+    console.print(_table(report, tolerance, alpha, holm, rule))
+    for note in report.notes:
+        console.print(f"[yellow]note[/yellow] {escape(note)}")
+    for item in report.missing:
+        console.print(f"[red]missing[/red] {escape(item)}")
+    if report.regressions:
+        err_console.print(f"[red]regression:[/red] {len(report.regressions)} score(s) dropped by more than "
+                          f"{tolerance} pp" + (" and significantly" if rule == "auto" else ""))
+    if report.failed_missing:
+        err_console.print(f"[red]missing:[/red] the results lack {len(report.missing)} thing(s) the baseline has; "
+                          "re-run them, or pass --allow-missing")
+    if report.exit_code:
+        sys.exit(report.exit_code)
+    console.print("no regression" + (f" (allowed missing: {len(report.missing)})" if report.missing else ""))
+
+
+def _table(report, tolerance: float, alpha: float, holm: bool, rule: str) -> Table:
+    """The delta table; narrow enough for an 80-column CI log (no vertical rules, item counts in Markdown)."""
+    from antlm_bench.leaderboard import design_text, p_text
+
     groups = list(dict.fromkeys(line.group for line in report.lines))
     title = (f"check against the baseline (tolerance {tolerance} pp, alpha {alpha}"
              f"{', Holm' if holm else ''}, rule {rule})")
     if len(groups) == 1:
         title += f"\n{groups[0]}"
-    # narrow enough for an 80-column CI log: no vertical rules, the item count only in the Markdown summary
     table = Table(title=escape(title), box=box.SIMPLE_HEAD)
     columns = (["group"] if len(groups) > 1 else []) + ["task", "base", "new", "delta pp",
                                                         f"{100 * (1 - alpha):g}% CI", "p", "MDE", "test", "status"]
@@ -70,17 +88,4 @@ def check_command(
                       p_text(c.p_value).removeprefix("p=").removeprefix("p ").removeprefix("p"),
                       "-" if c.mde is None else f"{100 * c.mde:.2f}",
                       "tolerance only" if line.test == "tolerance" else design_text(c), line.status, style=style)
-    console.print(table)
-    for note in report.notes:
-        console.print(f"[yellow]note[/yellow] {escape(note)}")
-    for item in report.missing:
-        console.print(f"[red]missing[/red] {escape(item)}")
-    if report.regressions:
-        err_console.print(f"[red]regression:[/red] {len(report.regressions)} score(s) dropped by more than "
-                          f"{tolerance} pp" + (" and significantly" if rule == "auto" else ""))
-    if report.failed_missing:
-        err_console.print(f"[red]missing:[/red] the results lack {len(report.missing)} thing(s) the baseline has; "
-                          "re-run them, or pass --allow-missing")
-    if report.exit_code:
-        sys.exit(report.exit_code)
-    console.print("no regression" + (f" (allowed missing: {len(report.missing)})" if report.missing else ""))
+    return table

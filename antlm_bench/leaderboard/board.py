@@ -199,27 +199,8 @@ def build_leaderboard(
                                                 ":" in c, c))
     macro_columns = list(macro_tasks) if macro_tasks is not None else definition.effective_macro_tasks()
 
-    rows: list[BoardRow] = []
-    for key, run_ids in sorted(groups.items()):
-        run_ids = sorted(run_ids)
-        finals = [checkpoints[r][-1] for r in run_ids]
-        row = BoardRow(key, run_ids, {}, None)
-        for k in ("recipe", "preset", "schedule", "limit"):
-            if k not in group_by:
-                distinct = sorted({str(f.meta[k]) for f in finals if f.meta[k] is not None})
-                if len(distinct) > 1:
-                    row.notes.append(f"pools runs of several {k}s: {', '.join(distinct)}")
-        for column in columns:
-            present = [f for f in finals if column in f.cells]
-            if not present:
-                continue
-            if len(present) < len(finals):
-                row.notes.append(f"{column}: {len(present)} of {len(finals)} runs scored")
-            row.cells[column] = _cell(results, present, column)
-        row.macro = macro_cell(row, macro_columns)
-        row.curves = _curves(checkpoints, run_ids, columns, macro_columns)
-        rows.append(row)
-
+    rows = [_row(results, checkpoints, key, sorted(run_ids), group_by, columns, macro_columns)
+            for key, run_ids in sorted(groups.items())]
     rows.sort(key=lambda r: _rank_key(r, columns))
     ref_row = _find_reference(rows, group_by, reference or definition.reference) if gaps else None
     comparisons: list[Comparison] = []
@@ -232,6 +213,28 @@ def build_leaderboard(
     return Leaderboard(definition, group_by, columns, macro_columns, rows, comparisons,
                        ref_row.key if ref_row else None, alpha, notes,
                        _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), holm)
+
+
+def _row(results: Results, checkpoints: Mapping[str, list[_RunCheckpoint]], key: tuple[str, ...],
+         run_ids: list[str], group_by: Sequence[str], columns: Sequence[str], macro_columns: Sequence[str]) -> BoardRow:
+    """One configuration: its runs' final checkpoints pooled as seeds, a cell per column, macro and curves."""
+    finals = [checkpoints[r][-1] for r in run_ids]
+    row = BoardRow(key, run_ids, {}, None)
+    for k in ("recipe", "preset", "schedule", "limit"):
+        if k not in group_by:
+            distinct = sorted({str(f.meta[k]) for f in finals if f.meta[k] is not None})
+            if len(distinct) > 1:
+                row.notes.append(f"pools runs of several {k}s: {', '.join(distinct)}")
+    for column in columns:
+        present = [f for f in finals if column in f.cells]
+        if not present:
+            continue
+        if len(present) < len(finals):
+            row.notes.append(f"{column}: {len(present)} of {len(finals)} runs scored")
+        row.cells[column] = _cell(results, present, column)
+    row.macro = macro_cell(row, macro_columns)
+    row.curves = _curves(checkpoints, run_ids, columns, macro_columns)
+    return row
 
 
 def _cell(results: Results, present: list[_RunCheckpoint], column: str) -> Cell:
