@@ -29,6 +29,7 @@ import pickle
 import re
 import shutil
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -176,7 +177,9 @@ def read_trainer_state(checkpoint: str | Path) -> tuple[dict[str, Any], dict[str
     if not path.is_file():
         raise UserError(f"{path}: missing; the checkpoint is not a resume point")
     try:
-        trainer_state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about odd pickles on stderr: a second line beside our error
+            warnings.simplefilter("ignore")
+            trainer_state = torch.load(path, map_location="cpu", weights_only=True)
     except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as err:
         raise UserError(f"{path}: unreadable ({type(err).__name__}); resume from another checkpoint") from None
     for key, kind in (("step", int), ("tokens_seen", int), ("optimizer", dict)):

@@ -534,13 +534,13 @@ class Trainer:
         if state.get("step") != step:
             raise UserError(f"{where}: field step is {step} but {path / 'antlm_state.json'} says "
                             f"{state.get('step')!r}; the checkpoint was altered, resume from another one")
+        if not 0 < step <= self.total_steps:
+            raise UserError(f"{where}: field step is {step}, outside this schedule's steps 1..{self.total_steps} "
+                            f"({self.schedule.canonical}); resume from another checkpoint")
         named = re.fullmatch(r"step-(\d+)", path.resolve().name)
         if named and int(named.group(1)) != step:
             raise UserError(f"{where}: field step is {step} in a folder named {path.resolve().name}; the checkpoint "
                             "was altered, resume from another one")
-        if not 0 < step <= self.total_steps:
-            raise UserError(f"{where}: field step is {step}, outside this schedule's steps 1..{self.total_steps} "
-                            f"({self.schedule.canonical}); resume from another checkpoint")
         for key, mine in (("schedule", self.schedule.canonical), ("steps_per_epoch", self.steps_per_epoch),
                           ("phase_index", self._plan_at(step - 1).index)):
             if key in state and state[key] != mine:
