@@ -145,7 +145,8 @@ def test_chromium_renders_the_ranked_table(page, tmp_path):
     assert table.rows[0][blimp_at][0].startswith(f"{100 * best.value:.1f} [{100 * best.low:.1f}")
     gaps = _parse(dom, "gaps")
     assert {row[1][0] for row in gaps.rows} == {"blimp", "blimp_supplement", "ewok", "glue", "macro"}
-    assert all(row[5][0].startswith("paired") for row in gaps.rows)
+    # one seed a row: the gaps are shown with their item interval but not tested (seed variance unknown)
+    assert all(row[6][0] == "1 seed a side: seed variance unknown" and row[5][0] == "-" for row in gaps.rows)
 
 
 def test_chromium_sorts_by_the_column_named_in_the_link(page, tmp_path):

@@ -108,7 +108,7 @@ def key_text(board: Leaderboard, key: tuple[str, ...] | None, full: bool = False
 def method_lines(board: Leaderboard) -> list[str]:
     """The footnotes every rendering carries: what the numbers are and which method made each."""
     macro = ", ".join(board.macro_columns) if board.macro_columns else "not defined"
-    multiplicity = ("p-values Holm-adjusted over each row's comparisons" if board.holm
+    multiplicity = ("p-values Holm-adjusted over each row's comparisons (the intervals are not)" if board.holm
                     else "p-values not adjusted for multiplicity (--holm adjusts them)")
     return [
         ("Scores are percentages: mean over seeds [95% interval] ±standard deviation over seeds, then the scoring "
