@@ -70,6 +70,11 @@ def test_phase_properties() -> None:
         ("1.2.3_CLM", 3, "'_'"),
         ("", 0, "empty"),
         ("1000x(1000x(1_CLM))", 0, "at most"),
+        ("20000x(1_CLM)", 0, "repeat count of at most 10000"),
+        ("1" * 5000 + "x(1_CLM)", 0, "repeat count of at most 10000"),  # int() alone: ValueError past 4300 digits
+        ("1" + "0" * 400 + "_CLM", 0, "finite number of epochs"),
+        ("1x(" * 33 + "1_CLM" + ")" * 33, 98, "at most 32 nested repeat groups"),  # the 33rd '('
+        ("1x(" * 400 + "1_CLM" + ")" * 400, 98, "at most 32 nested repeat groups"),  # today: RecursionError
     ],
 )
 def test_errors_point_at_the_character(text: str, position: int, fragment: str) -> None:
@@ -172,3 +177,11 @@ def test_cli_bad_schedule_is_one_line_and_a_caret() -> None:
     assert line == "  4_CLM+16_MLX"
     assert caret == "  " + " " * 9 + "^"
     assert "Traceback" not in out.stderr
+
+
+def test_32_nested_groups_parse_and_long_schedules_are_shortened_in_the_message() -> None:
+    assert parse_schedule("1x(" * 32 + "1_CLM" + ")" * 32).canonical.count("(") == 32
+    with pytest.raises(ScheduleError) as info:
+        parse_schedule("1_CLM+" * 1000 + "1_XYZ")
+    assert len(str(info.value)) < 300 and "..." in str(info.value)
+    assert info.value.context_lines[0] == "1_CLM+" * 1000 + "1_XYZ"  # the caret line still shows all of it

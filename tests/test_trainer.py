@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,13 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from safetensors.torch import load_file
-from trainer_support import tiny_config
+from trainer_support import cli_args, tiny_config
+from typer.testing import CliRunner
 
 from antlm_bench.checkpoint_state import auto_scoring_method, read_state
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import load_recipe
 from antlm_bench.schedule import parse_schedule
-from antlm_bench.trainer import TrainingDiverged, epoch_order, plan_phases, read_metrics, train
+from antlm_bench.trainer import MAX_TOTAL_STEPS, TrainingDiverged, epoch_order, plan_phases, read_metrics, train
 
 
 def test_plan_counts_steps_per_phase_and_restarts_lr() -> None:
@@ -185,3 +189,124 @@ def test_report_to_a_missing_package_is_a_user_error(tmp_path: Path) -> None:
     else:
         train(tiny_config(tmp_path, tmp_path / "run", schedule="0.25_CLM", report_to=["tensorboard"]))
         assert any((tmp_path / "run" / "tensorboard").iterdir())
+
+
+# -- bad input: one line, the right exit status, nothing written ------------------------------------------------
+
+
+def _train_cli(config, *extra: str):
+    from antlm_bench.cli import app
+
+    return CliRunner().invoke(app, [*cli_args(config), *extra])
+
+
+def _one_line(result, code: int, *fragments: str) -> str:
+    assert result.exit_code == code, (result.exit_code, result.output, result.exception)
+    assert "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+def test_an_absurd_schedule_is_refused_before_any_step_is_planned(tmp_path: Path) -> None:
+    config = tiny_config(tmp_path, tmp_path / "run", schedule="1000000000000_MLM")
+    result = _train_cli(config)  # today: builds the MLM phase's restart list until MemoryError
+    _one_line(result, 2, "1000000000000_MLM", f"{MAX_TOTAL_STEPS:,}")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_long_plan_lays_out_its_restarts_lazily() -> None:
+    recipe = load_recipe("antlm-babyllama")  # MLM: cosine with a restart every 4 epochs
+    epochs = MAX_TOTAL_STEPS // 1000
+    (plan,) = plan_phases(parse_schedule(f"{epochs}_MLM"), recipe, steps_per_epoch=1000)
+    assert plan.n_steps == MAX_TOTAL_STEPS and plan.lr.cycle_length == 4000
+    assert plan.lr.factor(MAX_TOTAL_STEPS - 1) < plan.lr.factor(MAX_TOTAL_STEPS - 4000) == pytest.approx(1 / 40)
+    with pytest.raises(UserError, match="the limit is"):
+        plan_phases(parse_schedule(f"{epochs + 1}_MLM"), recipe, steps_per_epoch=1000)
+
+
+def test_deeply_nested_groups_are_one_error_line_not_a_recursion_error(tmp_path: Path) -> None:
+    schedule = "1x(" * 400 + "1_CLM" + ")" * 400
+    result = _train_cli(tiny_config(tmp_path, tmp_path / "run", schedule=schedule))
+    error = _one_line(result, 2, "at most 32 nested repeat groups", "character 99")  # the 33rd (
+    assert len(error) < 300  # the schedule is shortened in the message; the caret line below shows it whole
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("device", ["bogus", "cuda:x", "gpu"])
+def test_an_unknown_device_is_one_line_and_no_folder(tmp_path: Path, device: str) -> None:
+    config = tiny_config(tmp_path, tmp_path / "run", schedule="0.25_CLM")
+    result = _train_cli(config, "--device", device)  # today: RuntimeError from torch.device
+    _one_line(result, 2, f"--device {device}", "use auto, cpu, cuda")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("optimizer", "field"), [
+    ("{lr: 1.0e39}", "optimizer.lr"),  # today: overflow inside AdamW, run.json left "running"
+    ("{lr: .inf}", "optimizer.lr"),
+    ("{lr: .nan}", "optimizer.lr"),
+    ("{lr: 1.0e-3, betas: [1.5, 0.9]}", "optimizer.betas"),
+    ("{lr: 1.0e-3, eps: -1}", "optimizer.eps"),
+])
+def test_a_recipe_with_an_impossible_optimizer_is_refused(tmp_path: Path, optimizer: str, field: str) -> None:
+    source = Path(__file__).resolve().parents[1] / "trainers" / "antlm-babyllama.yaml"
+    text = source.read_text().replace("name: antlm-babyllama", "name: hot-llama")
+    lines = [f"optimizer: {optimizer}" if line.startswith("optimizer:") else line for line in text.splitlines()]
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "hot.yaml").write_text("\n".join(lines) + "\n")
+    config = tiny_config(tmp_path, tmp_path / "run", model="hot-llama", schedule="0.25_CLM")
+    result = _train_cli(config, "--include-path", str(tmp_path / "recipes"))
+    _one_line(result, 2, "hot.yaml", field)
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_that_fails_is_recorded_as_failed(tmp_path: Path) -> None:
+    from antlm_bench.trainer import Trainer
+
+    def fail(info) -> None:
+        if info.step == 2:
+            raise RuntimeError("value cannot be converted to type float without overflow")
+
+    with pytest.raises(RuntimeError):
+        Trainer(tiny_config(tmp_path, tmp_path / "run", schedule="1_CLM"), callbacks=[fail]).run()
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["status"] == "failed"  # today: "running" for ever
+    assert "overflow" in record["error"]
+
+
+POISON = """
+import sys, torch
+from antlm_bench.trainer import Trainer
+original = Trainer.__init__
+def patched(self, *args, **kwargs):
+    original(self, *args, **kwargs)
+    def poison(info):
+        if info.step == 3:
+            with torch.no_grad():
+                next(iter(self.model.parameters())).fill_(float("nan"))
+    self.callbacks.append(poison)
+Trainer.__init__ = patched
+from antlm_bench.cli import main
+sys.argv = ["antlm-bench", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_diverged_run_exits_3_with_one_line_and_resumes_from_the_last_good_checkpoint(tmp_path: Path) -> None:
+    config = tiny_config(tmp_path, tmp_path / "run", schedule="2_CLM", save_every_steps=2)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "400"}
+    died = subprocess.run([sys.executable, "-c", POISON, *cli_args(config)], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert died.returncode == 3, died.stderr[-2000:]
+    errors = [line for line in died.stderr.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and "Traceback" not in died.stderr
+    assert "loss nan at step 4" in errors[0] and "step 2" in errors[0]
+    assert read_state(tmp_path / "run" / "last")["step"] == 2
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "diverged"
+    resumed = _train_cli(config.model_copy(update={"resume": True}))
+    assert resumed.exit_code == 0, resumed.output
+    assert [m["step"] for m in read_metrics(tmp_path / "run")] == list(range(1, 9))
