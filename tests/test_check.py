@@ -170,3 +170,31 @@ def test_runs_are_matched_by_group_and_extra_groups_noted(tmp_path):
     status = {line.group.split("schedule=")[1]: line.status for line in report.lines}
     assert status == {"A": "ok", "B": "regression"}
     assert any("schedule=C" in note and "not in the baseline" in note for note in report.notes)
+
+
+def test_json_report_and_whole_lines_when_piped(tmp_path, monkeypatch, capsys):
+    """--json prints the report as data with the same exit status; without COLUMNS and not on a terminal, the
+    table is printed whole (no folded task names such as ``blimp_s``/``uppleme``)."""
+    import json
+
+    base, current = _pair(1000, 30)
+    tasks = {"blimp_supplement": {"a_long_subtask_name": base}}
+    _write(tmp_path / "base", "base", tasks)
+    _write(tmp_path / "new", "new", {"blimp_supplement": {"a_long_subtask_name": current}})
+    code, out, _ = _cli(monkeypatch, capsys, "--results", tmp_path / "new", "--baseline", tmp_path / "base",
+                        "--json")
+    assert code == 1
+    report = json.loads(out)
+    assert report["verdict"] == "regression" and report["exit_code"] == 1
+    line = report["lines"][0]
+    assert line["task"] == "blimp_supplement" and line["status"] == "regression"
+    assert abs(line["delta_pp"] - (-3.0)) < 1e-9 and line["paired_by_item"] and line["n_items"] == 1000
+    monkeypatch.setattr(sys, "argv", ["antlm-bench", "check", "--results", str(tmp_path / "new"),
+                                      "--baseline", str(tmp_path / "base")])
+    monkeypatch.delenv("COLUMNS", raising=False)
+    with pytest.raises(SystemExit):
+        main()
+    out, _ = capsys.readouterr()
+    table_line = next(line for line in out.splitlines() if "blimp_supplement" in line)
+    assert "regression" in table_line and "-3.00" in table_line
+    assert max(len(line) for line in out.splitlines()) > 80

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from typer.core import TyperGroup
 
@@ -22,8 +22,29 @@ except ImportError:  # pragma: no cover  (older typer: plain click)
 # a command's own exit (typer.Exit(1), --help) and typer's abort pass through untouched
 _PASS_THROUGH: tuple[type[BaseException], ...] = (typer.Exit, typer.Abort)
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# wide enough that no table cell or line is ever cut or folded when the output is not a terminal
+PIPE_WIDTH = 10_000
+
+
+class WholeLineConsole(Console):
+    """A console that prints whole lines when its stream is not a terminal (a CI log, ``| grep``, a file): rich
+    would otherwise lay tables out at 80 columns and cut names (``antlm-ba…``). A terminal keeps its own width;
+    ``$COLUMNS`` still wins when set."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        dimensions = super().size
+        if self._width is None and not self.is_terminal:
+            return ConsoleDimensions(PIPE_WIDTH, dimensions.height)
+        return dimensions
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
+console = WholeLineConsole(highlight=False)
+err_console = WholeLineConsole(stderr=True, highlight=False)
 
 # errno -> (what happened, what to do); an OSError with one of these is the machine's doing, not a bug
 ENVIRONMENT_ERRNOS: dict[int, tuple[str, str]] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -13,44 +14,64 @@ from antlm_bench.registry import add_include_path
 list_app = typer.Typer(help="List registered tasks and model recipes.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
 
+JsonOption = typer.Option(False, "--json", help="Print a JSON list (one object per row) instead of the table.")
+
 
 @list_app.command("tasks")
-def list_tasks(include_path: list[Path] | None = IncludePathOption) -> None:
+def list_tasks(include_path: list[Path] | None = IncludePathOption, as_json: bool = JsonOption) -> None:
     """Tasks and task groups, with their adapter class and source file."""
     from antlm_bench.tasks import GroupSpec, all_specs
 
     for folder in include_path or []:
         add_include_path(folder)
+    records = []
+    for name, spec in sorted(all_specs().items()):
+        source = None if spec.source is None else str(spec.source)
+        if isinstance(spec, GroupSpec):
+            records.append({"name": name, "kind": "group", "description": spec.description,
+                            "members": list(spec.task), "class": None, "file": source})
+        else:
+            records.append({"name": name, "kind": "task", "description": spec.description,
+                            "members": list(spec.members or []), "class": spec.class_name, "file": source})
+    if as_json:
+        typer.echo(json.dumps(records, indent=2))
+        return
     table = Table(title="tasks")
     for column in ("name", "kind", "description", "members / class", "file"):
         table.add_column(column)
-    for name, spec in sorted(all_specs().items()):
-        if isinstance(spec, GroupSpec):
-            table.add_row(name, "group", spec.description, ", ".join(spec.task), _short(spec.source))
+    for record, spec in zip(records, (spec for _, spec in sorted(all_specs().items()))):
+        if record["kind"] == "group":
+            detail = ", ".join(record["members"])
         else:
-            detail = spec.class_name + (f" ({', '.join(spec.members)})" if spec.members else "")
-            table.add_row(name, "task", spec.description, detail, _short(spec.source))
+            detail = record["class"] + (f" ({', '.join(record['members'])})" if record["members"] else "")
+        table.add_row(record["name"], record["kind"], record["description"], detail, _short(spec.source))
     console.print(table)
 
 
 @list_app.command("models")
-def list_models(include_path: list[Path] | None = IncludePathOption) -> None:
+def list_models(include_path: list[Path] | None = IncludePathOption, as_json: bool = JsonOption) -> None:
     """Model recipes with their presets and parameter counts."""
     from antlm_bench.models import count_parameters
     from antlm_bench.recipes import all_recipes
 
     for folder in include_path or []:
         add_include_path(folder)
+    records = []
+    for recipe in all_recipes():
+        for preset_name, preset in recipe.presets.items():
+            records.append({"recipe": recipe.name, "architecture": recipe.architecture,
+                            "default_schedule": recipe.default_schedule, "preset": preset_name,
+                            "layers": preset.n_layers, "hidden_size": preset.hidden_size,
+                            "vocab_size": preset.vocab_size, "parameters": count_parameters(recipe, preset_name)})
+    if as_json:
+        typer.echo(json.dumps(records, indent=2))
+        return
     table = Table(title="model recipes")
     for column in ("recipe", "architecture", "default schedule", "preset", "layers x hidden", "vocab", "parameters"):
         table.add_column(column)
-    for recipe in all_recipes():
-        for preset_name, preset in recipe.presets.items():
-            params = count_parameters(recipe, preset_name)
-            table.add_row(
-                recipe.name, recipe.architecture, recipe.default_schedule, preset_name,
-                f"{preset.n_layers} x {preset.hidden_size}", str(preset.vocab_size), f"{params / 1e6:.2f}M",
-            )
+    for r in records:
+        table.add_row(r["recipe"], r["architecture"], r["default_schedule"], r["preset"],
+                      f"{r['layers']} x {r['hidden_size']}", str(r["vocab_size"]), f"{r['parameters'] / 1e6:.2f}M")
     console.print(table)
 
 

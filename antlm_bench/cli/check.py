@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -33,6 +34,8 @@ def check_command(
                                   "(default recipe,preset,schedule)."),
     markdown: Path | None = typer.Option(None, "--markdown", help="Also append the table as Markdown here "
                                          "(e.g. $GITHUB_STEP_SUMMARY)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object on stdout (scores in "
+                                 "percentage points) instead of the table; the exit status is the same."),
 ) -> None:
     """Compare task and macro scores with a baseline; exit 1 on a significant drop beyond the tolerance, or when
     the results lack something the baseline has."""
@@ -48,6 +51,11 @@ def check_command(
         except OSError as err:
             raise EnvironmentFailure(f"--markdown {markdown}: cannot write ({err.strerror}); check the path and "
                                      "free space") from None
+    if as_json:
+        typer.echo(json.dumps(report_json(report), indent=2))
+        if report.exit_code:
+            sys.exit(report.exit_code)
+        return
     console.print(_table(report, tolerance, alpha, holm, rule))
     for note in report.notes:
         console.print(f"[yellow]note[/yellow] {escape(note)}")
@@ -62,6 +70,30 @@ def check_command(
     if report.exit_code:
         sys.exit(report.exit_code)
     console.print("no regression" + (f" (allowed missing: {len(report.missing)})" if report.missing else ""))
+
+
+def report_json(report) -> dict:
+    """The check report as plain data: every line of the table, with the numbers unrounded (percentage points)."""
+    from antlm_bench.leaderboard import design_text
+
+    def pp(value: float | None) -> float | None:
+        return None if value is None else 100 * value
+
+    lines = []
+    for line in report.lines:
+        c = line.comparison
+        lines.append({
+            "group": line.group, "task": line.column, "baseline": pp(line.baseline.value),
+            "current": pp(line.current.value), "delta_pp": pp(c.delta), "ci_low_pp": pp(c.low),
+            "ci_high_pp": pp(c.high), "p": c.p_value, "p_raw": c.p_raw, "mde_pp": pp(c.mde),
+            "test": "tolerance only" if line.test == "tolerance" else design_text(c), "design": line.test,
+            "paired_by_item": c.paired, "n_items": c.n_items, "baseline_seeds": line.baseline.n_seeds,
+            "current_seeds": line.current.n_seeds, "status": line.status,
+        })
+    verdict = "regression" if report.regressions else ("missing" if report.failed_missing else "no regression")
+    return {"verdict": verdict, "exit_code": report.exit_code, "tolerance_pp": report.tolerance,
+            "alpha": report.alpha, "rule": report.rule, "holm": report.holm, "seed_sd_pp": report.seed_sd,
+            "lines": lines, "missing": list(report.missing), "notes": list(report.notes)}
 
 
 def _table(report, tolerance: float, alpha: float, holm: bool, rule: str) -> Table:

@@ -1,0 +1,54 @@
+"""The CLI's output when it is not a terminal (CI logs, ``| grep``): whole lines, and ``--json`` for scripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from antlm_bench.cli.app import PIPE_WIDTH, WholeLineConsole
+
+
+def _piped(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["OMP_NUM_THREADS"] = "1"
+    return subprocess.run([sys.executable, "-m", "antlm_bench", *args], capture_output=True, text=True, env=env,
+                          timeout=300, stdin=subprocess.DEVNULL)
+
+
+def test_list_models_piped_keeps_whole_names_and_json_parses():
+    table = _piped("list", "models")
+    assert table.returncode == 0, table.stderr
+    lines = [line for line in table.stdout.splitlines() if "antlm-babyllama" in line]
+    assert len(lines) >= 3, table.stdout  # tiny, small, paper: grep finds the recipe on every preset's line
+    assert "…" not in table.stdout
+    assert any("4_CLM+16_MLM+4_CLM" in line and "tiny" in line for line in lines)
+    listed = _piped("list", "models", "--json")
+    assert listed.returncode == 0, listed.stderr
+    records = json.loads(listed.stdout)
+    tiny = next(r for r in records if r["recipe"] == "antlm-babyllama" and r["preset"] == "tiny")
+    assert tiny["architecture"] == "babyllama" and isinstance(tiny["parameters"], int) and tiny["parameters"] > 0
+
+
+def test_list_tasks_json():
+    listed = _piped("list", "tasks", "--json")
+    assert listed.returncode == 0, listed.stderr
+    records = {r["name"]: r for r in json.loads(listed.stdout)}
+    assert records["babylm"]["kind"] == "group" and "blimp" in records["babylm"]["members"]
+    assert records["glue"]["kind"] == "task" and "mrpc" in records["glue"]["members"]
+    assert records["blimp"]["file"].endswith("blimp.yaml")
+
+
+def test_console_width_follows_the_stream(monkeypatch):
+    import io
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    piped = WholeLineConsole(file=io.StringIO())
+    assert piped.width == PIPE_WIDTH
+    piped.print("x" * 300)
+    assert piped.file.getvalue().strip() == "x" * 300  # one line, not four
+    monkeypatch.setenv("COLUMNS", "100")
+    assert WholeLineConsole(file=io.StringIO()).width == 100  # an explicit width still wins
+    terminal = WholeLineConsole(file=io.StringIO(), force_terminal=True, width=90)
+    assert terminal.width == 90
