@@ -50,18 +50,19 @@ def comparison_text(c: Comparison) -> str:
 
 
 DESIGN_TEXT = {
-    "same-seed": "same-seed, paired by item",
-    "paired-seeds": "paired by seed and item",
-    "welch": "Welch over seeds + items",
-    "pooled": "pooled seed SD + items",
+    "same-seed": "same-seed",
+    "paired-seeds": "paired by seed",
+    "welch": "Welch over seeds",
+    "pooled": "pooled seed SD",
     "unknown": "1 seed a side: seed variance unknown",
 }
 
 
 def design_text(c: Comparison) -> str:
+    """The comparison's design, and whether its items were paired (GLUE's F1 members never are)."""
     text = DESIGN_TEXT.get(c.design, "no test")
-    if c.design in ("welch", "pooled") and c.paired:
-        text += " (paired by item)"
+    if c.design in ("same-seed", "paired-seeds", "welch", "pooled"):
+        text += ", paired by item" if c.paired else ", items unpaired"
     return text
 
 
