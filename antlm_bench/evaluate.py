@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import os
 import platform
 import re
 import time
@@ -81,6 +82,40 @@ def _torch_threads() -> int:
     import torch
 
     return torch.get_num_threads()
+
+
+SMALL_MODEL_PARAMETERS = 10_000_000  # below this, one CPU thread: more threads mostly wait for each other
+
+
+def _model_parameters(module: Any, path: Path | None) -> int | None:
+    """The parameter count of a loaded module, else estimated from a folder's weight files (float32 bytes / 4)."""
+    if module is not None and hasattr(module, "parameters"):
+        return sum(p.numel() for p in module.parameters())
+    if path is not None and path.is_dir():
+        size = sum(f.stat().st_size for f in path.glob("*.safetensors")) or sum(
+            f.stat().st_size for f in path.glob("pytorch_model*.bin"))
+        return size // 4 if size else None
+    return None
+
+
+def choose_threads(threads: int | None, n_parameters: int | None, device: str) -> tuple[int, str]:
+    """(CPU threads for torch, why): ``--threads`` wins, then $OMP_NUM_THREADS, then the model's size (small
+    models get 1: on a shared CPU a 2-thread PLL pass of a tiny model was 2.5x slower than 1 thread), else
+    torch's default."""
+    import torch
+
+    if threads is not None:
+        if threads < 1:
+            raise UserError(f"--threads {threads}: must be at least 1")
+        return threads, "--threads"
+    if os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
+        return torch.get_num_threads(), "$OMP_NUM_THREADS"
+    if not str(device).startswith("cpu"):
+        return torch.get_num_threads(), f"torch default (model on {device})"
+    if n_parameters is not None and n_parameters < SMALL_MODEL_PARAMETERS:
+        return 1, f"model size ({n_parameters / 1e6:.2f}M parameters < {SMALL_MODEL_PARAMETERS / 1e6:g}M: 1 thread)"
+    return torch.get_num_threads(), "torch default" + (
+        f" ({n_parameters / 1e6:.1f}M parameters)" if n_parameters is not None else "")
 
 
 def run_info_from_state(state: dict[str, Any] | None, model_path: Path | None) -> RunInfo:
@@ -182,6 +217,7 @@ def evaluate(
     model_path: str | Path | None = None,
     seeds: list[int] | None = None,
     work_dir: str | Path | None = None,
+    threads: int | None = None,
 ) -> EvalOutput:
     """Evaluate a model on tasks. ``model``: a checkpoint folder, a ScoringModel, (model, tokenizer), or a model
     with ``tokenizer=``. ``model_path`` names the checkpoint folder of an in-memory model (its record and the
@@ -232,6 +268,12 @@ def evaluate(
         parameter = next(sm.module.parameters())
         device, dtype = str(parameter.device), str(parameter.dtype).removeprefix("torch.")
 
+    import torch
+
+    threads_before = torch.get_num_threads()
+    n_threads, threads_why = choose_threads(threads, _model_parameters(sm.module if sm is not None else loaded, path),
+                                            device)
+    torch.set_num_threads(n_threads)  # restored when the evaluation ends
     run = run_info or run_info_from_state(state, path)
     checkpoint = checkpoint_info or checkpoint_info_from_state(state, path)
     ctx = EvalContext(
@@ -264,6 +306,7 @@ def evaluate(
                     "scoring": method, **record,
                 })
     finally:
+        torch.set_num_threads(threads_before)
         if bar is not None and hasattr(bar, "stop") and progress is True:
             bar.stop()
 
@@ -278,7 +321,7 @@ def evaluate(
             "scoring_requested": scoring, "scoring": method, "scoring_reason": why, "limit": limit,
             "log_samples": log_samples, "batch_tokens": batch_tokens, "device": device, "dtype": dtype,
             "leading_space": leading_space, "reduction": "sum", "seeds": ctx.seeds, "options": ctx.options,
-            "data_dir": str(folder), "torch_threads": _torch_threads(),
+            "data_dir": str(folder), "torch_threads": n_threads, "torch_threads_reason": threads_why,
         },
         "versions": _versions(),
         "data": data,

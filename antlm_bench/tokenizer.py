@@ -89,6 +89,11 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
     try:
         return AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError) as err:
+        from antlm_bench.scoring.model import broken_json_message
+
+        broken = broken_json_message(path)  # name the broken file (config.json is read too), not the tokenizer
+        if broken is not None:
+            raise UserError(broken) from None
         raise UserError(f"{path}: cannot load the tokenizer ({str(err).splitlines()[0]})") from None
 
 

@@ -387,6 +387,11 @@ def _load_model(context: EvalContext) -> tuple[Any, Any]:
         try:
             tokenizer = AutoTokenizer.from_pretrained(context.model_path)
         except (OSError, ValueError) as err:
+            from antlm_bench.scoring.model import broken_json_message
+
+            broken = broken_json_message(Path(context.model_path))  # name a broken config.json, not the tokenizer
+            if broken is not None:
+                raise UserError(broken) from None
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise UserError(f"{context.model_path}: cannot load the tokenizer ({first})") from None
     return model, tokenizer

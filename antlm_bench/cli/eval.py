@@ -23,11 +23,6 @@ class Scoring(str, Enum):
     mntp = "mntp"
 
 
-class Device(str, Enum):
-    cpu = "cpu"
-    cuda = "cuda"
-
-
 class DType(str, Enum):
     float32 = "float32"
     bfloat16 = "bfloat16"
@@ -52,7 +47,8 @@ def eval_command(
                                      "pair (EWoK text is left out, as its terms require)."),
     batch_tokens: int = typer.Option(4096, "--batch-tokens", min=1, help="Token budget per forward pass (rows x "
                                      "padded length); bounds peak memory whatever a sentence's length."),
-    device: Device = typer.Option(Device.cpu, "--device", help="cpu or cuda."),
+    device: str = typer.Option("auto", "--device", help="auto (cuda when visible, else cpu), cpu, cuda, cuda:N "
+                               "or mps; as run and train."),
     dtype: DType = typer.Option(DType.float32, "--dtype", help="Model weights dtype (bfloat16: cuda only); "
                                 "log-softmax is float32 either way."),
     leading_space: bool = typer.Option(False, "--leading-space", help="Score ' ' + sentence, as the stock "
@@ -60,8 +56,9 @@ def eval_command(
     data_dir: Path | None = DataDirOption,
     include_path: list[Path] | None = IncludePathOption,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads for torch (default: torch's "
-                                       "choice; 1 is often fastest for tiny models on a busy machine)."),
+    threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads for torch (default: from the "
+                                       "model's size, 1 below 10M parameters, unless $OMP_NUM_THREADS is set; "
+                                       "run.json records the choice)."),
     # GLUE fine-tuning (tasks/glue.yaml); unset flags keep the spec's BabyLM 2025 defaults
     seeds: str | None = typer.Option(None, "--seeds", help="GLUE: fine-tuning seeds, e.g. 42,43,44 (one row set "
                                      "per seed; default 42)."),
@@ -85,11 +82,8 @@ def eval_command(
     95% bootstrap interval.
     """
     from antlm_bench.evaluate import evaluate
+    from antlm_bench.trainer import check_device
 
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(threads)
     for folder in include_path or []:
         add_include_path(folder)
     glue_options = {"lr": lr, "batch_size": batch_size, "epochs": epochs, "max_length": max_length,
@@ -97,7 +91,8 @@ def eval_command(
                     "pooling": pooling, "probe": probe or None}
     out = evaluate(
         model, tasks, scoring=scoring.value, output_dir=output, limit=limit, log_samples=log_samples,
-        batch_tokens=batch_tokens, device=device.value, dtype=dtype.value, data_dir=data_dir,
+        batch_tokens=batch_tokens, device=resolve_device(check_device(device)), dtype=dtype.value, data_dir=data_dir,
+        threads=threads,
         leading_space=leading_space, progress=progress,
         options={k: v for k, v in glue_options.items() if v is not None}, seeds=parse_seeds(seeds),
     )
@@ -107,6 +102,15 @@ def eval_command(
     if output is not None:
         written = ", ".join(["scores.parquet", *(["items.parquet"] if log_samples else []), "run.json"])
         console.print(f"wrote {written} to {output}", soft_wrap=True)
+
+
+def resolve_device(name: str) -> str:
+    """``auto`` -> cuda when torch sees a CUDA device, else cpu (what run and train pick); others as given."""
+    if name != "auto":
+        return name
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def parse_seeds(text: str | None) -> list[int] | None:

@@ -95,6 +95,22 @@ class ScoringModel:
                 return value
         return None
 
+    @property
+    def extends_positions(self) -> bool:
+        """Whether positions beyond ``max_length`` are computed the same way as those within: rotary (Llama
+        style, BabyLlama) or relative (LTG-BERT's log buckets) positions, or ALiBi. A learned absolute table
+        (GPT-2, BERT, RoBERTa) has no entry there."""
+        if self.kind == "antlm":
+            return True
+        config = self.module.config
+        if getattr(config, "alibi", False) or getattr(config, "model_type", "") in ("bloom", "mpt"):
+            return True
+        if getattr(config, "position_embedding_type", "absolute") not in ("absolute", None):
+            return False  # BERT's relative_key variants index a table of 2 * max_positions - 1 distances
+        rope = any(getattr(config, name, None) for name in ("rope_theta", "rope_parameters", "rotary_dim",
+                                                              "rotary_pct", "rotary_emb_base"))
+        return bool(rope)
+
     def check_mode(self, mode: str, method: str) -> None:
         if mode not in self.modes:
             what = "a causal LM" if self.kind == "causal" else "a masked LM"
@@ -324,12 +340,34 @@ def resolve_device_dtype(device: str, dtype: str) -> tuple[torch.device, torch.d
     return torch.device(device), DTYPES[dtype]
 
 
+def broken_json_message(path: Path) -> str | None:
+    """One line naming the first JSON file of a model folder that does not parse (config.json, the tokenizer's
+    files), or None when they all parse."""
+    import json
+
+    for name in ("config.json", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json"):
+        file = Path(path) / name
+        if not file.is_file():
+            continue
+        try:
+            json.loads(file.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            return f"{file}: not UTF-8 text; re-save it (e.g. with save_pretrained)"
+        except json.JSONDecodeError as err:
+            return (f"{file}:{err.lineno}:{err.colno}: not valid JSON ({err.msg}); fix the file or re-save the "
+                    "model with save_pretrained")
+    return None
+
+
 def load_tokenizer_from(path: Path) -> Any:
     from transformers import AutoTokenizer
 
     try:
         return AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        broken = broken_json_message(path)  # the tokenizer loader reads config.json too: name the file that is broken
+        if broken is not None:
+            raise UserError(broken) from None
         raise UserError(f"{path}: no usable tokenizer ({str(err).splitlines()[0][:160]}); "
                         "save the tokenizer into the model folder") from None
 
