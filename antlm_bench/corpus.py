@@ -24,8 +24,11 @@ import io
 import os
 import random
 import shutil
+import sys
 import tempfile
+import time
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +43,19 @@ from antlm_bench.tokenizer import PUNCTUATION_MAP, load_tokenizer, tokenizer_has
 CLEANING_VERSION = "antlm-clean-1"  # bump when clean_line or the selection changes: old caches stop matching
 PACKING_VERSION = "antlm-pack-1"
 _PUNCTUATION_TABLE = str.maketrans(PUNCTUATION_MAP)
+
+Progress = Callable[[str], None] | bool | None  # a function that shows one line, True (stderr), or False/None
+
+
+def _stderr_line(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _reporter(progress: Progress) -> Callable[[str], None]:
+    """What prints the preparation's progress lines: ``progress`` itself, stderr for True, nothing otherwise."""
+    if callable(progress):
+        return progress
+    return _stderr_line if progress else (lambda message: None)
 
 
 def default_prepared_dir() -> Path:
@@ -184,8 +200,12 @@ class PackedCorpus:
         return int(self.input_ids.shape[0])
 
 
-def tokenize_lines(lines: list[str], tokenizer: PreTrainedTokenizerFast) -> tuple[np.ndarray, np.ndarray]:
-    """All lines as one stream ``<s> line </s> <s> line </s> ...``: (token ids int32, word starts bool)."""
+def tokenize_lines(lines: list[str], tokenizer: PreTrainedTokenizerFast,
+                   progress: Progress = None) -> tuple[np.ndarray, np.ndarray]:
+    """All lines as one stream ``<s> line </s> <s> line </s> ...``: (token ids int32, word starts bool).
+    ``progress`` hears about every 10% of a long corpus (over 50,000 lines)."""
+    say = _reporter(progress)
+    step = max(512, (len(lines) // 10) // 512 * 512) if len(lines) > 50_000 else None
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
     if eos is None:
         raise UserError("the tokenizer has no EOS token; packing needs one between lines")
@@ -193,6 +213,8 @@ def tokenize_lines(lines: list[str], tokenizer: PreTrainedTokenizerFast) -> tupl
     start_parts: list[np.ndarray] = []
     for begin in range(0, len(lines), 512):
         # the backend directly: no length warnings for long lines, and the specials are ours to place
+        if step is not None and begin and begin % step == 0:
+            say(f"packing: {begin:,} of {len(lines):,} lines tokenized ({100 * begin // len(lines)}%)")
         encodings = tokenizer.backend_tokenizer.encode_batch(lines[begin:begin + 512], add_special_tokens=False)
         for encoding in encodings:
             ids = np.asarray(encoding.ids, dtype=np.int32)
@@ -221,8 +243,10 @@ def prepare_corpus(
     split: str = "train",
     seed: int = 0,
     corpus: CleanCorpus | None = None,
+    progress: Progress = None,
 ) -> PackedCorpus:
     """Clean, tokenize and pack ``corpus_dir`` into ``[N, seq_len]`` blocks, cached by content hash."""
+    say = _reporter(progress)
     if seq_len < 2:
         raise UserError(f"sequence length {seq_len}: must be at least 2")
     corpus = corpus or read_corpus(corpus_dir, split, max_words, seed)
@@ -234,12 +258,17 @@ def prepare_corpus(
         if cache_path.is_file():
             try:
                 with np.load(cache_path) as stored:
+                    say(f"packing: reused {cache_path}")
                     return PackedCorpus(stored["input_ids"], stored["word_starts"], corpus.data_hash, tok_hash,
                                         seq_len, n_words, cache_path, from_cache=True)
             except (OSError, ValueError, KeyError):
                 cache_path.unlink(missing_ok=True)  # a damaged cache entry is rebuilt, not trusted
-    ids, starts = tokenize_lines(corpus.lines(), tokenizer)
+    clock = time.perf_counter()
+    lines = corpus.lines()
+    say(f"packing: tokenizing {len(lines):,} lines into sequences of {seq_len} ...")
+    ids, starts = tokenize_lines(lines, tokenizer, say)
     n_blocks = len(ids) // seq_len
+    say(f"packing: {n_blocks:,} sequences, {n_blocks * seq_len:,} tokens ({time.perf_counter() - clock:.1f} s)")
     if n_blocks == 0:
         raise UserError(
             f"corpus {corpus_dir}: {len(ids)} tokens, fewer than one sequence of {seq_len}; give more text"
@@ -262,19 +291,27 @@ def _tokenizer_key(recipe: Recipe, vocab_size: int, max_length: int, data_hash: 
 
 
 def recipe_tokenizer(recipe: Recipe, preset_name: str, corpus: CleanCorpus,
-                     cache_dir: str | os.PathLike | None) -> PreTrainedTokenizerFast:
+                     cache_dir: str | os.PathLike | None, progress: Progress = None) -> PreTrainedTokenizerFast:
     """The recipe's BPE at the preset's vocabulary size, trained on ``corpus`` or loaded from the cache."""
     preset = recipe.preset(preset_name)
-    train = lambda: train_tokenizer(
-        corpus.lines(), preset.vocab_size, recipe.tokenizer.min_frequency, recipe.tokenizer.lowercase,
-        preset.max_position_embeddings,
-    )
+    say = _reporter(progress)
+
+    def train() -> PreTrainedTokenizerFast:
+        clock = time.perf_counter()
+        say(f"tokenizer: training a byte-level BPE, vocabulary {preset.vocab_size:,}, on "
+            f"{sum(corpus.n_words.values()):,} words ...")
+        trained = train_tokenizer(corpus.lines(), preset.vocab_size, recipe.tokenizer.min_frequency,
+                                  recipe.tokenizer.lowercase, preset.max_position_embeddings)
+        say(f"tokenizer: trained, {len(trained):,} tokens ({time.perf_counter() - clock:.1f} s)")
+        return trained
+
     if cache_dir is None:
         return train()
     folder = Path(cache_dir) / "tokenizers" / _tokenizer_key(
         recipe, preset.vocab_size, preset.max_position_embeddings, corpus.data_hash
     )
     if (folder / "tokenizer.json").is_file():
+        say(f"tokenizer: reused from the cache {folder}")
         return load_tokenizer(folder)
     tokenizer = train()
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -298,8 +335,10 @@ def prepare_training_data(
     max_words: int | None = None,
     seed: int = 0,
     split: str = "train",
+    progress: Progress = True,
 ) -> tuple[PreTrainedTokenizerFast, PackedCorpus]:
-    """The tokenizer and packed blocks a training run needs, in one call (both cached).
+    """The tokenizer and packed blocks a training run needs, in one call (both cached). ``progress``: a line per
+    step (reading, tokenizer trained or reused, packing) on stderr, to a function, or none (False).
 
     ``max_words`` defaults to the preset's ``max_words`` (None: the whole corpus); the tokenizer is trained on the
     text the model will see, at the preset's vocabulary size; sequences have the preset's ``max_seq_len``.
@@ -307,9 +346,16 @@ def prepare_training_data(
     preset = recipe.preset(preset_name)
     cache_dir = default_prepared_dir() if cache_dir is None else cache_dir
     words = max_words if max_words is not None else preset.max_words
+    say = _reporter(progress)
+    clock = time.perf_counter()
+    say(f"corpus: reading {corpus_dir} ({split})" + (f", up to {words:,} words" if words else ""))
     corpus = read_corpus(corpus_dir, split, words, seed)
-    tokenizer = recipe_tokenizer(recipe, preset_name, corpus, cache_dir)
-    packed = prepare_corpus(corpus_dir, tokenizer, preset.max_seq_len, words, cache_dir, split, seed, corpus)
+    n_words = sum(corpus.n_words.values())
+    say(f"corpus: {len(corpus.sources)} sources, {n_words:,} words, {corpus.n_duplicates:,} duplicate lines dropped "
+        f"({time.perf_counter() - clock:.1f} s)")
+    tokenizer = recipe_tokenizer(recipe, preset_name, corpus, cache_dir, progress=say)
+    packed = prepare_corpus(corpus_dir, tokenizer, preset.max_seq_len, words, cache_dir, split, seed, corpus,
+                            progress=say)
     return tokenizer, packed
 
 

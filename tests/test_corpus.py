@@ -161,3 +161,20 @@ def test_data_prepare_command(corpus_dir, tmp_path):
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and "(reused)" in again.output
     assert len(list((tmp_path / "cache" / "packed").glob("*.npz"))) == 1
+
+
+def test_preparation_prints_progress(corpus_dir, tmp_path, capsys):
+    recipe = load_recipe("antlm-babyllama")
+    recipe.presets["tiny"] = recipe.presets["tiny"].model_copy(update={"vocab_size": 320, "max_words": None})
+    prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache")
+    first = capsys.readouterr().err
+    assert "corpus: 2 sources" in first and "duplicate lines dropped" in first
+    assert "tokenizer: training a byte-level BPE, vocabulary 320" in first and "tokenizer: trained" in first
+    assert "packing: tokenizing" in first and "sequences" in first
+    lines: list[str] = []
+    prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache", progress=lines.append)
+    assert any(line.startswith("tokenizer: reused from the cache") for line in lines)
+    assert any(line.startswith("packing: reused") for line in lines)
+    assert capsys.readouterr().err == ""
+    prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache", progress=False)
+    assert capsys.readouterr().err == ""
