@@ -34,6 +34,7 @@ class EvalContext:
     options: dict[str, Any] = field(default_factory=dict)  # adapter-specific settings (GLUE hyper-parameters)
     work_dir: Path | None = None  # scratch space (fine-tuned heads, caches)
     progress: Any = None  # a rich Progress to add tasks to, or None
+    eval_set: str = "full"  # "fast": the official BabyLM 2025 fast subsets (--fast)
 
 
 @dataclass

@@ -26,6 +26,9 @@ class Seq:
     ids: np.ndarray  # int64 [L], special tokens and prefix included
     scored: np.ndarray  # int64 positions whose token counts, ascending
     word_ids: np.ndarray | None = None  # int64 [L] word index per position (-1: special), pll-word-l2r only
+    # masked methods only: the token to predict at each scored position when it is not the one in ``ids``
+    # (reading: the positions hold the appended mask tokens, the target is the word's sub-token)
+    targets: np.ndarray | None = None
 
 
 def prefix_token_id(tokenizer) -> int:
@@ -142,10 +145,11 @@ def dedupe(seqs: list[Seq]) -> tuple[list[Seq], np.ndarray]:
     identically tokenized sentences is a tie, not a coin flip of float rounding in different batches.
     """
     unique: list[Seq] = []
-    seen: dict[tuple[bytes, bytes, bytes], int] = {}
+    seen: dict[tuple[bytes, bytes, bytes, bytes], int] = {}
     index = np.empty(len(seqs), dtype=np.int64)
     for i, seq in enumerate(seqs):
-        key = (seq.ids.tobytes(), seq.scored.tobytes(), b"" if seq.word_ids is None else seq.word_ids.tobytes())
+        key = (seq.ids.tobytes(), seq.scored.tobytes(), b"" if seq.word_ids is None else seq.word_ids.tobytes(),
+               b"" if seq.targets is None else seq.targets.tobytes())
         if key not in seen:
             seen[key] = len(unique)
             unique.append(seq)

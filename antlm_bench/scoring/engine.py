@@ -61,17 +61,27 @@ def _pad_id(sm: ScoringModel) -> int:
     return 0
 
 
+def longest_input(seqs: list[Seq], method: str) -> int:
+    """The most positions any of ``seqs`` puts through the model (clm drops the last token)."""
+    drop = 1 if method == "clm" else 0
+    return max((len(seq.ids) - drop for seq in seqs if len(seq.scored)), default=0)
+
+
 def _check_lengths(sm: ScoringModel, seqs: list[Seq], drop_last: bool) -> None:
+    """Refuse inputs beyond the configured positions only where the model cannot represent them: rotary and
+    relative positions (BabyLlama, LTG-BERT, Llama-style models) compute any position, so such inputs are
+    scored whole, as the official BabyLM pipeline does; a learned table (GPT-2, BERT, RoBERTa) ends."""
     limit = sm.max_length
-    if limit is None:
+    if limit is None or sm.extends_positions:
         return
     for seq in seqs:
         length = len(seq.ids) - (1 if drop_last else 0)
         if length > limit:
             text = sm.tokenizer.decode(seq.ids[:12].tolist())
             raise UserError(
-                f"a sequence of {length} tokens ({text!r}...) exceeds the model's {limit} positions; "
-                "shorten the input or use a model with more positions"
+                f"{sm.name}: a sequence of {length} tokens ({text!r}...) exceeds the model's {limit} learned "
+                "positions (absolute position embeddings cannot go beyond them); use a model with more positions "
+                "or with rotary / relative positions"
             )
 
 
@@ -250,7 +260,7 @@ class PrefixForest:
 
 
 def clm_tree_batches(rag: Ragged, seqs: np.ndarray, batch_tokens: int, pad: int,
-                     cells: np.ndarray | None = None) -> Iterator[Batch]:
+                     cells: np.ndarray | None = None, row_tokens: int = TREE_ROW_TOKENS) -> Iterator[Batch]:
     """clm rows that are prefix trees of several sequences (see :class:`PrefixForest`), packed by the budget.
 
     ``seqs`` come longest first; consecutive runs of them form forests of at most ``TREE_FOREST_CELLS``.
@@ -259,13 +269,13 @@ def clm_tree_batches(rag: Ragged, seqs: np.ndarray, batch_tokens: int, pad: int,
     start = 0
     while start < len(seqs):
         count = max(1, TREE_FOREST_CELLS // int(rag.lengths[seqs[start]]))
-        yield from _forest_batches(rag, seqs[start:start + count], batch_tokens, pad, cells)
+        yield from _forest_batches(rag, seqs[start:start + count], batch_tokens, pad, cells, row_tokens)
         start += count
 
 
 def _forest_batches(rag: Ragged, seqs: np.ndarray, batch_tokens: int, pad: int,
-                    cells: np.ndarray | None) -> Iterator[Batch]:
-    forest = PrefixForest.build(rag, seqs, max(1, min(TREE_ROW_TOKENS, batch_tokens)))
+                    cells: np.ndarray | None, row_tokens: int = TREE_ROW_TOKENS) -> Iterator[Batch]:
+    forest = PrefixForest.build(rag, seqs, max(1, min(row_tokens, batch_tokens)))
     sizes = forest.row_nodes
     rows_order = np.argsort(-sizes, kind="stable")
     slot_in_batch = np.empty(len(sizes), dtype=np.int64)
@@ -351,7 +361,7 @@ def masked_batches(
                 if b == len(seq.scored):
                     del extras[s]
             cols[row:row + k] = positions - shift
-            targets[row:row + k] = seq.ids[positions]
+            targets[row:row + k] = seq.ids[positions] if seq.targets is None else seq.targets[a:b]
             owners[row:row + k] = s
             progress += k / len(seq.scored)
             row += k
@@ -427,8 +437,12 @@ def run_batches(sm: ScoringModel, batches: Iterator[Batch], n_seqs: int, mode: s
 
 
 def score_seqs(sm: ScoringModel, seqs: list[Seq], method: str, batch_tokens: int = 4096,
-               progress: ProgressFn | None = None) -> np.ndarray:
-    """Summed natural-log scores of unique sequences under ``method``."""
+               progress: ProgressFn | None = None, tree_row_tokens: int | None = None) -> np.ndarray:
+    """Summed natural-log scores of unique sequences under ``method``.
+
+    ``tree_row_tokens`` (clm): prefix-tree rows of up to that many tokens, for sequences up to that long (entity
+    tracking: the five options of an item share a prefix of ~300 tokens, which then goes through the body once);
+    default: ``TREE_ROW_TOKENS`` rows for sequences up to ``TREE_MAX_LENGTH``."""
     if batch_tokens < 1:
         raise UserError(f"--batch-tokens {batch_tokens}: must be a positive number of tokens")
     mode = CAUSAL if method == "clm" else BIDIRECTIONAL
@@ -447,9 +461,10 @@ def score_seqs(sm: ScoringModel, seqs: list[Seq], method: str, batch_tokens: int
         rag = Ragged.of(seqs)
         cells, n_cells = prefix_cells(rag)
         if sm.shares_prefixes:
-            long = rag.lengths[order] > TREE_MAX_LENGTH
+            row_tokens = tree_row_tokens or TREE_ROW_TOKENS
+            long = rag.lengths[order] > (tree_row_tokens or TREE_MAX_LENGTH)
             batches = chain(clm_batches(rag, order[long], batch_tokens, pad, cells),
-                            clm_tree_batches(rag, order[~long], batch_tokens, pad, cells))
+                            clm_tree_batches(rag, order[~long], batch_tokens, pad, cells, row_tokens))
         else:
             batches = clm_batches(rag, order, batch_tokens, pad, cells)
         values = run_batches(sm, batches, len(seqs), mode, progress, n_keys=n_cells)
