@@ -422,7 +422,9 @@ def run_batches(sm: ScoringModel, batches: Iterator[Batch], n_seqs: int, mode: s
             del hidden
             pieces = []
             for lo in range(0, selected.shape[0], chunk):
-                logits = sm.head(selected[lo:lo + chunk]).float()  # float32 whatever the model's dtype
+                logits = sm.head(selected[lo:lo + chunk])
+                # float32 whatever the model's dtype, at least: a float64 model (the parity tests) keeps float64
+                logits = logits if logits.dtype == torch.float64 else logits.float()
                 logprobs = torch.log_softmax(logits, dim=-1)  # one fused kernel: faster here than logsumexp
                 pieces.append(logprobs.gather(1, targets[lo:lo + chunk, None]).squeeze(1))
             target_logprobs = torch.cat(pieces) if len(pieces) > 1 else pieces[0]
