@@ -190,8 +190,7 @@ def build_leaderboard(
 
     groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for run_id, ckpts in checkpoints.items():
-        final = ckpts[-1]
-        groups[tuple("" if final.meta[k] is None else str(final.meta[k]) for k in group_by)].append(run_id)
+        groups[_group_key(ckpts[-1], group_by)].append(run_id)
 
     column_set = {c for ckpts in checkpoints.values() for c in ckpts[-1].cells}
     order = {t: i for i, t in enumerate(definition.tasks)}
@@ -215,16 +214,44 @@ def build_leaderboard(
                        _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), holm)
 
 
+def plain_model_identity(final: _RunCheckpoint) -> str | None:
+    """What a run of a plain model (one ``eval`` scored without an antlm-bench training record: no recipe) is
+    known by: the model folder it scored, else its run id. None for our own runs (their recipe says what they
+    are)."""
+    if final.meta.get("recipe"):
+        return None
+    return str(final.meta.get("checkpoint") or "") or str(final.run_id)
+
+
+def _group_key(final: _RunCheckpoint, group_by: Sequence[str]) -> tuple[str, ...]:
+    """The configuration a run belongs to. Plain models have no recipe, preset or schedule: two different ones
+    would share the empty key and be averaged as if they were seeds of one model, so a plain model's identity
+    (its folder) stands in the first grouping column; only evaluations of the same folder pool."""
+    key = ["" if final.meta[k] is None else str(final.meta[k]) for k in group_by]
+    identity = plain_model_identity(final)
+    if identity is not None and group_by:
+        slot = group_by.index("recipe") if "recipe" in group_by else 0
+        key[slot] = identity if not key[slot] else f"{key[slot]} ({identity})"
+    return tuple(key)
+
+
 def _row(results: Results, checkpoints: Mapping[str, list[_RunCheckpoint]], key: tuple[str, ...],
          run_ids: list[str], group_by: Sequence[str], columns: Sequence[str], macro_columns: Sequence[str]) -> BoardRow:
     """One configuration: its runs' final checkpoints pooled as seeds, a cell per column, macro and curves."""
     finals = [checkpoints[r][-1] for r in run_ids]
     row = BoardRow(key, run_ids, {}, None)
-    for k in ("recipe", "preset", "schedule", "limit"):
+    for k in ("recipe", "preset", "schedule", "limit", "data_hash"):
         if k not in group_by:
-            distinct = sorted({str(f.meta[k]) for f in finals if f.meta[k] is not None})
+            distinct = sorted({str(f.meta[k]) for f in finals if f.meta[k] not in (None, "")})
             if len(distinct) > 1:
-                row.notes.append(f"pools runs of several {k}s: {', '.join(distinct)}")
+                shown = [d[:12] for d in distinct] if k == "data_hash" else distinct
+                row.notes.append(f"pools runs of several {k}s: {', '.join(shown)}")
+    if "seed" not in group_by and "run_id" not in group_by:
+        seeds = [str(f.meta["seed"]) for f in finals if f.meta["seed"] is not None]
+        repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+        if repeated:
+            row.notes.append(f"{len(finals)} runs but seed(s) {', '.join(repeated)} appear more than once: the "
+                             "interval treats them as independent seeds; use --by run_id to see them apart")
     for column in columns:
         present = [f for f in finals if column in f.cells]
         if not present:
