@@ -39,27 +39,40 @@ def default_cache_dir() -> Path:
     return Path(base) / "antlm-bench" / "data"
 
 
+def _absolute(path: Path) -> Path:
+    """``path`` with ``~`` expanded, made absolute against the working folder (a relative ``$ANTLM_BENCH_DATA``
+    would otherwise mean another folder for every command run elsewhere)."""
+    path = path.expanduser()
+    return path if path.is_absolute() else Path.cwd() / path
+
+
+def _relative_note(given: str | os.PathLike) -> str:
+    return "" if Path(given).expanduser().is_absolute() else f", relative to the working folder {Path.cwd()}"
+
+
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
-    """Return the data folder, or raise a UserError naming every place that was tried."""
+    """Return the data folder (absolute), or raise a UserError naming every place that was tried and how."""
     tried: list[str] = []
     if data_dir is not None:
-        path = Path(data_dir).expanduser()
+        path = _absolute(Path(data_dir))
         if path.is_dir():
             return path
-        raise UserError(f"--data-dir {path} is not a folder; pass the folder that holds blimp_filtered/ etc.")
+        raise UserError(f"--data-dir {path} is not a folder{_relative_note(data_dir)}; pass the folder that holds "
+                        "blimp_filtered/ etc.")
     env = os.environ.get(DATA_ENV_VAR)
     if env:
-        path = Path(env).expanduser()
+        path = _absolute(Path(env))
         if path.is_dir():
             return path
-        tried.append(f"${DATA_ENV_VAR}={path} (not a folder)")
+        what = "no such folder" if not path.exists() else "not a folder"
+        tried.append(f"${DATA_ENV_VAR}={env} ({path}: {what}{_relative_note(env)})")
     cache = default_cache_dir()
     if cache.is_dir() and any(cache.iterdir()):
         return cache
-    tried.append(f"{cache} (empty)")
+    tried.append(f"{cache} ({'empty' if cache.is_dir() else 'no such folder'})")
     raise UserError(
         "no data folder found; tried " + ", ".join(tried)
-        + f". Pass --data-dir DIR, set ${DATA_ENV_VAR}, or run `antlm-bench data fetch --url URL`."
+        + f". Run `antlm-bench data fetch babylm-eval` (fills {cache}), pass --data-dir DIR or set ${DATA_ENV_VAR}."
     )
 
 

@@ -373,3 +373,23 @@ def test_unexpected_errors_keep_their_traceback(monkeypatch):
     monkeypatch.setattr(data, "resolve_data_dir", broken)
     result = CliRunner().invoke(app, ["data", "where"])
     assert isinstance(result.exception, ZeroDivisionError)
+
+
+def test_missing_cache_is_not_called_empty_and_relative_env_is_resolved(clean_env, monkeypatch):
+    with pytest.raises(UserError) as err:
+        data.resolve_data_dir()
+    assert f"{data.default_cache_dir()} (no such folder)" in str(err.value) and "(empty)" not in str(err.value)
+    data.default_cache_dir().mkdir(parents=True)
+    with pytest.raises(UserError, match=r"\(empty\)"):
+        data.resolve_data_dir()
+    (clean_env / "work" / "mydata").mkdir(parents=True)
+    monkeypatch.chdir(clean_env / "work")
+    monkeypatch.setenv(data.DATA_ENV_VAR, "mydata")
+    resolved = data.resolve_data_dir()
+    assert resolved.is_absolute() and resolved == clean_env / "work" / "mydata"
+    monkeypatch.setenv(data.DATA_ENV_VAR, "../shared/data")
+    with pytest.raises(UserError) as err:
+        data.resolve_data_dir()
+    message = str(err.value)
+    assert f"relative to the working folder {clean_env / 'work'}" in message and "no such folder" in message
+    assert "data fetch babylm-eval" in message

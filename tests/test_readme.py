@@ -45,11 +45,54 @@ def quickstart_env(real_data_dir, tmp_path):
     return env
 
 
-def test_quickstart_sets_the_data_folder_and_runs_the_documented_command():
+def test_quickstart_fetches_the_data_then_runs_the_documented_command():
     section = _section("Quickstart")
-    assert "export ANTLM_BENCH_DATA=../shared/data" in section
-    first = _commands(section)[0]
-    assert first == ["antlm-bench", "run", "--model", "antlm-babyllama", "--tasks", "blimp,ewok,glue"]
+    assert "export ANTLM_BENCH_DATA=../shared/data" in section  # the alternative to the fetch
+    fetch, run = _commands(section)[:2]
+    assert fetch == ["antlm-bench", "data", "fetch", "babylm"]
+    assert run == ["antlm-bench", "run", "--model", "antlm-babyllama", "--tasks", "blimp,ewok,glue"]
+
+
+def test_quickstart_from_a_fresh_cache_with_the_fetch_against_a_loopback_mirror(real_data_dir, tmp_path):
+    """The quickstart as a newcomer runs it: no data folder at all, `data fetch babylm` (served by a loopback
+    mirror of the upstream paths), then the run (on a budget). The evaluation files carry their real pinned
+    checksums; the mirror has only snippets of the pre-training files, so the registry given here pins those
+    snippets by sha256 instead (the same code path: download, check, keep)."""
+    import lzma  # noqa: F401  (the mirror rebuilds the xz'd files)
+
+    from loopback_http import Server
+    from test_data_sources import _mirror_files
+
+    from antlm_bench.data_sources import REGISTRY_FILE, load_registry
+
+    served = _mirror_files(real_data_dir)
+    rows = [line for line in REGISTRY_FILE.read_text(encoding="utf-8").splitlines()
+            if line.startswith("#") or line.startswith("source\t")]
+    for item in load_registry(REGISTRY_FILE):
+        if item.source == "pretrain":
+            snippet = real_data_dir / item.dest
+            path = f"snippets/{item.dest}"
+            served[f"/{item.repo}/{item.commit}/{path}"] = snippet.read_bytes()
+            import hashlib
+            checksum = "sha256:" + hashlib.sha256(snippet.read_bytes()).hexdigest()
+            rows.append("\t".join([item.source, item.dest, item.repo, item.commit, path, checksum]))
+        else:
+            rows.append("\t".join([item.source, item.dest, item.repo, item.commit, item.path, item.checksum]))
+    registry = tmp_path / "sources.tsv"
+    registry.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "ANTLM_BENCH_DATA"}
+    env.update({"OMP_NUM_THREADS": "1", "XDG_CACHE_HOME": str(tmp_path / "cache"),
+                "ANTLM_BENCH_SOURCES": str(registry)})
+    fetch, run = _commands(_section("Quickstart"))[:2]
+    with Server(b"", name="unused", paths=served, lifetime_s=600) as server:
+        env["ANTLM_BENCH_MIRROR"] = server.base
+        fetched = _cli(fetch[1:], env, tmp_path, timeout=300)
+    assert fetched.returncode == 0, fetched.stderr[-2000:]
+    assert str(tmp_path / "cache" / "antlm-bench" / "data") in fetched.stdout
+    result = _cli(run[1:] + BUDGET, env, tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for column in ("blimp", "ewok", "glue", "macro"):
+        assert column in result.stdout
 
 
 def test_every_documented_command_has_help():
@@ -63,7 +106,7 @@ def test_every_documented_command_has_help():
 
 
 def test_quickstart_command_runs_end_to_end_on_a_budget(quickstart_env, tmp_path):
-    command = _commands(_section("Quickstart"))[0]
+    command = _commands(_section("Quickstart"))[1]
     result = _cli(command[1:] + BUDGET, quickstart_env, tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
@@ -79,7 +122,7 @@ def test_quickstart_command_runs_end_to_end_on_a_budget(quickstart_env, tmp_path
 
 @pytest.mark.slow
 def test_quickstart_verbatim(quickstart_env, tmp_path):
-    command = _commands(_section("Quickstart"))[0]
+    command = _commands(_section("Quickstart"))[1]
     result = _cli(command[1:], quickstart_env, tmp_path, timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "macro" in result.stdout
