@@ -42,6 +42,7 @@ def check_command(
     from antlm_bench.check import report_markdown, run_check
 
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
+    _require_paths(results, baseline)
     report = run_check(results, baseline, tolerance, alpha, rule, group_by, seed_sd, holm, allow_missing)
     if markdown is not None:
         # appended (a CI step summary collects several), before anything is printed: a failed write is one line
@@ -70,6 +71,20 @@ def check_command(
     if report.exit_code:
         sys.exit(report.exit_code)
     console.print("no regression" + (f" (allowed missing: {len(report.missing)})" if report.missing else ""))
+
+
+def _require_paths(results: list[Path], baseline: list[Path]) -> None:
+    """Name the option whose path is missing (a missing baseline is not "results"), and what to do about it."""
+    from antlm_bench.errors import UserError
+
+    for path in results:
+        if not path.expanduser().exists():
+            raise UserError(f"--results {path}: no such file or folder; give the folder the new run wrote "
+                            "(its --output)")
+    for path in baseline:
+        if not path.expanduser().exists():
+            raise UserError(f"--baseline {path}: no such file or folder; commit a baseline there first (the tiny "
+                            "run's scores.parquet and items.parquet, see docs/ci-workflow.md)")
 
 
 def report_json(report) -> dict:

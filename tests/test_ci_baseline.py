@@ -1,0 +1,74 @@
+"""The CI gate as docs/ci-workflow.md describes it: the committed baseline exists, is the documented tiny run, and
+the documented `check` passes against it; a missing baseline is named as the baseline."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from antlm_bench.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = ROOT / "ci" / "baseline"
+DOCS = ROOT / "docs" / "ci-workflow.md"
+
+
+def _documented_commands() -> list[list[str]]:
+    block = re.search(r"```bash\n(.*?)```", DOCS.read_text(encoding="utf-8"), flags=re.S).group(1)
+    return [shlex.split(command) for command in block.replace("\\\n", " ").splitlines() if command.strip()]
+
+
+def test_the_committed_baseline_is_the_documented_tiny_run():
+    run, _, check = _documented_commands()
+    assert check[:2] == ["antlm-bench", "check"] and check[check.index("--baseline") + 1] == "ci/baseline"
+    runs = [p.parent for p in BASELINE.glob("*/scores.parquet")]
+    assert len(runs) == 1, "docs/ci-workflow.md promises a committed baseline at ci/baseline/"
+    record = json.loads((runs[0] / "run.json").read_text(encoding="utf-8"))["config"]
+    option = {run[i]: run[i + 1] for i in range(2, len(run) - 1) if run[i].startswith("--")}
+    assert record["model"] == option["--model"] and record["preset"] == option["--preset"]
+    assert record["schedule"] == option["--schedule"] and record["max_words"] == int(option["--max-words"])
+    assert record["seed"] == int(option["--seeds"]) and record["eval_limit"] == int(option["--eval-limit"])
+    yml = (ROOT / "docs" / "github-actions-example.yml").read_text(encoding="utf-8")
+    assert "--schedule 1_CLM+1_MLM" in yml and "--max-words 20000" in yml and "--limit 40" in yml
+
+
+def test_documented_check_passes_against_the_baseline_itself(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(app, ["check", "--results", "ci/baseline", "--baseline", "ci/baseline",
+                                      "--tolerance", "0.5", "--alpha", "0.05", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["verdict"] == "no regression"
+    assert {line["task"] for line in report["lines"]} == {"blimp", "blimp_supplement", "ewok", "macro"}
+    assert all(line["paired_by_item"] and line["n_items"] > 0 for line in report["lines"] if line["task"] != "macro")
+
+
+def test_a_missing_baseline_is_named_as_the_baseline(tmp_path):
+    result = CliRunner().invoke(app, ["check", "--results", str(BASELINE), "--baseline", str(tmp_path / "none")])
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: --baseline {tmp_path / 'none'}: no such file or folder")
+    result = CliRunner().invoke(app, ["check", "--results", str(tmp_path / "new"), "--baseline", str(BASELINE)])
+    assert result.exit_code == 2 and result.output.startswith(f"error: --results {tmp_path / 'new'}:")
+
+
+@pytest.mark.slow
+def test_the_tiny_run_reproduces_the_baseline(real_data_dir, tmp_path):
+    """The whole gate: the documented tiny run, then the documented check (deterministic on one CPU type)."""
+    run, _, check = _documented_commands()
+    env = {**os.environ, "ANTLM_BENCH_DATA": str(real_data_dir), "OMP_NUM_THREADS": "1",
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    out = tmp_path / "results" / "ci"
+    args = [a if a != "results/ci" else str(out) for a in run[1:]]
+    subprocess.run([sys.executable, "-m", "antlm_bench", *args], env=env, check=True, timeout=900, cwd=tmp_path,
+                   capture_output=True)
+    gate = subprocess.run([sys.executable, "-m", "antlm_bench", "check", "--results", str(out), "--baseline",
+                           str(BASELINE)], env=env, timeout=300, capture_output=True, text=True)
+    assert gate.returncode == 0, gate.stdout + gate.stderr
