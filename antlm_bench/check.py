@@ -112,7 +112,11 @@ def _boards(results: Sequence[str | Path], baseline: Sequence[str | Path],
     current_results = read_results(results)
     baseline_results = read_results(baseline)
     tasks = sorted({r["task"] for r in current_results.rows} | {r["task"] for r in baseline_results.rows})
-    definition = LeaderboardDefinition(name="check", tasks=tasks, macro_tasks=[])
+    # one evaluation set on both sides: the full one where the results have it, else the fast one; a baseline
+    # without rows of that set is then missing them (a failure), never compared across sets
+    sets = {r.get("eval_set") or "full" for r in current_results.rows}
+    eval_set = "full" if "full" in sets or not sets else "fast"
+    definition = LeaderboardDefinition(name="check", tasks=tasks, macro_tasks=[], filters={"eval_set": [eval_set]})
     if group_by:
         definition.group_by = list(group_by)
     return (build_leaderboard(current_results, definition, gaps=False),

@@ -218,10 +218,13 @@ def evaluate(
     seeds: list[int] | None = None,
     work_dir: str | Path | None = None,
     threads: int | None = None,
+    fast: bool = False,
 ) -> EvalOutput:
     """Evaluate a model on tasks. ``model``: a checkpoint folder, a ScoringModel, (model, tokenizer), or a model
     with ``tokenizer=``. ``model_path`` names the checkpoint folder of an in-memory model (its record and the
-    fine-tuning tasks read it). ``progress``: True for a progress bar on stderr, a rich Progress, or False."""
+    fine-tuning tasks read it). ``progress``: True for a progress bar on stderr, a rich Progress, or False.
+    ``fast``: the official BabyLM 2025 fast subsets (tasks without one, GLUE, are left out with a note); rows
+    record ``eval_set`` = "fast" (else "full"), and no leaderboard or check mixes the two."""
     if scoring != "auto" and scoring not in METHODS:
         raise UserError(f"--scoring {scoring}: unknown; use auto, {', '.join(METHODS)}")
     if limit is not None and limit < 1:
@@ -237,13 +240,26 @@ def evaluate(
             raise UserError(f"--model {path}: not a folder; give a Hugging Face model folder (config.json + weights)")
     requests = resolve_tasks(tasks)
     adapters = [request.adapter() for request in requests]
+    eval_set = "fast" if fast else "full"
+    fast_notes: list[str] = []
+    if fast:
+        kept = [(r, a) for r, a in zip(requests, adapters) if hasattr(a, "eval_set")]
+        for request in requests:
+            if all(request is not r for r, _ in kept):
+                fast_notes.append(f"--fast: {request.name} has no fast subset in the BabyLM 2025 pipeline; left out")
+        if not kept:
+            raise UserError(f"--fast: none of {', '.join(r.name for r in requests)} has a fast subset; "
+                            "drop --fast or name a zero-shot task")
+        requests, adapters = [r for r, _ in kept], [a for _, a in kept]
+        for adapter in adapters:
+            adapter.eval_set = "fast"
     folder = resolve_data_dir(data_dir)
     for adapter in adapters:  # missing data fails here, before a model is loaded
         if hasattr(adapter, "check_data"):
             adapter.check_data(folder)
     state = read_state(path) if path is not None and path.is_dir() else None
 
-    notes: list[str] = []
+    notes: list[str] = list(fast_notes)
     sm: ScoringModel | None = None
     if any(getattr(adapter, "needs_scoring_model", False) for adapter in adapters):
         if loaded is None:
@@ -281,6 +297,7 @@ def evaluate(
         scoring=method, limit=limit, log_samples=log_samples, batch_tokens=batch_tokens, device=device, dtype=dtype,
         leading_space=leading_space, seeds=list(seeds or [42]), options=dict(options or {}),
         work_dir=Path(work_dir) if work_dir is not None else None, progress=_progress_bar(progress),
+        eval_set=eval_set,
     )
 
     tables, item_records, data, timing = [], [], {}, {}
@@ -295,7 +312,7 @@ def evaluate(
             seconds = time.perf_counter() - clock
             data[request.name] = {"sha256": getattr(adapter, "data_hash", ""),
                                   "files": list(getattr(adapter, "data_files", []))}
-            tables.append(score_table(run, checkpoint, result.rows))
+            tables.append(score_table(run, checkpoint, result.rows, eval_set))
             n_items = max((row.n for row in result.rows if row.subtask == ""), default=0)
             timing[request.name] = {"seconds": round(seconds, 3),
                                     "items_per_s": round(n_items / seconds, 1) if seconds > 0 else None}
@@ -319,6 +336,7 @@ def evaluate(
             "model": str(path) if path is not None else type(loaded).__name__,
             "tasks": [r.name for r in requests], "task_members": {r.name: r.members for r in requests if r.members},
             "scoring_requested": scoring, "scoring": method, "scoring_reason": why, "limit": limit,
+            "eval_set": eval_set,
             "log_samples": log_samples, "batch_tokens": batch_tokens, "device": device, "dtype": dtype,
             "leading_space": leading_space, "reduction": "sum", "seeds": ctx.seeds, "options": ctx.options,
             "data_dir": str(folder), "torch_threads": n_threads, "torch_threads_reason": threads_why,

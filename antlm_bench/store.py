@@ -63,7 +63,8 @@ STAGING_PREFIX = ".staging-"
 MIGRATING = ".scores.parquet.migrate"
 LEGACY_EVENT = "0" * 20 + "-legacy"  # sorts before every real event
 
-SCORE_KEY = ("run_id", "checkpoint", "phase_index", "task", "subtask", "metric", "scoring", "limit", "seed")
+SCORE_KEY = ("run_id", "checkpoint", "phase_index", "task", "subtask", "metric", "scoring", "limit", "eval_set",
+             "seed")
 ITEM_TASK = ("run_id", "checkpoint", "phase_index", "scoring", "task")
 ITEM_GROUP = (*ITEM_TASK, "subtask")
 ITEM_KEY = (*ITEM_GROUP, "item_id", "seed")
@@ -343,7 +344,12 @@ def _inside_store(path: Path, root: Path) -> bool:
 
 def _read(path: Path, schema: pa.Schema, what: str) -> pa.Table:
     try:
-        return pq.read_table(path, schema=schema)
+        table = pq.read_table(path, schema=schema)
+        if "eval_set" in schema.names and table["eval_set"].null_count:
+            # parts written before the column existed hold full evaluations (--fast came with the column)
+            at = schema.get_field_index("eval_set")
+            table = table.set_column(at, "eval_set", table["eval_set"].fill_null("full"))
+        return table
     except (pa.ArrowException, OSError) as err:
         message = " ".join(str(err).split())
         raise UserError(f"{path}: not a readable {what} table ({message}); re-run the evaluation") from None

@@ -52,6 +52,9 @@ SCORE_SCHEMA = pa.schema(
         ("ci_high", pa.float64()),
         ("seed", pa.int64()),
         ("limit", pa.int64()),  # --limit N, or null for the full data
+        # "full", or "fast": the official BabyLM 2025 fast subsets (--fast); never mixed with "full" by the
+        # leaderboard or check. Tables written before this column read it as "full" (antlm_bench.store).
+        ("eval_set", pa.string()),
         ("notes", pa.string()),
         ("package_version", pa.string()),
         ("git_commit", pa.string()),
@@ -139,11 +142,13 @@ def now_utc() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
 
-def score_table(run: RunInfo, checkpoint: CheckpointInfo, rows: Iterable[ScoreRow]) -> pa.Table:
+def score_table(run: RunInfo, checkpoint: CheckpointInfo, rows: Iterable[ScoreRow], eval_set: str = "full"
+                ) -> pa.Table:
     created = now_utc()
     records = []
     for row in rows:
-        record: dict[str, Any] = {**asdict(run), **asdict(checkpoint), **asdict(row), "created_at": created}
+        record: dict[str, Any] = {**asdict(run), **asdict(checkpoint), **asdict(row), "created_at": created,
+                                  "eval_set": eval_set}
         record["seed"] = run.seed if row.seed is None else row.seed
         records.append(record)
     return pa.Table.from_pylist(records, schema=SCORE_SCHEMA)

@@ -108,6 +108,15 @@ class MinimalPairTask:
         self.data_hash = ""
         self.data_files: list[str] = []
         self.seconds = 0.0
+        self.eval_set = "full"  # evaluate() sets "fast" under --fast
+
+    @property
+    def data(self) -> dict:
+        """The spec's data section; under --fast, with its ``fast`` overrides (the official fast subsets)."""
+        data = {k: v for k, v in self.spec.data.items() if k != "fast"}
+        if self.eval_set == "fast":
+            data.update(self.spec.data.get("fast") or {})
+        return data
 
     # -- data ---------------------------------------------------------------------------------------------------
     def _field(self, key: str, default: str | None = None) -> str:
@@ -117,7 +126,7 @@ class MinimalPairTask:
         return str(value)
 
     def _check_count(self, found: int, where: Path) -> None:
-        expected = self.spec.data.get("expected_subtasks")
+        expected = self.data.get("expected_subtasks")
         if expected is not None and found != int(expected):
             raise UserError(
                 f"{self.name}: found {found} of {expected} subtask files in {where}; the data is incomplete, "
@@ -125,18 +134,18 @@ class MinimalPairTask:
             )
 
     def _data_folder(self, data_dir: Path) -> Path:
-        folder = data_dir / str(self.spec.data.get("folder", ""))
+        folder = data_dir / str(self.data.get("folder", ""))
         if not folder.is_dir():
             raise UserError(
                 f"{self.name}: data folder {folder} not found; pass --data-dir DIR (the folder holding "
-                f"{self.spec.data.get('folder')}/), set $ANTLM_BENCH_DATA, or run `antlm-bench data fetch`"
+                f"{self.data.get('folder')}/), set $ANTLM_BENCH_DATA, or run `antlm-bench data fetch`"
             )
         return folder
 
     def check_data(self, data_dir: Path) -> None:
         """Fail fast (before the model loads) when the data is missing or incomplete."""
         folder = self._data_folder(data_dir)
-        self._check_count(len(list(folder.glob(str(self.spec.data.get("pattern", "*.jsonl*"))))), folder)
+        self._check_count(len(list(folder.glob(str(self.data.get("pattern", "*.jsonl*"))))), folder)
 
     def _build(self, name: str, source: str, records: list[dict[str, Any]], limit: int | None) -> Subtask:
         if not records:
@@ -158,7 +167,7 @@ class MinimalPairTask:
 
     def load(self, data_dir: Path, limit: int | None = None) -> list[Subtask]:
         folder = self._data_folder(data_dir)
-        files = sorted(folder.glob(str(self.spec.data.get("pattern", "*.jsonl*"))))
+        files = sorted(folder.glob(str(self.data.get("pattern", "*.jsonl*"))))
         self._check_count(len(files), folder)
         if not files:
             raise UserError(f"{self.name}: no data files in {folder}; run `antlm-bench data verify`")
@@ -209,7 +218,7 @@ class MinimalPairTask:
         return TaskResult(rows=rows, items=items, notes=result_notes)
 
     def _row_notes(self, ctx: EvalContext) -> str:
-        parts = ["reduction=sum"]
+        parts = ["reduction=sum"] + (["eval_set=fast"] if self.eval_set == "fast" else [])
         if ctx.leading_space:
             parts.append("leading_space")
         return "; ".join(parts)
@@ -234,14 +243,14 @@ class EwokTask(MinimalPairTask):
     keep_text_in_items = False  # EWoK terms of use: never a plain-text copy
 
     def _members(self, data_dir: Path) -> tuple[Path, list[str]]:
-        zip_path = data_dir / str(self.spec.data.get("zip", ""))
+        zip_path = data_dir / str(self.data.get("zip", ""))
         if not zip_path.is_file():
             raise UserError(
                 f"{self.name}: {zip_path} not found; pass --data-dir DIR (the folder holding "
-                f"{self.spec.data.get('zip')}), set $ANTLM_BENCH_DATA, or run `antlm-bench data fetch`"
+                f"{self.data.get('zip')}), set $ANTLM_BENCH_DATA, or run `antlm-bench data fetch`"
             )
         try:
-            members = list_zip_members(zip_path, str(self.spec.data.get("folder", "")))
+            members = list_zip_members(zip_path, str(self.data.get("folder", "")))
         except zipfile.BadZipFile as err:
             raise UserError(f"{zip_path}: not a readable zip ({err}); fetch the data again") from None
         self._check_count(len(members), zip_path)
@@ -252,10 +261,10 @@ class EwokTask(MinimalPairTask):
 
     def load(self, data_dir: Path, limit: int | None = None) -> list[Subtask]:
         zip_path, members = self._members(data_dir)
-        folder = str(self.spec.data.get("folder", ""))
+        folder = str(self.data.get("folder", ""))
         if not members:
             raise UserError(f"{self.name}: {zip_path} holds no {folder}/*.jsonl files; fetch the data again")
-        password = self.spec.data.get("password")
+        password = self.data.get("password")
         self.data_files = [str(zip_path)]
         self.data_hash = sha256_file(zip_path)
         context_key = self._field("context")
@@ -269,7 +278,8 @@ class EwokTask(MinimalPairTask):
                 if not isinstance(record.get(context_key), str):
                     raise UserError(f"{source}: record {index + 1}: field {context_key!r} missing or not a string")
                 sub.contexts.append(record[context_key])
-                sub.groups.append(str(index // 2))  # lines 2k, 2k+1: an item and its swapped twin
+                # full set: lines 2k, 2k+1 are an item and its swapped twin; the fast subset keeps no such order
+                sub.groups.append(str(index // 2 if self.eval_set == "full" else index))
             sub.item_ids = [str(index) for index in range(len(sub.good))]  # the line index within the domain
             subtasks.append(sub)
         return subtasks

@@ -56,6 +56,9 @@ def eval_command(
     data_dir: Path | None = DataDirOption,
     include_path: list[Path] | None = IncludePathOption,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+    fast: bool = typer.Option(False, "--fast", help="The official BabyLM 2025 fast subsets (BLiMP, supplement, EWoK "
+                              "fast files; entity tracking `regular` only; WUG and reading unchanged; GLUE left "
+                              "out); rows record eval_set=fast and are never mixed with full ones."),
     threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads for torch (default: from the "
                                        "model's size, 1 below 10M parameters, unless $OMP_NUM_THREADS is set; "
                                        "run.json records the choice)."),
@@ -92,7 +95,7 @@ def eval_command(
     out = evaluate(
         model, tasks, scoring=scoring.value, output_dir=output, limit=limit, log_samples=log_samples,
         batch_tokens=batch_tokens, device=resolve_device(check_device(device)), dtype=dtype.value, data_dir=data_dir,
-        threads=threads,
+        threads=threads, fast=fast,
         leading_space=leading_space, progress=progress,
         options={k: v for k, v in glue_options.items() if v is not None}, seeds=parse_seeds(seeds),
     )

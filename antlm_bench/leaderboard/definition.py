@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from antlm_bench.errors import UserError
 
@@ -18,6 +18,7 @@ SEPARATE_SCORING = ("probe",)
 REQUIRED_COLUMNS = ("run_id", "task", "subtask", "metric", "value", "scoring")
 Z95 = 1.959963984540054
 MACRO = "macro"
+EVAL_SETS = ("full", "fast")
 # ----------------------------------------------------------------------------------------------------------
 # definitions
 
@@ -38,6 +39,17 @@ class LeaderboardDefinition(BaseModel):
     filters: dict[str, list[str]] = {}  # run column -> allowed values, e.g. {preset: [small]}
     reference: dict[str, str] = {}  # the row the others are compared with (default: the leader)
     source: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_eval_set(self) -> LeaderboardDefinition:
+        """A board holds one evaluation set: "full" unless ``filters: {eval_set: [fast]}``. Fast scores (the
+        official BabyLM 2025 fast subsets) are other numbers, never averaged or compared with full ones."""
+        chosen = [str(v) for v in self.filters.get("eval_set", ["full"])]
+        if len(chosen) != 1 or chosen[0] not in EVAL_SETS:
+            raise ValueError(f"filters.eval_set must name one of {', '.join(EVAL_SETS)} (fast and full scores "
+                             "are never mixed on one board)")
+        self.filters = {**self.filters, "eval_set": chosen}
+        return self
 
     def effective_macro_tasks(self) -> list[str]:
         if self.macro_tasks is not None:

@@ -1,0 +1,90 @@
+"""--fast: the official BabyLM 2025 fast subsets, rows marked eval_set=fast, never mixed with full rows by the
+store, the leaderboard or check; tables written before the column read as full."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from tiny_models import build_tiny_llama, build_tiny_tokenizer
+
+from antlm_bench.errors import UserError
+from antlm_bench.evaluate import evaluate
+from antlm_bench.leaderboard import LeaderboardDefinition, build_leaderboard
+from antlm_bench.leaderboard.results import read_results
+from antlm_bench.store import read_results_folder
+from antlm_bench.tables import SCORE_SCHEMA
+
+
+def _model():
+    return build_tiny_llama(), build_tiny_tokenizer("bpe")
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory, real_data_dir):
+    """One results folder holding a fast and a full evaluation of the same model."""
+    out = tmp_path_factory.mktemp("both")
+    fast = evaluate(_model(), "blimp,entity_tracking,glue", fast=True, limit=2, data_dir=real_data_dir,
+                    progress=False, output_dir=out)
+    full = evaluate(_model(), "blimp,entity_tracking", limit=2, data_dir=real_data_dir, progress=False, output_dir=out)
+    return out, fast, full
+
+
+def test_fast_rows(both):
+    out, fast, full = both
+    rows = fast.scores.to_pylist()
+    assert {r["eval_set"] for r in rows} == {"fast"} and {r["eval_set"] for r in full.scores.to_pylist()} == {"full"}
+    assert {r["subtask"] for r in rows if r["task"] == "entity_tracking"} == {"", "regular"}
+    assert [r["n"] for r in rows if r["task"] == "blimp" and r["subtask"] == ""] == [134]  # 67 fast files x 2
+    assert any("glue has no fast subset" in note for note in fast.notes)
+    assert json.loads((out / "run.json").read_text())["config"]["eval_set"] == "full"
+    assert fast.run["config"]["eval_set"] == "fast"
+
+
+def test_store_keeps_both_sets(both):
+    out, fast, full = both
+    stored = read_results_folder(out / "scores.parquet", with_items=False).scores.to_pylist()
+    assert len(stored) == fast.scores.num_rows + full.scores.num_rows  # neither set overwrote the other
+    by_set = {(r["eval_set"], r["task"], r["subtask"]): r["value"] for r in stored}
+    assert by_set[("fast", "blimp", "")] != by_set[("full", "blimp", "")]
+
+
+def test_old_tables_read_as_full(tmp_path):
+    old_schema = pa.schema([f for f in SCORE_SCHEMA if f.name != "eval_set"])
+    row = {name: None for name in old_schema.names}
+    row.update(run_id="r", task="blimp", subtask="", metric="accuracy", value=0.5, n=10, scoring="clm")
+    pq.write_table(pa.Table.from_pylist([row], schema=old_schema), tmp_path / "scores.parquet")
+    stored = read_results_folder(tmp_path / "scores.parquet", with_items=False).scores.to_pylist()
+    assert stored[0]["eval_set"] == "full"
+
+
+def test_leaderboard_never_mixes(both):
+    out, _, full = both
+    results = read_results([out])
+    full_board = build_leaderboard(results, LeaderboardDefinition(tasks=["blimp"], macro_tasks=[]), gaps=False)
+    fast_board = build_leaderboard(results, LeaderboardDefinition(tasks=["blimp"], macro_tasks=[],
+                                                                  filters={"eval_set": ["fast"]}), gaps=False)
+    assert full_board.rows[0].cells["blimp"].n == [r for r in full.scores.to_pylist()
+                                                   if r["task"] == "blimp" and r["subtask"] == ""][0]["n"]
+    assert fast_board.rows[0].cells["blimp"].n == 134
+    assert full_board.rows[0].cells["blimp"].value != fast_board.rows[0].cells["blimp"].value
+    with pytest.raises(ValueError, match="never mixed"):
+        LeaderboardDefinition(filters={"eval_set": ["fast", "full"]})
+
+
+def test_check_does_not_compare_fast_with_full(tmp_path, real_data_dir):
+    from antlm_bench.check import run_check
+
+    fast_dir, full_dir = tmp_path / "fast", tmp_path / "full"
+    evaluate(_model(), "blimp", fast=True, limit=2, data_dir=real_data_dir, progress=False, output_dir=fast_dir)
+    evaluate(_model(), "blimp", limit=2, data_dir=real_data_dir, progress=False, output_dir=full_dir)
+    with pytest.raises(UserError, match="no rows"):  # the baseline has no fast rows: nothing to compare with
+        run_check([fast_dir], [full_dir])
+    assert run_check([fast_dir], [fast_dir]).exit_code == 0
+
+
+def test_fast_only_glue_refused(real_data_dir):
+    with pytest.raises(UserError, match="none of glue has a fast subset"):
+        evaluate(_model(), "glue", fast=True, data_dir=real_data_dir, progress=False)
