@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import numpy as np
@@ -476,3 +477,34 @@ def test_diverging_loss_stops_with_one_line():
         next(broken.parameters()).fill_(float("nan"))
     message = _one_line_error(lambda: finetune(broken, tokenizer, splits, 2, FinetuneSettings(epochs=1), seed=0))
     assert "lower the learning rate" in message
+
+
+def test_progress_lines_name_the_metric_and_the_majority_score(real_data_dir, capsys):
+    """Every line names its metric (MRPC counts by F1), shows the majority-class score beside it, and the notes
+    say how the GLUE score is made, with each member's number: the lines add up to the score."""
+    model, tokenizer = backbones()["hf-bert"]
+    task = resolve_tasks("glue:mrpc,rte")[0].adapter()
+    context = EvalContext(model_path=None, data_dir=real_data_dir, model=model, tokenizer=tokenizer, seeds=[1],
+                          limit=40, options={**FAST, "epochs": 1, "max_train_examples": 48})
+    result = task.run(context)
+    err = capsys.readouterr().err
+    assert "dev f1 " in err and "(best " in err and "@ epoch 1)" in err  # mrpc selects by F1 and says so
+    assert "dev accuracy " in err  # rte by accuracy
+    mrpc = next(line for line in err.splitlines() if line.startswith("glue/mrpc seed 1: reported"))
+    assert re.search(r"reported f1 \d\.\d{4} \(majority class 0\.\d{4}, accuracy \d\.\d{4}\)", mrpc)
+    rte = next(line for line in err.splitlines() if line.startswith("glue/rte seed 1: reported"))
+    assert re.search(r"reported accuracy \d\.\d{4} \(majority class 0\.\d{4}\)", rte)
+    explanation = next(note for note in result.notes if note.startswith("glue score = "))
+    assert "F1 (positive class) for mrpc" in explanation and "accuracy for rte" in explanation
+    numbers = [float(x) for x in re.findall(r"(?:f1|accuracy) (\d\.\d{4})", explanation.split(": ", 1)[1])]
+    score = next(r for r in result.rows if r.subtask == "").value
+    assert score == pytest.approx(sum(numbers) / 2, abs=1e-4)
+
+
+def test_run_summary_explains_the_glue_score():
+    from antlm_bench.cli.run import score_explanation
+
+    text = score_explanation("glue")
+    assert text.startswith("glue score = unweighted mean over 7 members")
+    assert "F1 (positive class) for mrpc, qqp" in text
+    assert score_explanation("blimp") is None

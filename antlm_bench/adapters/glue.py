@@ -254,7 +254,8 @@ class GlueTask:
                 log.start(label, settings, len(splits.train), len(splits.dev))
                 outcome = finetune(fresh_copy(model), tokenizer, splits, len(self.members[member].labels), settings,
                                    seed, on_epoch=log.epoch, on_step=log.step)
-                log.finish(outcome)
+                metric = self.members[member].score_metric
+                log.finish(outcome, metric, self._majority(data[member], metric, context))
                 outcomes[member] = outcome
                 methods.add(outcome.method)
                 rows.extend(self._member_rows(member, outcome, data[member], settings, seed, context))
@@ -267,25 +268,41 @@ class GlueTask:
             for member, values in sorted(summary.items()):
                 notes.append(f"{self.name}/{member or 'score'} over seeds {','.join(map(str, seeds))}: "
                              f"mean {np.mean(values):.4f}, sd {np.std(values, ddof=1):.4f}")
+        notes.append(self.score_explanation(outcomes))
         notes.append(self._majority_note(data, context))
         if "probe" in methods:
             notes.append(f"{self.name}: probe scores (frozen features + logistic regression), not fine-tuning")
         return TaskResult(rows=rows, items=items, notes=notes)
 
+    def score_explanation(self, outcomes: dict[str, MemberOutcome] | None = None) -> str:
+        """How the task's score is made, with each member's number when ``outcomes`` are given."""
+        members = sorted(outcomes) if outcomes is not None else sorted(self.members)
+        by_metric: dict[str, list[str]] = {}
+        for member in members:
+            by_metric.setdefault(self.members[member].score_metric, []).append(member)
+        how = "; ".join(f"{'F1 (positive class)' if metric == 'f1' else metric} for {', '.join(names)}"
+                        for metric, names in sorted(by_metric.items()))
+        text = f"{self.name} score = unweighted mean over {len(members)} members of each member's own metric ({how})"
+        if outcomes:
+            text += ": " + ", ".join(f"{m} {self.members[m].score_metric} "
+                                     f"{_score(outcomes[m], self.members[m].score_metric):.4f}" for m in members)
+        return text
+
+    def _majority(self, d: MemberData, metric: str, context: EvalContext) -> float:
+        """What always guessing the training split's most frequent label scores on the reported examples."""
+        from antlm_bench.finetune import classification_metrics
+
+        report = d.report[: context.limit] if context.limit else d.report
+        labels = np.array([e.label for e in report])
+        majority = int(np.bincount([e.label for e in d.train]).argmax())
+        return float(classification_metrics(labels, np.full_like(labels, majority))[metric])
+
     def _majority_note(self, data: dict[str, MemberData], context: EvalContext) -> str:
         """What always guessing the training split's most frequent label scores: the floor to read a small
         model's numbers against (MRPC's F1 is 0.81 for it)."""
-        from antlm_bench.finetune import classification_metrics
-
-        values = []
-        for member, d in data.items():
-            report = d.report[: context.limit] if context.limit else d.report
-            labels = np.array([e.label for e in report])
-            majority = int(np.bincount([e.label for e in d.train]).argmax())
-            metric = self.members[member].score_metric
-            values.append(classification_metrics(labels, np.full_like(labels, majority))[metric])
+        values = [self._majority(d, self.members[member].score_metric, context) for member, d in data.items()]
         return (f"{self.name}: the majority-class guess (the training split's most frequent label) would score "
-                f"{np.mean(values):.4f} on these {len(values)} members")
+                f"{np.mean(values):.4f} on these {len(values)} members (same metrics)")
 
     def _work(self, data: dict[str, MemberData], seeds: list[int], options: Hyper, context: EvalContext) -> float:
         """Total work in example-passes, for the overall ETA."""
@@ -414,6 +431,7 @@ class _Reporter:
         self.label = ""
         self.run_work = 0.0
         self.n_train = 0
+        self.metric = "accuracy"
 
     def _say(self, line: str) -> None:
         if self.progress is not None:
@@ -429,7 +447,9 @@ class _Reporter:
         if self.progress is not None:  # counted in training examples, so the bar's rate reads examples/s
             self.task_id = self.progress.add_task(label, total=self.epochs * n_train)
         method = "probe" if settings.probe else f"fine-tuning {settings.epochs} epochs"
-        self._say(f"{label}: {method} on {n_train} examples (dev slice {n_dev})")
+        self.metric = settings.selection_metric
+        chosen = "" if settings.probe else f"; best epoch by dev {self.metric}"
+        self._say(f"{label}: {method} on {n_train} examples (dev slice {n_dev}{chosen})")
 
     def step(self, done: int, total: int) -> None:
         if self.progress is not None and self.task_id is not None:
@@ -440,20 +460,21 @@ class _Reporter:
         elapsed = time.perf_counter() - self.started
         remaining = elapsed / max(self.done_work, 1e-9) * (self.total_work - self.done_work)
         self._say(
-            f"{self.label} epoch {info.epoch}/{info.epochs}: loss {info.train_loss:.4f}, dev {info.dev_metric:.4f} "
-            f"(best {info.best_metric:.4f} @ {info.best_epoch}), {info.seconds:.1f}s; "
+            f"{self.label} epoch {info.epoch}/{info.epochs}: loss {info.train_loss:.4f}, dev {self.metric} "
+            f"{info.dev_metric:.4f} (best {info.best_metric:.4f} @ epoch {info.best_epoch}), {info.seconds:.1f}s; "
             f"ETA {_clock(info.eta_seconds)} this run, {_clock(remaining)} all"
         )
 
-    def finish(self, outcome: MemberOutcome) -> None:
+    def finish(self, outcome: MemberOutcome, metric: str, majority: float) -> None:
         self.done_work = self.run_start_work + self.n_train * self.epochs
         if self.progress is not None and self.task_id is not None:
             self.progress.update(self.task_id, completed=self.epochs * self.n_train)
             self.progress.remove_task(self.task_id)
             self.task_id = None
-        accuracy = float(np.mean(outcome.labels == outcome.predictions))
-        self._say(f"{self.label}: reported accuracy {accuracy:.4f} on {len(outcome.labels)} examples "
-                  f"({outcome.train_examples_per_second:.0f} train examples/s)")
+        value = _score(outcome, metric)
+        also = "" if metric == "accuracy" else f", accuracy {float(np.mean(outcome.labels == outcome.predictions)):.4f}"
+        self._say(f"{self.label}: reported {metric} {value:.4f} (majority class {majority:.4f}{also}) on "
+                  f"{len(outcome.labels)} examples ({outcome.train_examples_per_second:.0f} train examples/s)")
 
 
 def _clock(seconds: float) -> str:

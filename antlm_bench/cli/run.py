@@ -73,5 +73,23 @@ def run(
     render_terminal(board, console)
     for note in summary.notes:
         console.print(f"note: {note}")
+    for column in board.columns:
+        explanation = score_explanation(column)
+        if explanation:
+            console.print(f"note: {explanation}", soft_wrap=True)
     console.print(f"tables: {', '.join(str(r.folder) for r in summary.runs)}")
     console.print(f"compare schedules: antlm-bench leaderboard {summary.output}")
+
+
+def score_explanation(column: str) -> str | None:
+    """How a multi-member task's score is made (GLUE: the mean of each member's own metric), for the summary."""
+    from antlm_bench.adapters.glue import GlueTask
+    from antlm_bench.tasks import resolve_tasks
+
+    task = column.split(":")[0]
+    try:
+        (request,) = resolve_tasks(task)
+        adapter = request.adapter()
+    except Exception:  # noqa: BLE001  (a column of another package's task: nothing to explain)
+        return None
+    return adapter.score_explanation() if isinstance(adapter, GlueTask) else None
