@@ -88,3 +88,22 @@ def test_check_does_not_compare_fast_with_full(tmp_path, real_data_dir):
 def test_fast_only_glue_refused(real_data_dir):
     with pytest.raises(UserError, match="none of glue has a fast subset"):
         evaluate(_model(), "glue", fast=True, data_dir=real_data_dir, progress=False)
+
+
+def test_groups_and_babylm2025_boards(tmp_path, real_data_dir):
+    from antlm_bench.leaderboard import load_definition
+    from antlm_bench.tasks import resolve_tasks
+
+    assert [r.name for r in resolve_tasks("babylm2025")] == [
+        "blimp", "blimp_supplement", "ewok", "entity_tracking", "wug_adj", "reading", "glue"]
+    assert [r.name for r in resolve_tasks("zero-shot")] == [
+        "blimp", "blimp_supplement", "ewok", "entity_tracking", "wug_adj", "reading"]
+    out = tmp_path / "r"
+    evaluate(_model(), "wug_adj,reading", fast=True, data_dir=real_data_dir, progress=False, output_dir=out)
+    board = build_leaderboard(read_results([out]), load_definition("babylm2025-fast"), gaps=False)
+    cells = board.rows[0].cells
+    assert {"wug_adj", "reading.eye_tracking", "reading.self_paced_reading"} <= set(cells)
+    assert cells["reading.eye_tracking"].value != cells["reading.self_paced_reading"].value
+    assert board.rows[0].macro is None  # no invented aggregate
+    with pytest.raises(UserError, match="no rows"):  # the full board never shows fast rows
+        build_leaderboard(read_results([out]), load_definition("babylm2025"), gaps=False)
