@@ -83,3 +83,27 @@ def _short(path: Path | None) -> str:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return path.name
+
+
+@app.command("lm-eval-tasks")
+def lm_eval_tasks(
+    list_them: bool = typer.Option(False, "--list", help="List the task and group names instead of the path."),
+) -> None:
+    """Print the folder of the shipped offline lm-eval tasks (BLiMP filtered, supplement, EWoK, read from the data
+    folder, never the hub), for lm-eval's --include_path:
+
+        lm_eval --model hf --model_args pretrained=DIR --include_path "$(antlm-bench lm-eval-tasks)" --tasks antlm_blimp_filtered
+    """
+    import antlm_bench
+
+    folder = Path(antlm_bench.__file__).resolve().parent / "lm_eval_tasks"
+    if not list_them:
+        typer.echo(str(folder))
+        return
+    import re
+
+    names = set()
+    for path in sorted(folder.rglob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        names.update(re.findall(r"^(?:task|group): (\S+)$", text, flags=re.M))
+    typer.echo("\n".join(sorted(names)))
