@@ -157,12 +157,7 @@ class TrainResult:
 def plan_phases(schedule: Schedule, recipe: Recipe, steps_per_epoch: int) -> list[PhasePlan]:
     """Each phase's steps and LR layout; a schedule of more than ``MAX_TOTAL_STEPS`` steps on this corpus is
     refused first, from the phases' epochs alone (the layouts never list a phase's steps, so no plan is big)."""
-    phases = schedule.phases  # at most schedule.MAX_PHASES: the parser counts before it expands
-    total = math.fsum(phase.epochs for phase in phases) * steps_per_epoch
-    if not total <= MAX_TOTAL_STEPS:
-        shown = schedule.canonical if len(schedule.canonical) <= 80 else schedule.canonical[:60] + "..."
-        raise UserError(f"schedule {shown!r}: {total:,.0f} optimizer steps on this corpus ({steps_per_epoch} per "
-                        f"epoch); the limit is {MAX_TOTAL_STEPS:,}; give fewer epochs")
+    phases = check_plan_size(schedule, steps_per_epoch)
     plans, start = [], 0
     for index, phase in enumerate(phases):
         n_steps = max(1, round(phase.epochs * steps_per_epoch))
@@ -170,6 +165,22 @@ def plan_phases(schedule: Schedule, recipe: Recipe, steps_per_epoch: int) -> lis
         plans.append(PhasePlan(index, phase, start, n_steps, build_phase_lr(spec, n_steps, steps_per_epoch)))
         start += n_steps
     return plans
+
+
+def check_plan_size(schedule: Schedule, steps_per_epoch: int | None) -> list[Phase]:
+    """The schedule's phases, if its plan stays within ``MAX_TOTAL_STEPS``. ``steps_per_epoch=None``: before the
+    corpus is read, on the least any corpus gives (one step per epoch), so an absurd schedule is refused at once,
+    before the corpus is read or the tokenizer trained."""
+    phases = schedule.phases  # at most schedule.MAX_PHASES: the parser counts before it expands
+    per_epoch = 1 if steps_per_epoch is None else steps_per_epoch
+    total = math.fsum(phase.epochs for phase in phases) * per_epoch
+    if not total <= MAX_TOTAL_STEPS:
+        shown = schedule.canonical if len(schedule.canonical) <= 80 else schedule.canonical[:60] + "..."
+        where = ("at least one step per epoch on any corpus" if steps_per_epoch is None
+                 else f"{steps_per_epoch} per epoch on this corpus")
+        raise UserError(f"schedule {shown!r}: {total:,.0f} optimizer steps ({where}); the limit is "
+                        f"{MAX_TOTAL_STEPS:,}; give fewer epochs")
+    return phases
 
 
 def epoch_order(seed: int, epoch: int, n_sequences: int) -> np.ndarray:
@@ -326,6 +337,7 @@ class Trainer:
         self.recipe = load_recipe(config.model)
         self.preset = self.recipe.preset(config.preset)
         self.schedule = parse_schedule(config.schedule or self.recipe.default_schedule)
+        check_plan_size(self.schedule, None)  # 1000000000000_MLM: refused before the corpus is even read
         self.output = Path(config.output).expanduser()
         # read-only until the plan stands: a refused schedule or a bad corpus must not have deleted anything
         self._mode, self._points = self._inspect_output()

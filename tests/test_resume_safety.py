@@ -38,8 +38,9 @@ def _cli(config: TrainConfig):
 
 def _assert_one_line(result, code: int, *fragments: str) -> str:
     assert result.exit_code == code, (result.exit_code, result.output, result.exception)
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    # progress lines (corpus read, tokenizer reused) may come first; the error is one line, and the last
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error")]
+    assert len(lines) == 1 and result.stderr.rstrip().endswith(lines[0]), result.stderr
     assert "Traceback" not in result.output
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
