@@ -40,6 +40,8 @@ class Preset(_Strict):
     max_words: int | None = None  # default --max-words cap of the corpus for this preset
     eval_limit: int | None = None  # default --eval-limit for per-phase scoring at this size
     glue_budget: dict[str, Any] = {}  # default GLUE options for `run` at this size (e.g. epochs, max_train_examples)
+    # architecture `hf`: a transformers config (model_type plus its own fields) that overrides the sizes above
+    hf_config: dict[str, Any] = {}
 
 
 class Optimizer(_Strict):
@@ -87,7 +89,7 @@ class TokenizerSpec(_Strict):
 class Recipe(_Strict):
     name: str
     description: str = ""
-    architecture: Literal["babyllama", "ltgbert"]
+    architecture: str  # a registered backend (antlm_bench.models, or a plug-in): checked in load_recipe
     default_schedule: str
     tokenizer: TokenizerSpec = TokenizerSpec()
     optimizer: Optimizer
@@ -122,9 +124,17 @@ def load_recipe(name: str) -> Recipe:
         raise UserError(f"unknown model recipe {name!r}; known: {', '.join(sorted(recipes))}")
     path, document = recipes[name]
     try:
-        return Recipe.model_validate({**document, "source": path})
+        recipe = Recipe.model_validate({**document, "source": path})
     except ValidationError as err:
         raise UserError(_format_validation(path, err)) from None
+    from antlm_bench.registry import BACKENDS, load_backend_plugins  # the registry, plug-ins included
+
+    load_backend_plugins()
+    if recipe.architecture not in BACKENDS.names():
+        raise UserError(f"{path}: field architecture: unknown backend {recipe.architecture!r}; known: "
+                        f"{', '.join(BACKENDS.names())} (a plug-in announces more through the entry-point group "
+                        "antlm_bench.backends)")
+    return recipe
 
 
 def all_recipes() -> list[Recipe]:

@@ -6,6 +6,9 @@ the ``--include-path`` folders the user gives, folders that other packages annou
 groups ``antlm_bench.tasks`` / ``antlm_bench.trainers`` (each entry point returns a folder path), and the
 folders shipped with antlm-bench (the checkout's top-level ``tasks/`` and ``trainers/``, or their copies
 bundled in the wheel). The first file that defines a name wins, so a user's folder can override a shipped spec.
+
+Model backends come from ``antlm_bench.models`` and from other packages through the entry-point group
+``antlm_bench.backends`` (see :func:`load_backend_plugins`).
 """
 
 from __future__ import annotations
@@ -112,3 +115,32 @@ TASK_CLASSES = ClassRegistry("task class")
 BACKENDS = ClassRegistry("architecture backend")
 register_task_class = TASK_CLASSES.register
 register_backend = BACKENDS.register
+
+
+BACKEND_GROUP = "antlm_bench.backends"
+_backend_plugins_loaded = False
+
+
+def load_backend_plugins() -> None:
+    """Register the shipped backends, then every entry point of ``antlm_bench.backends`` (once per process).
+
+    An entry point names a module (importing it registers its backends with ``@register_backend``) or a backend
+    class, registered under the entry point's name unless it registered itself. A plug-in that fails to import
+    is one line naming the entry point and its distribution.
+    """
+    global _backend_plugins_loaded
+    if _backend_plugins_loaded:
+        return
+    _backend_plugins_loaded = True  # set first: a plug-in importing antlm_bench.models comes back here
+    import antlm_bench.models  # noqa: F401  (the shipped backends register themselves)
+
+    for entry_point in importlib.metadata.entry_points(group=BACKEND_GROUP):
+        try:
+            target = entry_point.load()
+        except Exception as err:  # noqa: BLE001  (any failure of foreign code: name the plug-in, stop)
+            _backend_plugins_loaded = False
+            dist = getattr(entry_point.dist, "name", None) or "unknown distribution"
+            raise UserError(f"backend plug-in {entry_point.name} = {entry_point.value} ({dist}): cannot import it "
+                            f"({type(err).__name__}: {err}); fix or uninstall the plug-in") from None
+        if isinstance(target, type) and entry_point.name not in BACKENDS.names():
+            BACKENDS.register(entry_point.name)(target)
