@@ -365,12 +365,15 @@ def _curves(checkpoints: Mapping[str, list[_RunCheckpoint]], run_ids: Sequence[s
             chosen = {column: ckpt.by_limit.get(column, {}).get(curve_limit[column], cell_row)
                       for column, cell_row in ckpt.cells.items()}
             for column, cell_row in chosen.items():
-                points[column][at].append((ckpt, cell_row["value"], cell_row["scoring"]))
+                points[column][at].append((ckpt, cell_row["value"], cell_row["scoring"], cell_row["ci_low"],
+                                           cell_row["ci_high"], cell_row["limit"]))
             if macro_columns and all(c in chosen for c in macro_columns):
                 value = float(np.mean([chosen[c]["value"] for c in macro_columns]))
                 methods = "/".join(sorted({chosen[c]["scoring"] for c in macro_columns},
                                           key=lambda m: (m in ("finetune", "probe"), m)))
-                points[MACRO][at].append((ckpt, value, methods))
+                limits = {chosen[c]["limit"] for c in macro_columns}
+                points[MACRO][at].append((ckpt, value, methods, None, None, limits.pop() if len(limits) == 1
+                                          else None))
     curves: dict[str, list[CurvePoint]] = {}
     for column in [*columns, MACRO]:
         if column not in points:
@@ -380,9 +383,14 @@ def _curves(checkpoints: Mapping[str, list[_RunCheckpoint]], run_ids: Sequence[s
             entries = points[column][at]
             meta = entries[0][0].meta
             tokens = [e[0].meta["tokens_seen"] for e in entries if e[0].meta["tokens_seen"] is not None]
+            bounds = [(e[3], e[4]) for e in entries if e[3] is not None and e[4] is not None]
+            limits = {e[5] for e in entries}
             curve.append(CurvePoint(meta["phase_index"], meta["epoch"], float(np.mean(tokens)) if tokens else None,
                                     float(np.mean([e[1] for e in entries])),
-                                    "+".join(dict.fromkeys(e[2] for e in entries))))
+                                    "+".join(dict.fromkeys(e[2] for e in entries)),
+                                    float(np.mean([b[0] for b in bounds])) if len(bounds) == len(entries) else None,
+                                    float(np.mean([b[1] for b in bounds])) if len(bounds) == len(entries) else None,
+                                    limits.pop() if len(limits) == 1 else None, len(entries)))
         curves[column] = curve
     return curves
 

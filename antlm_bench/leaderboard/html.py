@@ -8,7 +8,7 @@ import html
 from antlm_bench import __version__
 from antlm_bench.leaderboard.definition import MACRO
 from antlm_bench.leaderboard.model import Cell, Leaderboard
-from antlm_bench.leaderboard.plots import plot_curves
+from antlm_bench.leaderboard.plots import curve_caption, plot_curves
 from antlm_bench.leaderboard.text import (
     common_text,
     design_text,
@@ -130,6 +130,7 @@ def render_html(board: Leaderboard, x: str = "epoch") -> str:
     if image is not None:
         out.append("<h2>Scores per checkpoint</h2>")
         out.append(f'<img alt="scores per checkpoint" src="data:image/png;base64,{base64.b64encode(image).decode()}">')
+        out.append(f'<p class="caption">{e(curve_caption(board))}</p>')
     out.append('<div class="notes"><ul>' + "".join(f"<li>{e(line)}</li>" for line in method_lines(board)))
     for row in board.rows:
         for note in row.notes:

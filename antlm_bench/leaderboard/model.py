@@ -38,6 +38,10 @@ class CurvePoint:
     tokens_seen: float | None
     value: float
     scoring: str
+    low: float | None = None  # 95% item interval: the mean over the row's seeds of each seed's bounds
+    high: float | None = None
+    limit: int | None = None  # items per subtask behind the point (--eval-limit of the per-phase scoring)
+    n_seeds: int = 1
 
 
 @dataclass

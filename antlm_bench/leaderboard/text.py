@@ -190,6 +190,10 @@ def render_markdown(board: Leaderboard, plot_files: Sequence[str] = ()) -> str:
                          f"{mark}{comparison_text(c)}{mark} | {mde_text(c)} | {verdict(c)} |")
     for path in plot_files:
         lines += ["", f"![per-checkpoint curves]({path})"]
+    if plot_files:
+        from antlm_bench.leaderboard.plots import curve_caption
+
+        lines += ["", _md_escape(curve_caption(board))]
     lines += ["", *[f"- {line}" for line in method_lines(board)]]
     notes = [f"{key_text(board, r.key)}: {n}" for r in board.rows for n in r.notes] + board.notes
     lines += [f"- note: {_md_escape(n)}" for n in notes]
