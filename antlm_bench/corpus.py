@@ -348,10 +348,11 @@ def prepare_training_data(
     words = max_words if max_words is not None else preset.max_words
     say = _reporter(progress)
     clock = time.perf_counter()
-    say(f"corpus: reading {corpus_dir} ({split})" + (f", up to {words:,} words" if words else ""))
+    # one line after reading, not one before: a bad corpus folder then prints its error line alone
     corpus = read_corpus(corpus_dir, split, words, seed)
     n_words = sum(corpus.n_words.values())
-    say(f"corpus: {len(corpus.sources)} sources, {n_words:,} words, {corpus.n_duplicates:,} duplicate lines dropped "
+    say(f"corpus: read {corpus_dir} ({split}" + (f", up to {words:,} words" if words else "") + f"): "
+        f"{len(corpus.sources)} sources, {n_words:,} words, {corpus.n_duplicates:,} duplicate lines dropped "
         f"({time.perf_counter() - clock:.1f} s)")
     tokenizer = recipe_tokenizer(recipe, preset_name, corpus, cache_dir, progress=say)
     packed = prepare_corpus(corpus_dir, tokenizer, preset.max_seq_len, words, cache_dir, split, seed, corpus,

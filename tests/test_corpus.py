@@ -168,7 +168,7 @@ def test_preparation_prints_progress(corpus_dir, tmp_path, capsys):
     recipe.presets["tiny"] = recipe.presets["tiny"].model_copy(update={"vocab_size": 320, "max_words": None})
     prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache")
     first = capsys.readouterr().err
-    assert "corpus: 2 sources" in first and "duplicate lines dropped" in first
+    assert "corpus: read" in first and "2 sources" in first and "duplicate lines dropped" in first
     assert "tokenizer: training a byte-level BPE, vocabulary 320" in first and "tokenizer: trained" in first
     assert "packing: tokenizing" in first and "sequences" in first
     lines: list[str] = []
