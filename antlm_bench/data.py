@@ -72,7 +72,7 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
     tried.append(f"{cache} ({'empty' if cache.is_dir() else 'no such folder'})")
     raise UserError(
         "no data folder found; tried " + ", ".join(tried)
-        + f". Run `antlm-bench data fetch babylm-eval` (fills {cache}), pass --data-dir DIR or set ${DATA_ENV_VAR}."
+        + f". Run `antlm-bench data fetch babylm` (fills {cache}), pass --data-dir DIR or set ${DATA_ENV_VAR}."
     )
 
 

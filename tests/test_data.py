@@ -392,4 +392,4 @@ def test_missing_cache_is_not_called_empty_and_relative_env_is_resolved(clean_en
         data.resolve_data_dir()
     message = str(err.value)
     assert f"relative to the working folder {clean_env / 'work'}" in message and "no such folder" in message
-    assert "data fetch babylm-eval" in message
+    assert "data fetch babylm`" in message
