@@ -344,11 +344,11 @@ def collate(encoded: Encoded, indices: Sequence[int], pad_id: int, padding_side:
 
 def model_kind(model: nn.Module) -> str:
     """'encoder' or 'decoder': decides the default attention and pooling."""
-    architecture = getattr(model.config, "antlm_architecture", None)
-    if architecture == "ltgbert":
-        return "encoder"
-    if architecture == "babyllama":
-        return "decoder"
+    from antlm_bench.models import masked_by_config  # the backend registry, plug-ins included
+
+    masked = masked_by_config(model.config)
+    if masked is not None:
+        return "encoder" if masked else "decoder"
     names = [type(model).__name__, *(getattr(model.config, "architectures", None) or [])]
     for name in names:
         if "MaskedLM" in name:

@@ -1,9 +1,18 @@
 """Model backends: a recipe preset -> a model, checkpoints -> a model, and parameter counts.
 
-Each backend lives in one file (``babyllama.py``, ``ltgbert.py``) and registers itself with
-``antlm_bench.registry.register_backend`` under the name that recipes give as ``architecture:``. A backend class
-has ``lm_class``, ``classifier_class``, ``is_masked_lm`` and ``make_config(preset, special_ids)``. Importing this
-package also registers LTG-BERT with transformers' Auto classes.
+Each backend lives in one file (``babyllama.py``, ``ltgbert.py``, ``hf.py``) and registers itself with
+``antlm_bench.registry.register_backend`` under the name that recipes give as ``architecture:``; other packages
+add backends through the entry-point group ``antlm_bench.backends`` (read when this package is imported; see
+docs/backends.md). Every dispatch goes through that registry. A backend class has
+
+- ``make_config(preset, special_ids)``: the model config of a recipe preset (it records ``antlm_architecture``);
+- ``lm_class`` and ``classifier_class``, or instead ``build(config)``, ``load_lm(path, **kwargs)`` and
+  ``load_classifier(path, **kwargs)`` when the class depends on the config (``hf``);
+- ``is_masked_lm``: a bool, or ``masked_lm(config) -> bool`` when it depends on the config;
+- optionally ``remote_code(config) -> (files, auto_map)``: the modeling code a checkpoint carries so that
+  transformers loads it with ``trust_remote_code=True`` and without antlm-bench (``checkpoint.py`` writes it).
+
+Importing this package also registers LTG-BERT with transformers' Auto classes.
 
 Both LM classes offer ``hidden_states(input_ids, attention_mask, attention_mode, position_ids)``,
 ``lm_logits(hidden)`` (= ``get_output_embeddings()(lm_features(hidden))``: ``lm_features`` is the head up to its
@@ -29,7 +38,7 @@ from transformers import (
 )
 
 from antlm_bench.errors import UserError
-from antlm_bench.models import babyllama, ltgbert  # noqa: F401  (registers the backends)
+from antlm_bench.models import babyllama, hf, ltgbert  # noqa: F401  (registers the backends)
 from antlm_bench.models.babyllama import BabyLlamaForCausalLM, BabyLlamaForSequenceClassification
 from antlm_bench.models.ltgbert import (
     LtgBertConfig,
@@ -38,14 +47,32 @@ from antlm_bench.models.ltgbert import (
     LtgBertForSequenceClassification,
 )
 from antlm_bench.recipes import Recipe
-from antlm_bench.registry import BACKENDS
-
-ARCHITECTURES = ("babyllama", "ltgbert")
+from antlm_bench.registry import BACKENDS, load_backend_plugins
 
 
 def backend(architecture: str) -> Any:
-    """The registered backend class for ``architecture``."""
+    """The registered backend class for ``architecture`` (shipped or from a plug-in)."""
+    load_backend_plugins()
     return BACKENDS.get(architecture, "architecture")
+
+
+def architectures() -> list[str]:
+    """Names of every registered backend, plug-ins included."""
+    load_backend_plugins()
+    return BACKENDS.names()
+
+
+def masked_by_config(config: Any) -> bool | None:
+    """Whether a model of this config (a config object or config.json's dict) is an encoder, as its backend says;
+    None when no registered backend made it (a plain Hugging Face model: the caller reads its class names)."""
+    get = config.get if isinstance(config, dict) else lambda key, default=None: getattr(config, key, default)
+    architecture = get("antlm_architecture")
+    if not isinstance(architecture, str) or architecture not in architectures():
+        return None
+    chosen = backend(architecture)
+    if hasattr(chosen, "masked_lm"):
+        return bool(chosen.masked_lm(config))
+    return bool(chosen.is_masked_lm)
 
 
 def special_token_ids(tokenizer: PreTrainedTokenizerBase | None) -> dict[str, int | None]:
@@ -71,7 +98,8 @@ def build_model(recipe: Recipe, preset_name: str, tokenizer: PreTrainedTokenizer
         )
     chosen = backend(recipe.architecture)
     config = chosen.make_config(preset, special_token_ids(tokenizer))
-    return chosen.lm_class(config)
+    build = getattr(chosen, "build", None)
+    return build(config) if build is not None else chosen.lm_class(config)
 
 
 def count_parameters(recipe: Recipe, preset_name: str) -> int:
@@ -145,8 +173,9 @@ def load_config(path: str | Path) -> Any:
 def is_masked_lm(path: str | Path) -> bool:
     """Whether the checkpoint is an encoder (scored with PLL by default) rather than a decoder."""
     config = _read_config(Path(path))
-    if config.get("antlm_architecture") in ARCHITECTURES:
-        return bool(backend(config["antlm_architecture"]).is_masked_lm)
+    masked = masked_by_config(config)
+    if masked is not None:
+        return masked
     return any(name.endswith("ForMaskedLM") for name in config.get("architectures") or [])
 
 
@@ -163,12 +192,14 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", dtype: torc
     architecture = config.get("antlm_architecture")
     lm = {"dtype": dtype, "output_loading_info": True}  # an LM with a weight missing is not the checkpoint
     try:
-        if architecture in ARCHITECTURES:
+        if architecture in architectures():
             chosen = backend(architecture)
             if task == "classification":
-                model = chosen.classifier_class.from_pretrained(path, dtype=dtype, num_labels=num_labels or 2)
+                load = getattr(chosen, "load_classifier", None) or chosen.classifier_class.from_pretrained
+                model = load(path, dtype=dtype, num_labels=num_labels or 2)
             else:
-                model, info = chosen.lm_class.from_pretrained(path, **lm)
+                load = getattr(chosen, "load_lm", None) or chosen.lm_class.from_pretrained
+                model, info = load(path, **lm)
         elif task == "classification":
             from transformers import AutoModelForSequenceClassification
 
@@ -197,8 +228,11 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", dtype: torc
     return model.to(device).eval()
 
 
+# plug-ins last: one may import from this package, which must be whole by then
+load_backend_plugins()
+
 __all__ = [
-    "ARCHITECTURES", "AutoConfig", "BabyLlamaForCausalLM", "BabyLlamaForSequenceClassification", "LtgBertConfig",
-    "LtgBertForCausalLM", "LtgBertForMaskedLM", "LtgBertForSequenceClassification", "backend", "build_model",
-    "count_parameters", "is_masked_lm", "load_config", "load_model", "special_token_ids",
+    "AutoConfig", "BabyLlamaForCausalLM", "BabyLlamaForSequenceClassification", "LtgBertConfig",
+    "LtgBertForCausalLM", "LtgBertForMaskedLM", "LtgBertForSequenceClassification", "architectures", "backend", "build_model",
+    "count_parameters", "masked_by_config", "is_masked_lm", "load_config", "load_model", "special_token_ids",
 ]

@@ -83,7 +83,9 @@ class ScoringModel:
     def is_masked_lm(self) -> bool:
         """What ``--scoring auto`` assumes for a folder without a training record."""
         if self.kind == "antlm":
-            return getattr(self.module.config, "antlm_architecture", "") == "ltgbert"
+            from antlm_bench.models import masked_by_config  # the backend registry, plug-ins included
+
+            return bool(masked_by_config(self.module.config))
         return self.kind == "masked"
 
     @property

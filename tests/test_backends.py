@@ -1,0 +1,197 @@
+"""Backends through the registry: architecture `hf` (stock transformers models under the schedule grammar) and
+plug-in backends from the entry-point group `antlm_bench.backends`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from trainer_support import tiny_config
+from transformers import GPT2LMHeadModel, RobertaForMaskedLM
+
+from antlm_bench import registry
+from antlm_bench.errors import UserError
+from antlm_bench.models import build_model, hf, is_masked_lm, load_model
+from antlm_bench.recipes import load_recipe
+from antlm_bench.trainer import train
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _hf(recipe: str, seed: int = 0):
+    torch.manual_seed(seed)
+    return build_model(load_recipe(recipe), "tiny").eval()
+
+
+@pytest.mark.parametrize("recipe, stock, native", [("hf-gpt2", GPT2LMHeadModel, "causal"),
+                                                  ("hf-roberta", RobertaForMaskedLM, "bidirectional")])
+def test_hf_model_is_the_stock_class_and_switches_attention(recipe, stock, native):
+    model = _hf(recipe)
+    assert isinstance(model, stock) and type(model).__name__ == stock.__name__
+    assert model.native_attention == native
+    assert hf.mask_problem(model) is None
+    ids = torch.randint(5, 2048, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        plain = model(input_ids=ids).logits
+        ours = model.lm_logits(model.hidden_states(ids))
+        causal = model.hidden_states(ids, attention_mode="causal")
+        both = model.hidden_states(ids, attention_mode="bidirectional")
+    torch.testing.assert_close(ours, plain, rtol=1e-5, atol=1e-5)
+    # causal: the first position sees itself only, whatever follows; bidirectional: it sees the whole row
+    changed = ids.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % 2048
+    with torch.no_grad():
+        torch.testing.assert_close(model.hidden_states(changed, attention_mode="causal")[:, 0], causal[:, 0])
+        assert not torch.allclose(model.hidden_states(changed, attention_mode="bidirectional")[:, 0], both[:, 0])
+    # padding in the other mode: the padded row's real tokens equal the unpadded row
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    other = "bidirectional" if native == "causal" else "causal"
+    with torch.no_grad():
+        padded = model.hidden_states(ids, mask, other)[1, :6]
+        alone = model.hidden_states(ids[1:, :6], None, other)[0]
+    torch.testing.assert_close(padded, alone, rtol=1e-4, atol=1e-4)
+
+
+def test_hf_model_that_ignores_the_mask_is_refused():
+    model = _hf("hf-gpt2")
+    ignoring = type("GPT2LMHeadModel", (type(model),), {"_model_mask": lambda self, allowed, dtype: None})
+    broken = ignoring(model.config)
+    with pytest.raises(UserError) as err:
+        hf.check_masks(broken)
+    message = str(err.value)
+    assert "\n" not in message and "cannot switch attention per phase" in message and "model_type gpt2" in message
+
+
+def test_hf_config_errors_are_one_line(tmp_path):
+    recipe = load_recipe("hf-gpt2")
+    preset = recipe.preset("tiny")
+    for fields, expected in (({"n_inner": 8}, "model_type"),
+                             ({"model_type": "no-such-model"}, "no-such-model"),
+                             ({"model_type": "gpt2", "n_layer": 3}, "num_hidden_layers")):
+        with pytest.raises(UserError, match=expected):
+            hf.make_config(preset.model_copy(update={"hf_config": fields}), {})
+
+
+def test_hf_gpt2_trains_under_a_schedule_and_saves_a_plain_gpt2(tmp_path):
+    result = train(tiny_config(tmp_path, tmp_path / "run", model="hf-gpt2", schedule="0.2_CLM+0.2_MLM+0.1_CLM"))
+    assert result.steps > 0 and all(torch.isfinite(torch.tensor(result.losses)))
+    folder = result.final_checkpoint
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architectures"] == ["GPT2LMHeadModel"] and config["antlm_architecture"] == "hf"
+    plain = GPT2LMHeadModel.from_pretrained(folder).eval()
+    ours = load_model(folder)
+    assert not is_masked_lm(folder)
+    ids = torch.randint(5, 100, (1, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(input_ids=ids).logits, plain(input_ids=ids).logits)
+        # and ours still switches: bidirectional states differ from the stock (causal) ones
+        assert not torch.allclose(ours.hidden_states(ids, attention_mode="bidirectional")[:, 0],
+                                  ours.hidden_states(ids, attention_mode="causal")[:, 0])
+
+
+# -- plug-ins -------------------------------------------------------------------------------------------------
+
+_PLUGIN = '''
+"""A plug-in backend: BabyLlama under another name, with its own recipe folder."""
+from pathlib import Path
+
+from antlm_bench.models.babyllama import BabyLlamaBackend
+
+
+class TinyPlugBackend(BabyLlamaBackend):
+    @staticmethod
+    def make_config(preset, special_ids):
+        config = BabyLlamaBackend.make_config(preset, special_ids)
+        config.antlm_architecture = "tinyplug"
+        return config
+
+
+def trainers() -> str:
+    return str(Path(__file__).parent / "trainers")
+'''
+
+_RECIPE = '''
+name: tinyplug-lm
+description: a backend from a plug-in distribution
+architecture: tinyplug
+default_schedule: 0.2_CLM
+optimizer: {lr: 1.0e-3}
+lr_schedules:
+  CLM: {kind: cosine}
+  MLM: {kind: cosine}
+presets:
+  tiny: {n_layers: 1, n_heads: 2, hidden_size: 32, intermediate_size: 64, vocab_size: 2048, max_seq_len: 32,
+         global_batch_size: 16, micro_batch_size: 16, dropout: 0.0}
+'''
+
+
+def _install_plugin(root: Path) -> Path:
+    """A distribution as pip would leave it: the package and its dist-info (METADATA, entry_points.txt)."""
+    package = root / "tinyplug"
+    (package / "trainers").mkdir(parents=True)
+    (package / "__init__.py").write_text(_PLUGIN)
+    (package / "trainers" / "tinyplug-lm.yaml").write_text(_RECIPE)
+    info = root / "tinyplug-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tinyplug\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent("""\
+        [antlm_bench.backends]
+        tinyplug = tinyplug:TinyPlugBackend
+
+        [antlm_bench.trainers]
+        tinyplug = tinyplug:trainers
+    """))
+    return root
+
+
+@pytest.fixture
+def plugin_path(tmp_path, monkeypatch):
+    root = _install_plugin(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setattr(registry, "_backend_plugins_loaded", False)
+    yield root
+    registry.BACKENDS._classes.pop("tinyplug", None)
+    sys.modules.pop("tinyplug", None)
+
+
+def test_plugin_backend_is_listed_trained_and_scored(plugin_path, tmp_path, real_data_dir):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_path), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}
+    listed = subprocess.run([sys.executable, "-m", "antlm_bench", "list", "models", "--json"], env=env, cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    rows = [row for row in json.loads(listed.stdout) if row["recipe"] == "tinyplug-lm"]
+    assert rows and rows[0]["architecture"] == "tinyplug"
+
+    from antlm_bench.evaluate import evaluate
+    from antlm_bench.models import architectures
+
+    assert "tinyplug" in architectures()
+    result = train(tiny_config(tmp_path, tmp_path / "run", model="tinyplug-lm", schedule="0.2_CLM"))
+    folder = result.final_checkpoint
+    assert json.loads((folder / "config.json").read_text())["antlm_architecture"] == "tinyplug"
+    model = load_model(folder)
+    assert type(model).__name__ == "BabyLlamaForCausalLM"
+    scores = evaluate(str(folder), "blimp", limit=2, data_dir=real_data_dir)
+    assert scores is not None
+
+
+def test_broken_plugin_is_one_line(tmp_path, monkeypatch):
+    root = tmp_path / "site"
+    info = root / "badplug-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: badplug\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[antlm_bench.backends]\nbadplug = no_such_module_xyz:Backend\n")
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setattr(registry, "_backend_plugins_loaded", False)
+    with pytest.raises(UserError) as err:
+        registry.load_backend_plugins()
+    assert "\n" not in str(err.value) and "badplug" in str(err.value)
+    monkeypatch.setattr(registry, "_backend_plugins_loaded", True)
