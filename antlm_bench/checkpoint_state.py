@@ -37,8 +37,9 @@ def read_state(checkpoint: str | Path) -> dict[str, Any] | None:
 
 
 def dominant_objective(objective: str) -> str:
-    """``MIX(CLM:1,MLM:15)`` -> ``MLM`` (the heaviest weight; ties go to the first listed); plain names as is."""
-    match = re.fullmatch(r"MIX\((.*)\)", objective.strip().upper())
+    """``MIX(CLM:1,MLM:15)`` (or ``BATCHMIX(...)``) -> ``MLM`` (the heaviest weight; ties go to the first listed);
+    plain names as is."""
+    match = re.fullmatch(r"(?:BATCH)?MIX\((.*)\)", objective.strip().upper())
     if not match:
         return objective.strip().upper()
     best, best_weight = "", float("-inf")

@@ -9,7 +9,11 @@ sequences is turned into (inputs, labels, label shift, attention mode):
   are chosen token by token, whole word by whole word, or in spans of whole words (LTG-BERT's best), as the recipe
   says; the number of chosen tokens per sequence is ``rate`` of its eligible tokens (to the nearest whole unit).
 - MNTP: MLM's corruption, the chosen token i predicted from position i-1 (shift 1), bidirectional attention.
-- MIX: each optimizer step draws one of its objectives by weight.
+- MIX: every global batch is split by the weights, row by row (``mix_rows``): GPT-BERT's per-sample mixture. Each
+  part is built as its own objective's batch (``MixedBatch``); the step's loss is the mean over every labelled
+  token of the whole global batch, as for a single objective (so a CLM row, which labels every position, weighs
+  more than an MLM row, which labels ``rate`` of them).
+- BATCHMIX: each optimizer step draws ONE of its objectives by weight (``draw_mix_objective``).
 
 All randomness comes from ``numpy`` generators keyed by (seed, step, purpose), never from a global state: the same
 step gets the same masks whether the run was resumed or not and however many processes share the global batch.
@@ -35,7 +39,7 @@ ATTENTION = {"CLM": "causal", "MLM": "bidirectional", "MNTP": "bidirectional"}
 SPAN_CONTINUE_P = 0.5  # span masking: a span takes in the next word with this probability (geometric lengths)
 
 # purposes mixed into the generator keys, so that two uses of randomness at one step never share a stream
-_PURPOSE = {"MLM": 1, "MNTP": 2, "MIX": 3}
+_PURPOSE = {"MLM": 1, "MNTP": 2, "MIX": 3, "MIX_ROWS": 4}
 
 
 @dataclass
@@ -60,16 +64,51 @@ class Batch:
         return int(self.input_ids.shape[0])
 
 
+@dataclass
+class MixedBatch:
+    """A per-sample MIX batch: the global batch's rows split among objectives, each part a ``Batch`` of its own
+    (own corruption, labels, shift and attention mode). ``rows`` of the global batch, in part order."""
+
+    parts: list[Batch]
+    objective: str = "MIX"
+
+    @property
+    def n_targets(self) -> int:
+        return sum(part.n_targets for part in self.parts)
+
+    def __len__(self) -> int:
+        return sum(len(part) for part in self.parts)
+
+
 def step_rng(seed: int, step: int, purpose: str) -> np.random.Generator:
     """The generator of one optimizer step and one purpose; a pure function of its arguments."""
     return np.random.default_rng([int(seed), int(step), _PURPOSE[purpose]])
 
 
 def draw_mix_objective(weights: dict[str, float], seed: int, step: int) -> str:
-    """MIX: which objective this step trains (the same on every process, and again after a resume)."""
+    """BATCHMIX: which objective this step trains (the same on every process, and again after a resume)."""
     names = list(weights)
     p = np.asarray([weights[n] for n in names], dtype=np.float64)
     return names[int(step_rng(seed, step, "MIX").choice(len(names), p=p / p.sum()))]
+
+
+def mix_rows(weights: dict[str, float], n_rows: int, seed: int, step: int) -> dict[str, np.ndarray]:
+    """Per-sample MIX: which rows of a global batch of ``n_rows`` each objective trains (sorted row indices).
+
+    Counts follow the weights by systematic rounding: objective i gets floor or ceil of ``n_rows * w_i / sum(w)``,
+    its expected count exactly (one uniform offset for the cumulative boundaries), so the share per epoch matches
+    the weights whatever the batch size; the rows are a random permutation. Both come from (seed, step) only: every
+    process and every resume assigns the same rows."""
+    rng = step_rng(seed, step, "MIX_ROWS")
+    names = list(weights)
+    w = np.asarray([weights[n] for n in names], dtype=np.float64)
+    cumulative = np.cumsum(w) / w.sum() * n_rows
+    offset = rng.random()
+    bounds = np.minimum(np.floor(cumulative + offset).astype(np.int64), n_rows)
+    bounds[-1] = n_rows  # float sums may end a hair below n_rows
+    starts = np.concatenate([[0], bounds[:-1]])
+    order = rng.permutation(n_rows)
+    return {name: np.sort(order[a:b]) for name, a, b in zip(names, starts, bounds)}
 
 
 class BatchBuilder:
@@ -97,12 +136,23 @@ class BatchBuilder:
         if objective == "CLM":
             return Batch("CLM", "causal", ids, ids.copy(), 1)
         if objective not in ("MLM", "MNTP"):
-            raise ValueError(f"unknown objective {objective!r} (MIX is drawn per step with draw_mix_objective)")
+            raise ValueError(f"unknown objective {objective!r} (mixtures: build_mix, or draw_mix_objective)")
         rng = step_rng(self.seed, step, objective)
         chosen = self.choose_positions(ids, word_starts, rng, skip_first=objective == "MNTP")
         corrupted = self.corrupt(ids, chosen, rng)
         labels = np.where(chosen, ids, IGNORE)
         return Batch(objective, "bidirectional", corrupted, labels, SHIFT[objective])
+
+    def build_mix(self, weights: dict[str, float], input_ids: np.ndarray, word_starts: np.ndarray | None,
+                  step: int) -> MixedBatch:
+        """Per-sample MIX: the rows ``mix_rows`` assigns to each objective, each built as that objective's batch
+        (an objective that gets no rows this step has no part)."""
+        parts = []
+        for name, rows in mix_rows(weights, len(input_ids), self.seed, step).items():
+            if len(rows):
+                parts.append(self.build(name, input_ids[rows], None if word_starts is None else word_starts[rows],
+                                        step))
+        return MixedBatch(parts)
 
     # -- which positions ---------------------------------------------------------------------------------------
     def choose_positions(

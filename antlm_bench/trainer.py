@@ -5,7 +5,8 @@
 The loop, top to bottom (``Trainer.run``):
 
 1. The schedule becomes a plan of global steps: an epoch is ``ceil(N_sequences / global_batch)`` steps, a phase
-   ``round(epochs * steps_per_epoch)`` steps (at least one). Step ``g`` reads the rows ``g % steps_per_epoch`` of
+   ends at step ``round(cumulative epochs * steps_per_epoch)`` (half up; at least one step each), so fractional
+   phases add up exactly. Step ``g`` reads the rows ``g % steps_per_epoch`` of
    epoch ``g // steps_per_epoch``'s permutation, seeded by (seed, epoch): a fractional phase continues where the
    last one stopped, and the order depends on nothing but the seed.
 2. Each step builds the WHOLE global batch for its objective (``objectives.BatchBuilder``; masks keyed by
@@ -63,9 +64,9 @@ from antlm_bench.checkpoint import (
 from antlm_bench.checkpoint_state import auto_scoring_method
 from antlm_bench.errors import DivergedError, UserError
 from antlm_bench.lr_schedules import PhaseLR, build_phase_lr, describe, phase_scheduler
-from antlm_bench.objectives import BatchBuilder, LossModule, draw_mix_objective
+from antlm_bench.objectives import Batch, BatchBuilder, LossModule, MixedBatch, draw_mix_objective
 from antlm_bench.recipes import Recipe, load_recipe
-from antlm_bench.schedule import Phase, Schedule, format_number, parse_schedule
+from antlm_bench.schedule import Phase, Schedule, format_number, parse_schedule, phase_end_steps
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
@@ -136,7 +137,7 @@ class StepInfo:
 
     step: int  # global steps done
     phase_index: int
-    objective: str  # the objective this step trained (MIX: the one drawn)
+    objective: str  # the objective this step trained (BATCHMIX: the one drawn; MIX: "MIX", every part of it)
     epoch: float
     loss: float
     lr: float
@@ -159,8 +160,8 @@ def plan_phases(schedule: Schedule, recipe: Recipe, steps_per_epoch: int) -> lis
     refused first, from the phases' epochs alone (the layouts never list a phase's steps, so no plan is big)."""
     phases = check_plan_size(schedule, steps_per_epoch)
     plans, start = [], 0
-    for index, phase in enumerate(phases):
-        n_steps = max(1, round(phase.epochs * steps_per_epoch))
+    for index, (phase, end) in enumerate(zip(phases, phase_end_steps(phases, steps_per_epoch))):
+        n_steps = end - start
         spec = recipe.lr_schedule(phase.dominant_objective)
         plans.append(PhasePlan(index, phase, start, n_steps, build_phase_lr(spec, n_steps, steps_per_epoch)))
         start += n_steps
@@ -688,46 +689,59 @@ class Trainer:
             self._orders = {epoch: epoch_order(self.config.seed, epoch, self.n_sequences)}
         return self._orders[epoch][index * self.global_batch : (index + 1) * self.global_batch]
 
-    def _objective(self, step: int) -> str:
-        phase = self._plan_at(step).phase
-        if phase.objective == "MIX":
-            assert phase.weights is not None
-            return draw_mix_objective(phase.weights, self.config.seed, step)
-        return phase.objective
-
-    def _build(self, step: int):
+    def _build(self, step: int) -> Batch | MixedBatch:
         rows = np.sort(self._rows(step))  # sorted: cheaper gathers, and the order within a batch does not matter
         word_starts = getattr(self.corpus, "word_starts", None)
-        return self.builder.build(self._objective(step), self.corpus.input_ids[rows],
-                                  None if word_starts is None else word_starts[rows], step)
+        ids, starts = self.corpus.input_ids[rows], None if word_starts is None else word_starts[rows]
+        phase = self._plan_at(step).phase
+        if phase.objective == "MIX":  # per sample: the rows of this batch split by the weights
+            assert phase.weights is not None
+            return self.builder.build_mix(phase.weights, ids, starts, step)
+        objective = phase.objective
+        if objective == "BATCHMIX":  # per batch: one objective drawn for the whole step
+            assert phase.weights is not None
+            objective = draw_mix_objective(phase.weights, self.config.seed, step)
+        return self.builder.build(objective, ids, starts, step)
 
-    def _micro_batches(self, n_rows: int) -> list[np.ndarray]:
+    def _micro_batches(self, n_rows: int, whole_batch: int | None = None) -> list[np.ndarray]:
+        """This process's rows of a batch of ``n_rows``, in micro-batches (as many as ``whole_batch`` rows would
+        need: the global batch for a plain batch, so a short last batch of an epoch is cut as it always was)."""
         mine = _split_rows(n_rows, self.dist.world)[self.dist.rank]
-        n_micro = max(1, math.ceil(math.ceil(self.global_batch / self.dist.world) / self.micro_batch))
+        whole = self.global_batch if whole_batch is None else whole_batch
+        n_micro = max(1, math.ceil(math.ceil(whole / self.dist.world) / self.micro_batch))
         chunks = np.array_split(mine, n_micro)
         # the synchronising backward is the last one: keep the non-empty chunks at the end
         return sorted(chunks, key=len)
 
-    def _train_step(self, batch, save_wanted: bool = False) -> tuple[float, float, bool]:
+    def _chunks(self, batch: Batch | MixedBatch) -> list[tuple[Batch, np.ndarray]]:
+        """(part, rows) forward passes of one step: a plain batch is one part; a MIX batch runs each objective's
+        part in its own micro-batches (one attention mode and label shift per forward pass)."""
+        if isinstance(batch, Batch):
+            return [(batch, rows) for rows in self._micro_batches(len(batch))]
+        chunks = [(part, rows) for part in batch.parts for rows in self._micro_batches(len(part), len(part))]
+        # the synchronising backward is the last one: the empty chunks first, as for a plain batch
+        return sorted(chunks, key=lambda chunk: len(chunk[1]) > 0)
+
+    def _train_step(self, batch: Batch | MixedBatch, save_wanted: bool = False) -> tuple[float, float, bool]:
         """One optimizer step's gradients over the global batch: (mean loss per labelled token, grad norm, whether
         any process wants a checkpoint after it). The loss sum and the wish travel in one all-reduce."""
         n_targets = batch.n_targets
-        chunks = self._micro_batches(len(batch))
+        chunks = self._chunks(batch)
         scale = self.dist.world / max(n_targets, 1)
         local_sum = torch.zeros((), device=self.device, dtype=torch.float32)
-        for i, rows in enumerate(chunks):
+        for i, (part, rows) in enumerate(chunks):
             last = i == len(chunks) - 1
             if len(rows) == 0 and not (last and self.dist.enabled):
                 continue
             weight = 1.0
             if len(rows) == 0:  # this process has no rows left but must join the gradient all-reduce
                 rows, weight = np.arange(1), 0.0
-            x = torch.from_numpy(batch.input_ids[rows]).to(self.device, non_blocking=True)
-            y = torch.from_numpy(batch.labels[rows]).to(self.device, non_blocking=True)
+            x = torch.from_numpy(part.input_ids[rows]).to(self.device, non_blocking=True)
+            y = torch.from_numpy(part.labels[rows]).to(self.device, non_blocking=True)
             sync = contextlib.nullcontext() if last or not self.dist.enabled else self.loss_module.no_sync()
             with sync:
                 with self.autocast:
-                    loss_sum = self.loss_module(x, y, batch.shift, batch.attention_mode)
+                    loss_sum = self.loss_module(x, y, part.shift, part.attention_mode)
                 (loss_sum * (scale * weight)).backward()
             local_sum += loss_sum.detach().float() * weight
         stats = self.dist.all_reduce_sum(torch.stack([local_sum, torch.tensor(float(save_wanted), device=self.device)]))

@@ -34,7 +34,7 @@ def schedule_command(
     start = 0.0
     for index, phase in enumerate(parsed.phases):
         lr = describe(recipe.lr_schedule(phase.dominant_objective))
-        if phase.objective == "MIX":
+        if phase.weights is not None:  # MIX or BATCHMIX
             lr = f"{phase.dominant_objective}'s: {lr}"  # the heaviest weight decides
         table.add_row(
             str(index), format_number(phase.epochs), format_number(round(start, 9)), phase.label,
