@@ -1,6 +1,7 @@
 """Writing and reading full training checkpoints.
 
-A checkpoint is a Hugging Face model folder (``model.safetensors``, ``config.json``, the tokenizer files) plus
+A checkpoint is a Hugging Face model folder (``model.safetensors``, ``config.json``, the tokenizer files; for a
+backend whose classes are not in transformers, such as LTG-BERT, also its modeling code and an ``auto_map``) plus
 ``antlm_state.json`` (the record every reader uses: schedule, phase, epoch, step, tokens seen, seeds, hashes,
 version). A resumable checkpoint also holds ``trainer_state.pt``: optimizer and scheduler state, the RNG states
 of every process, and the loop's counters.
@@ -58,6 +59,7 @@ def _write_folder(folder: Path, model: torch.nn.Module, tokenizer: Any, state: d
     finally:
         if bars:
             hf_logging.enable_progress_bar()
+    save_model_code(folder, model)
     if tokenizer is not None:
         tokenizer.save_pretrained(str(folder))
     payload = json.dumps(state, indent=2, sort_keys=True, default=str).encode() + b"\n"
@@ -66,6 +68,16 @@ def _write_folder(folder: Path, model: torch.nn.Module, tokenizer: Any, state: d
         torch.save(trainer_state, folder / TRAINER_STATE_FILE)
     _make_readable(folder)
     _fsync_tree(folder)
+
+
+def save_model_code(folder: Path, model: torch.nn.Module) -> None:
+    """A non-stock backend's modeling code and ``auto_map`` next to the weights, so that transformers loads the
+    folder with ``trust_remote_code=True`` where antlm-bench is not installed (models/remote_code.py)."""
+    from antlm_bench.models.remote_code import write_model_code
+
+    config = getattr(model, "config", None)
+    if config is not None:
+        write_model_code(folder, config)
 
 
 def _umask() -> int:
@@ -212,5 +224,5 @@ def write_json_atomic(path: Path, record: dict[str, Any]) -> None:
 
 __all__ = [
     "LAST", "RESUME_DIR", "STATE_FILE", "TRAINER_STATE_FILE", "WEIGHTS_FILE", "describe_last", "load_weights",
-    "read_trainer_state", "resume_points", "write_checkpoint", "write_json_atomic", "write_resume_point",
+    "read_trainer_state", "resume_points", "save_model_code", "write_checkpoint", "write_json_atomic", "write_resume_point",
 ]

@@ -486,6 +486,20 @@ def make_config(*, vocab_size: int, hidden_size: int, n_layers: int, n_heads: in
     )
 
 
+# -- antlm-bench only below this line: not copied into checkpoints --
+# (models/remote_code.py writes everything above, with loss.py and masks.py inlined, into each checkpoint as
+# modeling_ltgbert.py; the marker line must stay exactly as it is)
+
+REMOTE_MODULE = "modeling_ltgbert"
+AUTO_MAP = {
+    "AutoConfig": f"{REMOTE_MODULE}.LtgBertConfig",
+    "AutoModel": f"{REMOTE_MODULE}.LtgBertModel",
+    "AutoModelForMaskedLM": f"{REMOTE_MODULE}.LtgBertForMaskedLM",
+    "AutoModelForCausalLM": f"{REMOTE_MODULE}.LtgBertForCausalLM",
+    "AutoModelForSequenceClassification": f"{REMOTE_MODULE}.LtgBertForSequenceClassification",
+}
+
+
 @register_backend(ARCHITECTURE)
 class LtgBertBackend:
     """How a recipe preset becomes an LTG-BERT (the registry entry `architecture: ltgbert` names)."""
@@ -502,6 +516,14 @@ class LtgBertBackend:
             max_position_embeddings=preset.max_position_embeddings, position_bucket_size=preset.position_bucket_size,
             tie_word_embeddings=preset.tie_word_embeddings, dropout=preset.dropout, **special_ids,
         )
+
+    @staticmethod
+    def remote_code(config: LtgBertConfig) -> tuple[dict[str, str], dict[str, str]]:
+        """This module (with the helpers it imports) as the checkpoint's modeling file, and its ``auto_map``."""
+        from antlm_bench.models import loss, masks
+        from antlm_bench.models.remote_code import module_source
+
+        return {f"{REMOTE_MODULE}.py": module_source(sys.modules[__name__], [masks, loss])}, dict(AUTO_MAP)
 
 
 # importing antlm_bench.models registers the classes with the Auto factories (exist_ok: re-imports are harmless)
