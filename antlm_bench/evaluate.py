@@ -179,6 +179,28 @@ def _progress_bar(progress: Any) -> Any:
     return progress or None
 
 
+def _launch_rank() -> int:
+    """This process's rank under torchrun (``RANK``), 0 otherwise."""
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+def _join_launched_group(device: str) -> str:
+    """Under ``torchrun --nproc-per-node K`` (WORLD_SIZE > 1): join the process group (gloo on CPU, nccl on
+    CUDA, one GPU per local rank), so that scoring splits its batches over the ranks; returns the device."""
+    import torch
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1:
+        return device
+    cuda = device.startswith("cuda")
+    if cuda and device == "cuda":
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0') or 0)}"
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo")
+    return device
+
+
 def _holding_output_folder(function: Callable[..., EvalOutput]) -> Callable[..., EvalOutput]:
     """With ``output_dir``, run ``function`` holding that folder's lock (a second ``eval --output`` into it is
     refused, naming this pid), tidy what killed writers left there first, and remove the folder again when this
@@ -188,7 +210,7 @@ def _holding_output_folder(function: Callable[..., EvalOutput]) -> Callable[...,
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> EvalOutput:
         output_dir = signature.bind(*args, **kwargs).arguments.get("output_dir")
-        if output_dir is None:
+        if output_dir is None or _launch_rank() != 0:  # under torchrun only rank 0 writes (and locks)
             return function(*args, **kwargs)
         with output_folder(output_dir, "eval"):
             return function(*args, **kwargs)
@@ -240,6 +262,9 @@ def evaluate(
             raise UserError(f"--model {path}: not a folder; give a Hugging Face model folder (config.json + weights)")
     requests = resolve_tasks(tasks)
     adapters = [request.adapter() for request in requests]
+    device = _join_launched_group(device)
+    if _launch_rank() != 0:  # one progress bar and one set of tables: rank 0's
+        progress, output_dir = False, None
     eval_set = "fast" if fast else "full"
     fast_notes: list[str] = []
     if fast:

@@ -387,27 +387,62 @@ def masked_batches(
         yield build()
 
 
+def shard() -> tuple[int, int]:
+    """(rank, world size) of the torch.distributed group scoring is sharded over; (0, 1) without one."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _sum_over_ranks(values: torch.Tensor, world: int) -> torch.Tensor:
+    """Every rank's values added up: each value was computed by one rank and is 0.0 on the others, so the sum
+    is that value exactly (x + 0.0 == x), and every rank ends with the numbers one process computes."""
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.all_reduce(values)
+    return values
+
+
 def run_batches(sm: ScoringModel, batches: Iterator[Batch], n_seqs: int, mode: str,
                 progress: ProgressFn | None = None, n_keys: int = 0) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Target log-probabilities of every batch: summed per sequence (float64), or, with ``n_keys`` (batches that
-    carry shared-cell keys), one value per key, each computed at its first occurrence only."""
+    carry shared-cell keys), one value per key, each computed at its first occurrence only.
+
+    Sharded over a torch.distributed group (``torchrun``), every rank builds the same batches in the same order
+    and runs those whose index is its rank modulo the world size; a shared cell is computed in the batch of its
+    first occurrence, as in one process, and each sequence's sum is taken in batch order after the values are
+    gathered. So every batch, and every number, is the one a single process computes.
+    """
     device = sm.device
-    scores = torch.zeros(n_seqs, dtype=torch.float64, device=device)
+    rank, world = shard()
     key_values = np.zeros(n_keys, dtype=np.float64)
     known = np.zeros(n_keys, dtype=bool)
+    computed: list[torch.Tensor] = []  # per batch (no keys): its reads' log-probabilities, zeros if not ours
+    owners: list[np.ndarray] = []
     vocab = int(getattr(sm.module.config, "vocab_size", 0) or 32768)
     chunk = min(max(_HEAD_CHUNK_BYTES // (4 * vocab), _HEAD_CHUNK_ROWS[0]), _HEAD_CHUNK_ROWS[1])
     with torch.inference_mode():
-        for batch in batches:
+        for index, batch in enumerate(batches):
+            mine = index % world == rank
             reads = slice(None)
             if batch.keys is not None:  # only cells no earlier read has computed, each once
                 fresh = np.flatnonzero(~known[batch.keys])
                 new_keys, first = np.unique(batch.keys[fresh], return_index=True)
                 reads = fresh[first]
-                if not len(reads):  # every row's probabilities are known already: skip the forward pass
+                if not len(reads) or not mine:  # known already, or another rank's: no forward pass here
+                    known[new_keys] = True
                     if progress is not None:
                         progress(batch.progress)
                     continue
+            elif not mine:
+                computed.append(torch.zeros(len(batch.owners), dtype=torch.float64, device=device))
+                owners.append(batch.owners)
+                if progress is not None:
+                    progress(batch.progress)
+                continue
             ids = torch.from_numpy(batch.input_ids).to(device, non_blocking=True)
             if batch.tree_mask is not None:
                 hidden = sm.tree_hidden(ids, torch.from_numpy(batch.position_ids).to(device),
@@ -432,10 +467,18 @@ def run_batches(sm: ScoringModel, batches: Iterator[Batch], n_seqs: int, mode: s
                 key_values[new_keys] = target_logprobs.double().cpu().numpy()
                 known[new_keys] = True
             else:
-                scores.index_add_(0, torch.from_numpy(batch.owners).to(device), target_logprobs.double())
+                computed.append(target_logprobs.double())
+                owners.append(batch.owners)
             if progress is not None:
                 progress(batch.progress)
-    return scores.cpu().numpy() if not n_keys else key_values
+    if n_keys:
+        gathered = _sum_over_ranks(torch.from_numpy(key_values).to(device), world)
+        return gathered.cpu().numpy().astype(np.float64)
+    if not computed:
+        return np.zeros(n_seqs, dtype=np.float64)
+    values = _sum_over_ranks(torch.cat(computed), world).cpu().numpy()
+    # one ordered float64 sum per sequence (reads in batch order): the same with any number of ranks
+    return np.bincount(np.concatenate(owners), weights=values, minlength=n_seqs)
 
 
 def score_seqs(sm: ScoringModel, seqs: list[Seq], method: str, batch_tokens: int = 4096,
