@@ -11,6 +11,11 @@ positions, backward) is timed on a batch of the preset's micro-batch x sequence 
   row compares with ``DebertaV2ForMaskedLM`` set up with LTG-BERT's attention (c2p + p2c over 32 log buckets,
   shared key projection, LayerNorm on the relative embedding): transformers' own model of the same attention.
 
+- ``hf-gpt2`` / ``hf-roberta`` (architecture ``hf``) vs the stock ``GPT2LMHeadModel`` / ``RobertaForMaskedLM`` of the
+  very same config: the same network, so this row measures only what antlm-bench adds (the hidden-states path,
+  the 4-D mask in the non-native mode, the fused head and loss). The stock model keeps its own attention in both
+  rows (it is the compute that is compared). Target for these rows: ratio >= 0.95.
+
 Our step is the one the trainer runs (``return_logits=False``): the LM head's output projection fused with the
 cross-entropy block by block (models/loss.py), so no [tokens, vocab] logits are built; the peers run their usual
 ``model(ids, labels=ids).loss``, which builds them.
@@ -35,6 +40,20 @@ cpu`` (2-core AMD EPYC, shared). First two runs as is (glibc's default malloc), 
     ltgbert    small  causal         BertLMHeadModel            1.07-1.08        0.96
     ltgbert    small  bidirectional  BertForMaskedLM            1.07-1.08        0.96
     ltgbert    small  bidirectional  DebertaV2ForMaskedLM       1.13-1.15        1.02
+
+Architecture ``hf``, recorded 2026-11-30, ``OMP_NUM_THREADS=1 python benchmarks/models.py --presets tiny,small
+--recipes hf-gpt2,hf-roberta --seconds 4 --clock cpu`` (same machine, default malloc; 4 min 28 s), ratio ours /
+stock (target >= 0.95):
+
+    recipe      preset  causal  bidirectional  peer
+    hf-gpt2     tiny    1.29    1.20           GPT2LMHeadModel (its causal attention in both rows)
+    hf-roberta  tiny    1.02    1.02           RobertaForMaskedLM (its bidirectional attention in both rows)
+    hf-gpt2     small   1.27    1.17           GPT2LMHeadModel
+    hf-roberta  small   1.10    1.15           RobertaForMaskedLM
+
+The network is the stock one; the margin is the fused head + loss (no [tokens, vocab] logits), smaller for
+RoBERTa, whose head keeps a dense + LayerNorm before the projection. The 4-D mask of the non-native mode costs
+GPT-2 a few percent (SDPA given a mask instead of is_causal).
 
 With the default malloc a step that allocates a tensor above 32 MiB (the peers' logits: 128 MiB at the small
 preset) gets it as fresh pages every time, ~130k page faults per step; ours peaks far lower (the fused head's
@@ -63,8 +82,11 @@ from transformers import (
     LlamaForCausalLM,
 )
 
-from antlm_bench.models import build_model
+from antlm_bench.models import build_model, hf
+from antlm_bench.models.loss import lm_loss_sum
 from antlm_bench.recipes import load_recipe
+
+RECIPES = ("babyllama", "ltgbert", "hf-gpt2", "hf-roberta")
 
 
 def compare(ours: Callable[[], torch.Tensor], peer: Callable[[], torch.Tensor], device: str, seconds: float,
@@ -104,12 +126,37 @@ def make_step(model: torch.nn.Module, ids: torch.Tensor, device: str, **kwargs) 
     return step
 
 
+def _native(model: torch.nn.Module) -> str:
+    masked = any(cls.__name__.endswith("ForMaskedLM") for cls in type(model).__mro__)
+    return "bidirectional" if masked else "causal"
+
+
+def make_hf_step(model: torch.nn.Module, ids: torch.Tensor, device: str, mode: str) -> Callable[[], torch.Tensor]:
+    """The trainer's step for an ``hf`` model (objectives.sequence_loss_sum): hidden states in ``mode``, the head
+    only through the fused projection + cross-entropy; every position labelled, as the peer's loss."""
+    shift = int(mode == "causal")
+
+    def step() -> torch.Tensor:
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
+            total, count = lm_loss_sum(model, model.hidden_states(ids, None, mode), ids, shift)
+            loss = total / count
+        loss.backward()
+        return loss
+
+    return step
+
+
 def peers(recipe_name: str, preset_name: str) -> tuple[torch.nn.Module, list[tuple[str, torch.nn.Module]]]:
     """(our model, [(attention mode, transformers model to compare with)]) for one recipe and preset."""
     recipe = load_recipe(recipe_name)
     preset = recipe.preset(preset_name)
     torch.manual_seed(0)
     ours = build_model(recipe, preset_name)
+    if recipe.architecture == "hf":
+        torch.manual_seed(0)
+        stock = hf.stock_class(ours.config)(ours.config)  # the very same config, the stock class
+        return ours, [("causal", stock), ("bidirectional", stock)]
     if recipe.architecture == "babyllama":
         llama = LlamaForCausalLM(ours.config)  # the very same LlamaConfig
         llama.config._attn_implementation = "sdpa"
@@ -136,6 +183,7 @@ def peers(recipe_name: str, preset_name: str) -> tuple[torch.nn.Module, list[tup
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", default="tiny,small")
+    parser.add_argument("--recipes", default=",".join(RECIPES), help=f"any of {', '.join(RECIPES)}")
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per model and measurement (both alternate)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
@@ -150,7 +198,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for preset_name in args.presets.split(","):
-        for recipe_name in ("babyllama", "ltgbert"):
+        for recipe_name in args.recipes.split(","):
             ours, theirs = peers(recipe_name, preset_name)
             preset = load_recipe(recipe_name).preset(preset_name)
             generator = torch.Generator().manual_seed(0)
@@ -160,13 +208,17 @@ def main() -> None:
             ours.to(device).train()
             for mode, peer in theirs:
                 peer.to(device).train()
-                ours_rate, peer_rate = compare(make_step(ours, ids, device, attention_mode=mode, return_logits=False),
-                                               make_step(peer, ids, device), device, args.seconds, tokens, clock)
+                if isinstance(ours, hf.HfLanguageModel):
+                    ours_step = make_hf_step(ours, ids, device, mode)
+                else:
+                    ours_step = make_step(ours, ids, device, attention_mode=mode, return_logits=False)
+                ours_rate, peer_rate = compare(ours_step, make_step(peer, ids, device), device, args.seconds, tokens,
+                                               clock)
                 n_ours = sum(p.numel() for p in ours.parameters())
                 n_peer = sum(p.numel() for p in peer.parameters())
                 print(f"{recipe_name:10} {preset_name:6} {mode:13} {n_ours / 1e6:7.2f}M {n_peer / 1e6:10.2f}M "
                       f"{ours_rate:11,.0f} {peer_rate:11,.0f} {ours_rate / peer_rate:6.2f}  {type(peer).__name__}"
-                      + (" (causal)" if recipe_name == "babyllama" and mode == "bidirectional" else ""))
+                      + (" (its own attention)" if mode != _native(peer) else ""))
                 peer.to("cpu")
 
 
