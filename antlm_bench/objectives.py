@@ -5,9 +5,10 @@ sequences is turned into (inputs, labels, label shift, attention mode):
 
 - CLM: inputs unchanged, causal attention, position i predicts token i+1 (shift 1).
 - MLM: ``rate`` of the (non-special) positions chosen; of those 80% become [MASK], 10% a random token, 10% stay;
-  bidirectional attention; the loss only at the chosen positions, read at the same position (shift 0). Positions
-  are chosen token by token, whole word by whole word, or in spans of whole words (LTG-BERT's best), as the recipe
-  says; the number of chosen tokens per sequence is ``rate`` of its eligible tokens (to the nearest whole unit).
+  bidirectional attention; the loss only at the chosen positions, read at the same position (shift 0). How many
+  tokens a sequence masks is drawn as Binomial(eligible tokens, rate) (LTG-BERT's rule; the expected rate is the
+  configured one); which ones, as the recipe says: ``token`` (BERT), ``whole_word``, ``whole_word_span`` (spans of
+  1..max_span whole words), or ``span``: LTG-BERT's own subword spans with one replacement decision per span.
 - MNTP: MLM's corruption, the chosen token i predicted from position i-1 (shift 1), bidirectional attention.
 - MIX: every global batch is split by the weights, row by row (``mix_rows``): GPT-BERT's per-sample mixture. Each
   part is built as its own objective's batch (``MixedBatch``); the step's loss is the mean over every labelled
@@ -36,7 +37,9 @@ from antlm_bench.recipes import Masking
 
 SHIFT = {"CLM": 1, "MLM": 0, "MNTP": 1}
 ATTENTION = {"CLM": "causal", "MLM": "bidirectional", "MNTP": "bidirectional"}
-SPAN_CONTINUE_P = 0.5  # span masking: a span takes in the next word with this probability (geometric lengths)
+SPAN_CONTINUE_P = 0.5  # whole_word_span: a span takes in the next word with this probability (geometric lengths)
+# LTG-BERT's span masking: span length Geometric(1/3) % 10 subwords, at most 100 tries per row
+LTG_SPAN_P, LTG_SPAN_MOD, LTG_SPAN_TRIES = 1 / 3, 10, 100
 
 # purposes mixed into the generator keys, so that two uses of randomness at one step never share a stream
 _PURPOSE = {"MLM": 1, "MNTP": 2, "MIX": 3, "MIX_ROWS": 4}
@@ -138,8 +141,8 @@ class BatchBuilder:
         if objective not in ("MLM", "MNTP"):
             raise ValueError(f"unknown objective {objective!r} (mixtures: build_mix, or draw_mix_objective)")
         rng = step_rng(self.seed, step, objective)
-        chosen = self.choose_positions(ids, word_starts, rng, skip_first=objective == "MNTP")
-        corrupted = self.corrupt(ids, chosen, rng)
+        chosen, draw = self.choose_positions(ids, word_starts, rng, skip_first=objective == "MNTP")
+        corrupted = self.corrupt(ids, chosen, rng, draw)
         labels = np.where(chosen, ids, IGNORE)
         return Batch(objective, "bidirectional", corrupted, labels, SHIFT[objective])
 
@@ -157,13 +160,20 @@ class BatchBuilder:
     # -- which positions ---------------------------------------------------------------------------------------
     def choose_positions(
         self, ids: np.ndarray, word_starts: np.ndarray | None, rng: np.random.Generator, skip_first: bool = False
-    ) -> np.ndarray:
-        """Boolean [B, T]: the positions whose tokens the model must recover."""
-        n_rows, length = ids.shape
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(chosen, draw): boolean [B, T], the positions whose tokens the model must recover, and for ``span`` the
+        replacement draw shared by each span's positions (None: ``corrupt`` draws one per token).
+
+        Every strategy first draws how many tokens a row masks, Binomial(eligible tokens, rate) (at least one where
+        any is eligible), as LTG-BERT does: the expected rate is exactly ``rate``."""
         eligible = ~np.isin(ids, self.special_ids)
         if skip_first:
             eligible[:, 0] = False  # MNTP reads token i at position i-1: position 0 has nothing before it
+        n_eligible = eligible.sum(axis=1)
+        budget = np.minimum(n_eligible, np.maximum(1, rng.binomial(n_eligible, self.masking.rate)))
         strategy = self.masking.strategy
+        if strategy == "span":
+            return self._ltgbert_spans(eligible, budget, rng)
         # the units that are masked as a whole: tokens, words, or spans of consecutive words
         if strategy == "token" or word_starts is None:
             unit_start = np.ones_like(eligible)
@@ -172,37 +182,69 @@ class BatchBuilder:
             unit_start |= ~eligible  # special tokens stand alone (and so never join a span) ...
             unit_start[:, 1:] |= ~eligible[:, :-1]  # ... and the token after one starts a unit
             unit_start[:, 0] = True
-            if strategy == "span":
+            if strategy == "whole_word_span":
                 unit_start = self._group_into_spans(unit_start, eligible, rng)
+        return self._take_units(unit_start, eligible, budget, rng), None
+
+    def _take_units(self, unit_start: np.ndarray, eligible: np.ndarray, budget: np.ndarray,
+                    rng: np.random.Generator) -> np.ndarray:
+        """Units in a random order, taken whole while they fit the row's budget; the unit that would cross it is
+        taken with probability (what is left) / (its size), so a row's expected count is its budget exactly (a
+        greedy fill that takes the crossing unit, or skips it and fills the gap with later small units,
+        overshoots: 15.8% for 15% was measured with whole words)."""
+        n_rows, length = eligible.shape
         unit = np.cumsum(unit_start, axis=1) - 1  # [B, T] unit index within its row
         flat = unit + np.arange(n_rows)[:, None] * length
         size = np.bincount(flat.ravel(), weights=eligible.ravel(), minlength=n_rows * length).reshape(n_rows, length)
-        budget = np.rint(self.masking.rate * eligible.sum(axis=1))[:, None]  # tokens to choose per row
-        # units in a random order; each is taken while it brings the row nearer to its budget (a unit larger than
-        # what is left is skipped, as in BERT's whole-word masking, and later smaller ones still fill the gap)
         keys = np.where(size > 0, rng.random(size.shape), 2.0)
         order = np.argsort(keys, axis=1, kind="stable")
         sorted_size = np.take_along_axis(size, order, axis=1)
-        take_sorted = np.zeros(sorted_size.shape, dtype=bool)
-        total = np.zeros(n_rows)
-        budget = budget[:, 0]
-        if sorted_size.max(initial=0) <= 1:  # single tokens: the first `budget` of the order, no loop needed
-            take_sorted = (sorted_size > 0) & (np.arange(length)[None, :] < budget[:, None])
-            total = take_sorted.sum(axis=1)
-        for j in range(length if sorted_size.max(initial=0) > 1 else 0):  # T vector steps over all rows
-            fits = (sorted_size[:, j] > 0) & (total + sorted_size[:, j] / 2 < budget)
-            take_sorted[:, j] = fits
-            total += np.where(fits, sorted_size[:, j], 0)
-            if not (total < budget).any():
-                break
-        none_yet = (total == 0) & (budget > 0) & (sorted_size[:, 0] > 0)
-        take_sorted[none_yet, 0] = True  # a row whose units are all too large still gets one
+        after = np.cumsum(sorted_size, axis=1)
+        before = after - sorted_size
+        need = budget[:, None].astype(np.float64)
+        crossing = (sorted_size > 0) & (before < need) & (after > need)
+        lucky = rng.random(sorted_size.shape) * np.maximum(sorted_size, 1) < need - before
+        take_sorted = (sorted_size > 0) & ((after <= need) | (crossing & lucky))
         take = np.zeros_like(take_sorted)
         np.put_along_axis(take, order, take_sorted, axis=1)
         return np.take_along_axis(take, unit, axis=1) & eligible
 
+    def _ltgbert_spans(self, eligible: np.ndarray, budget: np.ndarray,
+                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """LTG-BERT's span masking (Samuel et al. 2023, ``SpanMaskingStrategy`` in ltgoslo/ltg-bert's
+        ``pre_training/dataset.py``): SUBWORD spans, length ``Geometric(1/3) % 10`` (0 is a spent try), placed at
+        a uniform offset in ``[-(length - 1), T + length)`` (so spans may hang over either end), special tokens
+        skipped, until the row's Binomial(n, rate) budget is met or 100 tries are spent; one replacement draw per
+        span (80% [MASK] / 10% random / 10% kept for the whole span), a later span re-deciding positions it
+        overlaps. One change, for the rate: the span that would pass the budget is cut to it (LTG-BERT lets it run
+        over, which puts the rate above the configured one by about a span's length per row)."""
+        n_rows, length = eligible.shape
+        chosen = np.zeros_like(eligible)
+        draw = np.ones((n_rows, length))  # positions never chosen keep 1.0 (not corrupted anyway)
+        for row in range(n_rows):
+            need, got, tries = int(budget[row]), 0, LTG_SPAN_TRIES
+            while got < need and tries > 0:
+                tries -= 1
+                span = int(rng.geometric(LTG_SPAN_P)) % LTG_SPAN_MOD
+                if span == 0:
+                    continue
+                offset = int(rng.integers(-(span - 1), length + span))
+                lo, hi = max(0, offset), min(length, offset + span)
+                if lo >= hi:
+                    continue
+                seg = eligible[row, lo:hi]
+                new = seg & ~chosen[row, lo:hi]
+                excess = int(new.sum()) - (need - got)
+                if excess > 0:
+                    new[np.flatnonzero(new)[-excess:]] = False
+                span_draw = rng.random()
+                chosen[row, lo:hi] |= new
+                draw[row, lo:hi] = np.where(seg, span_draw, draw[row, lo:hi])  # earlier picks in it: re-decided
+                got += int(new.sum())
+        return chosen, draw
+
     def _group_into_spans(self, word_start: np.ndarray, eligible: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Spans of 1..max_span whole words, lengths geometric (truncated at max_span)."""
+        """whole_word_span: spans of 1..max_span whole words, lengths geometric (truncated at max_span)."""
         n_rows, length = word_start.shape
         draws = rng.random((n_rows, length))
         span_start = np.zeros_like(word_start)
@@ -218,9 +260,12 @@ class BatchBuilder:
         return span_start
 
     # -- how they are corrupted --------------------------------------------------------------------------------
-    def corrupt(self, ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """80/10/10: [MASK], a random non-special token, or the token itself (ratios from the recipe)."""
-        draw = rng.random(ids.shape)
+    def corrupt(self, ids: np.ndarray, chosen: np.ndarray, rng: np.random.Generator,
+                draw: np.ndarray | None = None) -> np.ndarray:
+        """80/10/10: [MASK], a random non-special token, or the token itself (ratios from the recipe); decided per
+        token, or per span where ``draw`` gives one value per span."""
+        own = rng.random(ids.shape)
+        draw = own if draw is None else draw
         random_tokens = self.replacements[rng.integers(0, len(self.replacements), size=ids.shape)]
         out = ids.copy()
         to_mask = chosen & (draw < self.masking.mask_token_ratio)

@@ -76,8 +76,10 @@ class Masking(_Strict):
     rate: float = Field(0.15, gt=0, lt=1)
     mask_token_ratio: float = Field(0.8, ge=0, le=1)
     random_token_ratio: float = Field(0.1, ge=0, le=1)
-    strategy: Literal["token", "whole_word", "span"] = "token"
-    max_span: int = Field(3, gt=0)  # span masking: geometric span lengths capped here
+    # span: LTG-BERT's subword spans (their code, one replacement decision per span); whole_word_span: spans of
+    # 1..max_span whole words (what "span" meant here before; kept under its own name)
+    strategy: Literal["token", "whole_word", "span", "whole_word_span"] = "token"
+    max_span: int = Field(3, gt=0)  # whole_word_span only: geometric span lengths capped here, in words
 
 
 class TokenizerSpec(_Strict):
@@ -95,6 +97,10 @@ class Recipe(_Strict):
     optimizer: Optimizer
     lr_schedules: dict[Objective, LRSchedule]
     masking: Masking = Masking()
+    # at a phase boundary the LR schedule always restarts; AdamW's moments and step count either carry over
+    # ("keep") or start from zero ("reset", as a fresh optimizer per phase would). Default keep: one optimizer
+    # for the whole run, what a recipe without the key has always done.
+    optimizer_at_phase: Literal["keep", "reset"] = "keep"
     presets: dict[str, Preset]
     source: Path | None = None  # the YAML file it came from
 

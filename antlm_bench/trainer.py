@@ -14,7 +14,8 @@ The loop, top to bottom (``Trainer.run``):
    the step's gradient is the mean over every labelled token of the global batch, whatever the micro-batch size or
    the number of processes. Under DDP (``torchrun``) gradients are all-reduced at the last micro-batch only.
 3. A non-finite loss or gradient norm stops the run before the optimizer moves (``TrainingDiverged``); the last
-   checkpoint stays as it was. Otherwise: clip, AdamW, the phase's LR schedule (restarted at every phase).
+   checkpoint stays as it was. Otherwise: clip, AdamW, the phase's LR schedule (restarted at every phase; AdamW's
+   moments too where the recipe says ``optimizer_at_phase: reset``).
 4. Checkpoints: ``checkpoints/phase-<k>-<OBJ>`` at every phase end (``epoch-<e>`` with ``--save-every-epoch`` or
    ``--eval-every epoch``), the resume point ``last`` every ``--save-every-steps`` / ``--save-every-minutes`` and at
    every phase end. ``--eval-every`` scores the new checkpoint with the phase's own method and appends the rows to
@@ -601,6 +602,7 @@ class Trainer:
             "data_hash": self.corpus.data_hash, "tokenizer_hash": self.corpus.tokenizer_hash,
             "phases": [{"index": p.index, "objective": p.phase.label, "epochs": p.phase.epochs, "steps": p.n_steps,
                         "lr_schedule": describe(p.lr.spec)} for p in self.plans],
+            "optimizer_at_phase": self.recipe.optimizer_at_phase,
             "step": self.step, "package_version": __version__, "updated_at": _now(),
         }
 
@@ -794,11 +796,15 @@ class Trainer:
             while self.step < stop_at:
                 plan = self._plan_at(self.step)
                 if scheduler_phase != plan.index:
+                    if plan.index > 0 and self.step == plan.start_step and self.recipe.optimizer_at_phase == "reset":
+                        # moments and step count from zero; a resume mid-phase loaded the state after this reset
+                        self.optimizer.state.clear()
                     scheduler = phase_scheduler(self.optimizer, plan.lr, self.step - plan.start_step)
                     scheduler_phase = plan.index
                     done = self.step - plan.start_step
                     self._say(f"phase {plan.index}/{len(self.plans) - 1} {plan.phase.label}: {plan.n_steps} steps"
                               + (f" (resuming after {done})" if done else "")
+                              + (f", optimizer {self.recipe.optimizer_at_phase}" if plan.index else "")
                               + f", {plan.phase.attention_mode} attention, lr {describe(plan.lr.spec)}")
                 assert pending is not None
                 batch = pending.result()

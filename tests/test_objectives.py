@@ -49,7 +49,7 @@ def test_clm_batch_is_the_sequence_itself() -> None:
     assert batch.n_targets == ids.shape[0] * (ids.shape[1] - 1)
 
 
-@pytest.mark.parametrize("strategy", ["token", "whole_word", "span"])
+@pytest.mark.parametrize("strategy", ["token", "whole_word", "span", "whole_word_span"])
 @pytest.mark.parametrize("objective", ["MLM", "MNTP"])
 def test_mask_rate_and_80_10_10(strategy: str, objective: str) -> None:
     ids, ws = _corpus()
@@ -62,9 +62,14 @@ def test_mask_rate_and_80_10_10(strategy: str, objective: str) -> None:
         eligible[:, 0] = False
         assert not chosen[:, 0].any()
     assert not (chosen & ~eligible).any(), "special tokens are never chosen"
-    assert abs(chosen.sum() / eligible.sum() - 0.15) < 0.01
+    assert abs(chosen.sum() / eligible.sum() - 0.15) < 0.005
+    # every row gets its own Binomial(n, rate) share (LTG-BERT's count), not just the total: at least one token,
+    # and no row far beyond what the binomial allows (P(X > 0.4 n) < 1e-8 for n ~ 60)
     per_row = chosen.sum(1) / eligible.sum(1)
-    assert np.all(per_row > 0.05) and np.all(per_row < 0.3)  # every row gets its share, not just the total
+    assert np.all(per_row < 0.4)
+    if strategy in ("token", "span"):  # whole units may not fit a budget of one token (then taken by chance)
+        assert np.all(chosen.sum(1) >= 1)
+    assert 0.03 < per_row.std() < 0.07  # binomial spread (sqrt(0.15 * 0.85 / 60) ~ 0.046), not a fixed count
     # labels: the original tokens at chosen positions, nothing elsewhere; unchosen inputs untouched
     assert np.array_equal(batch.labels[chosen], ids[chosen])
     assert np.array_equal(batch.input_ids[~chosen], ids[~chosen])
@@ -95,9 +100,9 @@ def test_whole_word_masks_every_token_of_a_word() -> None:
     assert partial_token > 0  # the check above can fail: token masking does split words
 
 
-def test_span_masking_takes_runs_of_whole_words() -> None:
+def test_whole_word_span_masking_takes_runs_of_whole_words() -> None:
     ids, ws = _corpus(256)
-    chosen = _builder("span", max_span=3).build("MLM", ids, ws, step=2).labels != IGNORE
+    chosen = _builder("whole_word_span", max_span=3).build("MLM", ids, ws, step=2).labels != IGNORE
     span_words = []
     for r, words in enumerate(_units(ws, ids)):
         flags = [all(chosen[r, t] for t in w) for w in words]
@@ -125,6 +130,35 @@ def test_span_masking_takes_runs_of_whole_words() -> None:
                 token_runs.append(run)
                 run = 0
     assert np.mean(span_words) > np.mean(token_runs) + 0.3
+
+
+def test_ltgbert_span_masking_decides_the_replacement_per_subword_span() -> None:
+    ids, ws = _corpus(512)
+    builder = _builder("span")
+    eligible = ~np.isin(ids, SPECIALS)
+    rng = np.random.default_rng(5)
+    budget = rng.binomial(eligible.sum(1), 0.15)
+    chosen, draw = builder._ltgbert_spans(eligible, np.maximum(budget, 1), np.random.default_rng(6))
+    assert np.array_equal(chosen.sum(1), np.maximum(budget, 1))  # the budget exactly: the last span is cut to it
+    assert not (chosen & ~eligible).any()
+    # runs of chosen positions share one replacement draw per span: far fewer distinct draws than tokens
+    runs, distinct = 0, 0
+    for r in range(ids.shape[0]):
+        values = draw[r][chosen[r]]
+        distinct += len(set(values.tolist()))
+        runs += int(chosen[r].sum())
+    assert distinct < 0.6 * runs  # Geometric(1/3) % 10 spans: ~2.6 subwords each, some overlapping or cut
+    # subword spans, not whole words: spans end inside words as often as not
+    batch = builder.build("MLM", ids, ws, step=4)
+    chosen = batch.labels != IGNORE
+    cut_words = sum(
+        any(chosen[r, t] for t in w) and not all(chosen[r, t] for t in w if eligible[r, t])
+        for r, words in enumerate(_units(ws, ids)) for w in words
+    )
+    assert cut_words > 0
+    # 80/10/10 per span: a whole run of [MASK], never [MASK] next to a kept token inside one span's run
+    masked = batch.input_ids[chosen] == MASK
+    assert abs(masked.mean() - 0.8) < 0.05
 
 
 def test_masks_are_a_pure_function_of_seed_and_step() -> None:
