@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from trainer_support import tiny_config
-from transformers import GPT2LMHeadModel, RobertaForMaskedLM
+from transformers import GPT2LMHeadModel, ModernBertForMaskedLM, RobertaForMaskedLM
 
 from antlm_bench import registry
 from antlm_bench.errors import UserError
@@ -30,7 +30,8 @@ def _hf(recipe: str, seed: int = 0):
 
 
 @pytest.mark.parametrize("recipe, stock, native", [("hf-gpt2", GPT2LMHeadModel, "causal"),
-                                                  ("hf-roberta", RobertaForMaskedLM, "bidirectional")])
+                                                  ("hf-roberta", RobertaForMaskedLM, "bidirectional"),
+                                                  ("hf-modernbert", ModernBertForMaskedLM, "bidirectional")])
 def test_hf_model_is_the_stock_class_and_switches_attention(recipe, stock, native):
     model = _hf(recipe)
     assert isinstance(model, stock) and type(model).__name__ == stock.__name__
@@ -67,6 +68,17 @@ def test_hf_model_that_ignores_the_mask_is_refused():
         hf.check_masks(broken)
     message = str(err.value)
     assert "\n" not in message and "cannot switch attention per phase" in message and "model_type gpt2" in message
+
+
+def test_sliding_window_that_a_mask_replaces_is_refused():
+    """ModernBERT's stock local layers: a 4-D mask silently replaces their window, so the check says no."""
+    preset = load_recipe("hf-modernbert").preset("tiny")
+    fields = {**preset.hf_config, "global_attn_every_n_layers": 3, "local_attention": 8}
+    config = hf.make_config(preset.model_copy(update={"hf_config": fields}), {"pad_token_id": 0})
+    assert hf._window(config) == 8
+    torch.manual_seed(0)
+    with pytest.raises(UserError, match="ModernBertForMaskedLM .*cannot switch attention per phase"):
+        hf.HfBackend.build(config)
 
 
 def test_hf_config_errors_are_one_line(tmp_path):

@@ -190,6 +190,15 @@ def _packed_mask(lengths: tuple[int, int], mode: str) -> torch.Tensor:
     return mask[None, None]
 
 
+def _window(config: PreTrainedConfig) -> int:
+    """The sliding-window width the config's attention uses somewhere (0: none)."""
+    layer_types = getattr(config, "layer_types", None) or []
+    if layer_types and all(kind == "full_attention" for kind in layer_types):
+        return 0
+    widths = [getattr(config, name, None) for name in ("sliding_window", "local_attention", "attention_window")]
+    return max([width for width in widths if isinstance(width, int) and width > 0], default=0)
+
+
 def mask_problem(model: HfLanguageModel) -> str | None:
     """Why ``model`` cannot switch attention per phase, or None when it can.
 
@@ -203,10 +212,13 @@ def mask_problem(model: HfLanguageModel) -> str | None:
     generator = torch.Generator().manual_seed(0)
     low = 5 if vocab > 10 else 0  # keep clear of the usual special ids (padding shifts RoBERTa's positions)
     device = model.get_input_embeddings().weight.device
-    first = torch.randint(low, vocab, (1, 6), generator=generator).to(device)
-    second = torch.randint(low, vocab, (1, 5), generator=generator).to(device)
+    # sequences longer than a sliding window, where the config has one: a 4-D mask that silently replaces the
+    # window (ModernBERT's local layers, Mistral) must show up here
+    n = 6 + _window(config)
+    first = torch.randint(low, vocab, (1, n), generator=generator).to(device)
+    second = torch.randint(low, vocab, (1, n - 1), generator=generator).to(device)
     packed = torch.cat([first, second], dim=1)
-    positions = torch.cat([torch.arange(6), torch.arange(5)])[None].to(device)
+    positions = torch.cat([torch.arange(n), torch.arange(n - 1)])[None].to(device)
     native = model.native_attention
     other = "causal" if native == "bidirectional" else "bidirectional"
     was_training = model.training
@@ -218,9 +230,9 @@ def mask_problem(model: HfLanguageModel) -> str | None:
                 return "its LM head is not the layout antlm-bench knows for this model type"
             for mode in (native, other):
                 alone = [model.hidden_states(ids, attention_mode=mode).float()[0] for ids in (first, second)]
-                mask = _packed_mask((6, 5), mode).to(device)
+                mask = _packed_mask((n, n - 1), mode).to(device)
                 together = model.hidden_states(packed, mask, mode, positions).float()[0]
-                if not (_close(together[:6], alone[0]) and _close(together[6:], alone[1])):
+                if not (_close(together[:n], alone[0]) and _close(together[n:], alone[1])):
                     return f"a 4-D {mode} mask with position ids does not give each packed sequence its own states"
                 if mode == other:
                     if _close(alone[0], model.hidden_states(first, attention_mode=native).float()[0]):
@@ -232,17 +244,19 @@ def mask_problem(model: HfLanguageModel) -> str | None:
     return None
 
 
-_CHECKED: dict[type, str | None] = {}
+_CHECKED: dict[tuple[type, int], str | None] = {}
 
 
 def check_masks(model: HfLanguageModel) -> None:
-    """Refuse, with one line, a model class that does not honour a 4-D mask (checked once per class)."""
-    cls = type(model)
-    if cls not in _CHECKED:
+    """Refuse, with one line, a model class that does not honour a 4-D mask (checked once per class and
+    sliding-window width)."""
+    key = (type(model), _window(model.config))
+    cls = key[0]
+    if key not in _CHECKED:
         if next(model.parameters()).device.type == "meta":
             return  # nothing to compute on (parameter counts); the real build checks
-        _CHECKED[cls] = mask_problem(model)
-    problem = _CHECKED[cls]
+        _CHECKED[key] = mask_problem(model)
+    problem = _CHECKED[key]
     if problem is not None:
         raise UserError(f"architecture hf: {cls.__name__} (model_type {model.config.model_type}) cannot switch "
                         f"attention per phase: {problem}; pick another model_type")
