@@ -48,10 +48,15 @@ def models(kind: str):
 CASES = [("llama", "clm"), ("bert", "pll"), ("bert", "mntp")]
 
 
+def _fives(n: int) -> list:
+    """Consecutive runs of five sequences as prefix-sharing groups (an item's options; any grouping is exact)."""
+    return [np.arange(k, min(k + 5, n)) for k in range(0, n, 5)]
+
+
 def ours(model, tok, sentences, completions, method, batch_tokens=2048):
     sm = wrap_model(model, tok)
     unique, index = dedupe(span_seqs(tok, sentences, completions, method))
-    return score_seqs(sm, unique, method, batch_tokens, tree_row_tokens=1024 if method == "clm" else None)[index]
+    return score_seqs(sm, unique, method, batch_tokens, groups=_fives(len(unique)) if method == "clm" else None)[index]
 
 
 def entity_items(data_dir: Path, per_group: int):

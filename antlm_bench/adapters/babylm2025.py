@@ -47,8 +47,6 @@ from antlm_bench.tables import ScoreRow
 from antlm_bench.tasks import TaskSpec
 
 CONVENTION = "babylm-2025"
-# entity tracking: prefix-tree rows this wide hold an item's five options (prefix ~300 tokens + 5 x ~20)
-ENTITY_TREE_ROW_TOKENS = 1024
 
 
 # -- shared ---------------------------------------------------------------------------------------------------------
@@ -104,15 +102,19 @@ class _Task:
         return method
 
     def _score(self, ctx: EvalContext, sm: ScoringModel, seqs: list[Seq], method: str,
-               tree_row_tokens: int | None = None) -> tuple[np.ndarray, str]:
-        """Summed log-probabilities of ``seqs`` (duplicates scored once) and the notes for the rows."""
+               group_size: int | None = None) -> tuple[np.ndarray, str]:
+        """Summed log-probabilities of ``seqs`` (duplicates scored once) and the notes for the rows.
+        ``group_size``: consecutive runs of that many sequences share a prefix (an item's options)."""
         unique, index = dedupe(seqs)
+        groups = None
+        if group_size:
+            groups = [np.unique(index[k:k + group_size]) for k in range(0, len(seqs), group_size)]
         report = None
         if ctx.progress is not None:
             bar = ctx.progress.add_task(self.name, total=len(seqs))
             scale = len(seqs) / max(1, len(unique))
             report = lambda done: ctx.progress.update(bar, advance=done * scale)  # noqa: E731
-        scores = score_seqs(sm, unique, method, ctx.batch_tokens, report, tree_row_tokens)[index]
+        scores = score_seqs(sm, unique, method, ctx.batch_tokens, report, groups)[index]
         notes = [f"convention={CONVENTION}", "reduction=sum"]
         longest, limit = longest_input(unique, method), sm.max_length
         if limit is not None and longest > limit:
@@ -192,7 +194,7 @@ class EntityTrackingTask(_Task):
                     completions.append(option)
             shape[name] = (len(records), len(records[0]["options"]))
         seqs = span_seqs(sm.tokenizer, sentences, completions, method)
-        flat, notes = self._score(ctx, sm, seqs, method, ENTITY_TREE_ROW_TOKENS)
+        flat, notes = self._score(ctx, sm, seqs, method, shape[next(iter(shape))][1])
         credit, tied, numops, scores, offset = {}, {}, {}, {}, 0
         for name, records in files.items():
             if any(len(r["options"]) != shape[name][1] for r in records):

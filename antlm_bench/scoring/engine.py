@@ -314,6 +314,69 @@ def _forest_batches(rag: Ragged, seqs: np.ndarray, batch_tokens: int, pad: int,
                     None if cells is None else cells[scored_flat], position_ids, mask)
 
 
+def clm_group_batches(rag: Ragged, groups: list[np.ndarray], batch_tokens: int, pad: int,
+                      cells: np.ndarray | None = None) -> Iterator[Batch]:
+    """clm rows of one group each: the group's common prefix once, then every member's own tail.
+
+    For sequences known to share a long beginning (entity tracking: the five options of an item after a
+    ~300-token prefix), this is the prefix tree of the group with one branch point, built directly: a tail token
+    sees the prefix and its own tail up to itself (positions continue from the prefix), so the prefix goes
+    through the body once per item instead of five times. Rows are packed by the token budget, widest first.
+    """
+    inputs = rag.lengths - 1
+    layouts = []  # (members, prefix length, tail starts in the row, row width)
+    for members in groups:
+        members = np.asarray(members, dtype=np.int64)
+        shortest = int(inputs[members].min())
+        first = rag.ids[rag.starts[members[0]]:rag.starts[members[0]] + shortest]
+        prefix = shortest
+        for m in members[1:]:
+            other = rag.ids[rag.starts[m]:rag.starts[m] + shortest]
+            differ = np.flatnonzero(other[:prefix] != first[:prefix])
+            prefix = int(differ[0]) if len(differ) else prefix
+        tails = inputs[members] - prefix
+        tail_starts = prefix + np.cumsum(tails) - tails
+        layouts.append((members, prefix, tail_starts, int(prefix + tails.sum())))
+    order = sorted(range(len(layouts)), key=lambda k: -layouts[k][3])
+    start = 0
+    while start < len(order):
+        width = layouts[order[start]][3]
+        chosen = [layouts[k] for k in order[start:start + max(1, batch_tokens // max(width, 1))]]
+        start += len(chosen)
+        n = len(chosen)
+        ids = np.full((n, width), pad, dtype=np.int64)
+        position_ids = np.zeros((n, width), dtype=np.int64)
+        segment = np.full((n, width), -1, dtype=np.int64)  # 0: prefix, k + 1: member k's tail, -1: padding
+        read_rows, read_cols, targets, owners, keys = [], [], [], [], []
+        for row, (members, prefix, tail_starts, _) in enumerate(chosen):
+            base = rag.starts[members[0]]
+            ids[row, :prefix] = rag.ids[base:base + prefix]
+            position_ids[row, :prefix] = np.arange(prefix)
+            segment[row, :prefix] = 0
+            for k, (m, tail_start) in enumerate(zip(members.tolist(), tail_starts.tolist())):
+                length = int(inputs[m]) - prefix
+                at = int(rag.starts[m])
+                ids[row, tail_start:tail_start + length] = rag.ids[at + prefix:at + prefix + length]
+                position_ids[row, tail_start:tail_start + length] = np.arange(prefix, prefix + length)
+                segment[row, tail_start:tail_start + length] = k + 1
+                scored_at = int(rag.scored_starts[m])
+                positions = rag.scored[scored_at:scored_at + int(rag.n_scored[m])]
+                source = positions - 1  # position j is predicted at the token j - 1
+                read_cols.append(np.where(source < prefix, source, tail_start + source - prefix))
+                read_rows.append(np.full(len(positions), row, dtype=np.int64))
+                targets.append(rag.ids[at + positions])
+                owners.append(np.full(len(positions), m, dtype=np.int64))
+                if cells is not None:
+                    keys.append(cells[scored_at:scored_at + len(positions)])
+        # token i sees token j: j not after i, and j in the prefix or in i's own tail; padding sees only itself
+        visible = (position_ids[:, None, :] <= position_ids[:, :, None]) & (
+            (segment[:, None, :] == 0) | (segment[:, None, :] == segment[:, :, None])) & (segment[:, :, None] >= 0)
+        visible |= np.eye(width, dtype=bool)[None]
+        yield Batch(ids, None, np.concatenate(read_rows), np.concatenate(read_cols), np.concatenate(targets),
+                    np.concatenate(owners), float(sum(len(c[0]) for c in chosen)),
+                    np.concatenate(keys) if cells is not None else None, position_ids, visible)
+
+
 def _extra_masks(seq: Seq) -> tuple[np.ndarray, np.ndarray]:
     """pll-word-l2r: (copy index, position) of the later same-word tokens each copy also masks."""
     copies, cols = [], []
@@ -482,12 +545,12 @@ def run_batches(sm: ScoringModel, batches: Iterator[Batch], n_seqs: int, mode: s
 
 
 def score_seqs(sm: ScoringModel, seqs: list[Seq], method: str, batch_tokens: int = 4096,
-               progress: ProgressFn | None = None, tree_row_tokens: int | None = None) -> np.ndarray:
+               progress: ProgressFn | None = None, groups: list[np.ndarray] | None = None) -> np.ndarray:
     """Summed natural-log scores of unique sequences under ``method``.
 
-    ``tree_row_tokens`` (clm): prefix-tree rows of up to that many tokens, for sequences up to that long (entity
-    tracking: the five options of an item share a prefix of ~300 tokens, which then goes through the body once);
-    default: ``TREE_ROW_TOKENS`` rows for sequences up to ``TREE_MAX_LENGTH``."""
+    ``groups`` (clm): sets of sequence indices known to share a long beginning (entity tracking: an item's five
+    options after a ~300-token prefix); each group becomes one row, its common prefix computed once
+    (:func:`clm_group_batches`). Other sequences go into the general prefix-tree rows."""
     if batch_tokens < 1:
         raise UserError(f"--batch-tokens {batch_tokens}: must be a positive number of tokens")
     mode = CAUSAL if method == "clm" else BIDIRECTIONAL
@@ -506,10 +569,13 @@ def score_seqs(sm: ScoringModel, seqs: list[Seq], method: str, batch_tokens: int
         rag = Ragged.of(seqs)
         cells, n_cells = prefix_cells(rag)
         if sm.shares_prefixes:
-            row_tokens = tree_row_tokens or TREE_ROW_TOKENS
-            long = rag.lengths[order] > (tree_row_tokens or TREE_MAX_LENGTH)
-            batches = chain(clm_batches(rag, order[long], batch_tokens, pad, cells),
-                            clm_tree_batches(rag, order[~long], batch_tokens, pad, cells, row_tokens))
+            grouped = [g[np.isin(g, live)] for g in (np.asarray(g, dtype=np.int64) for g in groups or [])]
+            grouped = [g for g in grouped if len(g)]
+            rest = order[~np.isin(order, np.concatenate(grouped))] if grouped else order
+            long = rag.lengths[rest] > TREE_MAX_LENGTH
+            batches = chain(clm_group_batches(rag, grouped, batch_tokens, pad, cells),
+                            clm_batches(rag, rest[long], batch_tokens, pad, cells),
+                            clm_tree_batches(rag, rest[~long], batch_tokens, pad, cells))
         else:
             batches = clm_batches(rag, order, batch_tokens, pad, cells)
         values = run_batches(sm, batches, len(seqs), mode, progress, n_keys=n_cells)
