@@ -233,6 +233,7 @@ def evaluate(
     run_info: RunInfo | None = None,
     checkpoint_info: CheckpointInfo | None = None,
     leading_space: bool = False,
+    convention: str | None = None,
     options: dict[str, Any] | None = None,
     progress: Any = True,
     tokenizer: Any = None,
@@ -246,7 +247,12 @@ def evaluate(
     with ``tokenizer=``. ``model_path`` names the checkpoint folder of an in-memory model (its record and the
     fine-tuning tasks read it). ``progress``: True for a progress bar on stderr, a rich Progress, or False.
     ``fast``: the official BabyLM 2025 fast subsets (tasks without one, GLUE, are left out with a note); rows
-    record ``eval_set`` = "fast" (else "full"), and no leaderboard or check mixes the two."""
+    record ``eval_set`` = "fast" (else "full"), and no leaderboard or check mixes the two. ``convention``: the
+    scoring convention (``antlm_bench.conventions``: babylm-2025, the default, or babylm-2024 = leading space;
+    ``leading_space=True`` alone means babylm-2024), recorded in every row."""
+    from antlm_bench.conventions import resolve_convention
+
+    convention, leading_space = resolve_convention(convention, leading_space)
     if scoring != "auto" and scoring not in METHODS:
         raise UserError(f"--scoring {scoring}: unknown; use auto, {', '.join(METHODS)}")
     if limit is not None and limit < 1:
@@ -337,7 +343,7 @@ def evaluate(
             seconds = time.perf_counter() - clock
             data[request.name] = {"sha256": getattr(adapter, "data_hash", ""),
                                   "files": list(getattr(adapter, "data_files", []))}
-            tables.append(score_table(run, checkpoint, result.rows, eval_set))
+            tables.append(score_table(run, checkpoint, result.rows, eval_set, convention))
             n_items = max((row.n for row in result.rows if row.subtask == ""), default=0)
             timing[request.name] = {"seconds": round(seconds, 3),
                                     "items_per_s": round(n_items / seconds, 1) if seconds > 0 else None}
@@ -361,7 +367,7 @@ def evaluate(
             "model": str(path) if path is not None else type(loaded).__name__,
             "tasks": [r.name for r in requests], "task_members": {r.name: r.members for r in requests if r.members},
             "scoring_requested": scoring, "scoring": method, "scoring_reason": why, "limit": limit,
-            "eval_set": eval_set,
+            "eval_set": eval_set, "convention": convention,
             "log_samples": log_samples, "batch_tokens": batch_tokens, "device": device, "dtype": dtype,
             "leading_space": leading_space, "reduction": "sum", "seeds": ctx.seeds, "options": ctx.options,
             "data_dir": str(folder), "torch_threads": n_threads, "torch_threads_reason": threads_why,

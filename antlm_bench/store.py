@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from antlm_bench.errors import UserError
@@ -64,7 +65,7 @@ MIGRATING = ".scores.parquet.migrate"
 LEGACY_EVENT = "0" * 20 + "-legacy"  # sorts before every real event
 
 SCORE_KEY = ("run_id", "checkpoint", "phase_index", "task", "subtask", "metric", "scoring", "limit", "eval_set",
-             "seed")
+             "convention", "seed")
 ITEM_TASK = ("run_id", "checkpoint", "phase_index", "scoring", "task")
 ITEM_GROUP = (*ITEM_TASK, "subtask")
 ITEM_KEY = (*ITEM_GROUP, "item_id", "seed")
@@ -349,6 +350,12 @@ def _read(path: Path, schema: pa.Schema, what: str) -> pa.Table:
             # parts written before the column existed hold full evaluations (--fast came with the column)
             at = schema.get_field_index("eval_set")
             table = table.set_column(at, "eval_set", table["eval_set"].fill_null("full"))
+        if "convention" in schema.names and table["convention"].null_count:
+            # parts written before the column: texts as given (babylm-2025), unless --leading-space made them
+            notes = table["notes"].fill_null("") if "notes" in schema.names else pa.array([""] * table.num_rows)
+            spaced = pc.if_else(pc.match_substring(notes, "leading_space"), "babylm-2024", "babylm-2025")
+            at = schema.get_field_index("convention")
+            table = table.set_column(at, "convention", pc.coalesce(table["convention"], spaced))
         return table
     except (pa.ArrowException, OSError) as err:
         message = " ".join(str(err).split())

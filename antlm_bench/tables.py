@@ -55,6 +55,10 @@ SCORE_SCHEMA = pa.schema(
         # "full", or "fast": the official BabyLM 2025 fast subsets (--fast); never mixed with "full" by the
         # leaderboard or check. Tables written before this column read it as "full" (antlm_bench.store).
         ("eval_set", pa.string()),
+        # the scoring convention (antlm_bench.conventions): "babylm-2025" (texts as given) or "babylm-2024" (" " +
+        # text, the 2024 lm-eval tasks); a leaderboard never ranks two conventions together. Tables written before
+        # this column read it as "babylm-2025" ("babylm-2024" where the notes say leading_space; antlm_bench.store).
+        ("convention", pa.string()),
         ("notes", pa.string()),
         ("package_version", pa.string()),
         ("git_commit", pa.string()),
@@ -142,13 +146,13 @@ def now_utc() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
 
-def score_table(run: RunInfo, checkpoint: CheckpointInfo, rows: Iterable[ScoreRow], eval_set: str = "full"
-                ) -> pa.Table:
+def score_table(run: RunInfo, checkpoint: CheckpointInfo, rows: Iterable[ScoreRow], eval_set: str = "full",
+                convention: str = "babylm-2025") -> pa.Table:
     created = now_utc()
     records = []
     for row in rows:
         record: dict[str, Any] = {**asdict(run), **asdict(checkpoint), **asdict(row), "created_at": created,
-                                  "eval_set": eval_set}
+                                  "eval_set": eval_set, "convention": convention}
         record["seed"] = run.seed if row.seed is None else row.seed
         records.append(record)
     return pa.Table.from_pylist(records, schema=SCORE_SCHEMA)

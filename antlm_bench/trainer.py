@@ -104,6 +104,7 @@ class TrainConfig(BaseModel):
     eval_every: Literal["none", "phase", "epoch"] = "none"
     eval_tasks: str = "blimp"
     eval_limit: int | None = Field(None, gt=0)
+    convention: Literal["babylm-2025", "babylm-2024"] = "babylm-2025"  # scoring convention of --eval-every
     save_every_steps: int | None = Field(None, gt=0)
     save_every_minutes: float | None = Field(30.0, gt=0)
     save_every_epoch: bool = False
@@ -652,7 +653,7 @@ class Trainer:
                 out = evaluate(self.model, self.config.eval_tasks, scoring=method, limit=self.config.eval_limit,
                                device=str(self.device), data_dir=self.config.data_dir, run_info=run,
                                checkpoint_info=checkpoint, progress=False, tokenizer=self.tokenizer,
-                               model_path=folder, seeds=[self.config.seed])
+                               model_path=folder, seeds=[self.config.seed], convention=self.config.convention)
             finally:
                 self.model.train()
             from antlm_bench.locking import fault_point

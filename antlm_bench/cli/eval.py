@@ -51,8 +51,12 @@ def eval_command(
                                "or mps; as run and train."),
     dtype: DType = typer.Option(DType.float32, "--dtype", help="Model weights dtype (bfloat16: cuda only); "
                                 "log-softmax is float32 either way."),
-    leading_space: bool = typer.Option(False, "--leading-space", help="Score ' ' + sentence, as the stock "
-                                       "lm-eval blimp tasks do (default: the sentence as given)."),
+    convention: str | None = typer.Option(None, "--convention", help="Scoring convention, recorded in every row: "
+                                          "babylm-2025 (default: sentences as given) or babylm-2024 (' ' + "
+                                          "sentence, the paper's 2024 lm-eval tasks). Boards never rank two "
+                                          "conventions together."),
+    leading_space: bool = typer.Option(False, "--leading-space", help="Score ' ' + sentence: the same as "
+                                       "--convention babylm-2024."),
     data_dir: Path | None = DataDirOption,
     include_path: list[Path] | None = IncludePathOption,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
@@ -96,7 +100,7 @@ def eval_command(
         model, tasks, scoring=scoring.value, output_dir=output, limit=limit, log_samples=log_samples,
         batch_tokens=batch_tokens, device=resolve_device(check_device(device)), dtype=dtype.value, data_dir=data_dir,
         threads=threads, fast=fast,
-        leading_space=leading_space, progress=progress,
+        leading_space=leading_space, convention=convention, progress=progress,
         options={k: v for k, v in glue_options.items() if v is not None}, seeds=parse_seeds(seeds),
     )
     for note in out.notes:

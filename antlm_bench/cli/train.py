@@ -29,6 +29,8 @@ def train_command(
     eval_tasks: str = typer.Option("blimp", "--eval-tasks", help="Tasks for --eval-every."),
     eval_limit: int | None = typer.Option(None, "--eval-limit", help="Items per subtask for --eval-every "
                                           "(default: the preset's eval_limit)."),
+    convention: str = typer.Option("babylm-2025", "--convention", help="Scoring convention of --eval-every: "
+                                   "babylm-2025 (sentences as given) or babylm-2024 (leading space)."),
     save_every_steps: int | None = typer.Option(None, "--save-every-steps", help="Resume point every N steps."),
     save_every_minutes: float = typer.Option(30.0, "--save-every-minutes", help="Resume point every M minutes."),
     save_every_epoch: bool = typer.Option(False, "--save-every-epoch", help="A checkpoint at every epoch end."),
@@ -56,7 +58,8 @@ def train_command(
         config = TrainConfig(
             model=model, preset=preset, output=output, schedule=schedule, data_dir=data_dir, corpus=corpus,
             cache_dir=cache_dir, seed=seed, max_words=max_words, resume=resume, overwrite=overwrite,
-            eval_every=eval_every, eval_tasks=eval_tasks, eval_limit=eval_limit, save_every_steps=save_every_steps,
+            eval_every=eval_every, eval_tasks=eval_tasks, eval_limit=eval_limit, convention=convention,
+            save_every_steps=save_every_steps,
             save_every_minutes=save_every_minutes, save_every_epoch=save_every_epoch,
             micro_batch_size=micro_batch_size, max_steps=max_steps, device=device, deterministic=deterministic,
             report_to=kinds, progress=not no_progress,

@@ -88,6 +88,10 @@ class _RunCheckpoint:
     by_limit: dict[str, dict[int | None, dict[str, Any]]] = field(default_factory=dict)
 
 
+# a row without the column (read from somewhere other than a store, which fills it) has the default convention
+_UNSET = {"convention": "babylm-2025"}
+
+
 def _checkpoints(results: Results, definition: LeaderboardDefinition) -> dict[str, list[_RunCheckpoint]]:
     """run_id -> its checkpoints in training order, each with one chosen row per column."""
     filters = {k: set(map(str, v)) for k, v in definition.filters.items()}
@@ -100,7 +104,7 @@ def _checkpoints(results: Results, definition: LeaderboardDefinition) -> dict[st
             row = {**row, "task": split}
         if row["task"] not in definition.tasks or row["value"] is None or not math.isfinite(row["value"]):
             continue
-        if any(str(row.get(k)) not in allowed for k, allowed in filters.items()):
+        if any(str(row.get(k) or _UNSET.get(k)) not in allowed for k, allowed in filters.items()):
             continue
         if not _allowed(definition, row["task"], row["scoring"] or ""):
             continue
@@ -188,6 +192,7 @@ def build_leaderboard(
         if key not in GROUP_KEYS:
             raise UserError(f"--by {key}: unknown key; choose from {', '.join(GROUP_KEYS)}")
     notes: list[str] = list(results.notes)
+    definition = _one_convention(results, definition, notes)
     checkpoints = _checkpoints(results, definition)
     if not checkpoints:
         raise UserError(f"no rows for tasks {', '.join(definition.tasks)} in the results "
@@ -217,6 +222,30 @@ def build_leaderboard(
     return Leaderboard(definition, group_by, columns, macro_columns, rows, comparisons,
                        ref_row.key if ref_row else None, alpha, notes,
                        _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), holm)
+
+
+def _one_convention(results: Results, definition: LeaderboardDefinition, notes: list[str]) -> LeaderboardDefinition:
+    """A board ranks rows of ONE scoring convention (antlm_bench.conventions): the definition's
+    ``filters.convention`` if it names one, else babylm-2025 where any row has it, else the one the rows have. Rows
+    of another convention are left out, and a note says how many and why (a leading space alone moved a tiny
+    model's BLiMP by more than most gaps between schedules)."""
+    from antlm_bench.conventions import DEFAULT_CONVENTION
+
+    present: dict[str, int] = defaultdict(int)
+    for row in results.rows:
+        if row["task"] in definition.tasks or f"{row['task']}.{row['metric']}" in definition.tasks:
+            present[str(row.get("convention") or DEFAULT_CONVENTION)] += 1
+    wanted = definition.filters.get("convention")
+    chosen = [str(v) for v in wanted] if wanted else (
+        [DEFAULT_CONVENTION] if DEFAULT_CONVENTION in present or not present else [sorted(present)[0]])
+    left = {name: n for name, n in present.items() if name not in chosen}
+    if left:
+        shown = ", ".join(f"{n} row(s) scored under {name}" for name, n in sorted(left.items()))
+        notes.append(f"convention {'/'.join(chosen)} only: {shown} left out (scoring conventions are never ranked "
+                     "together; a definition's filters.convention picks one)")
+    elif chosen != [DEFAULT_CONVENTION]:
+        notes.append(f"scored under the {'/'.join(chosen)} convention")
+    return definition.model_copy(update={"filters": {**definition.filters, "convention": chosen}})
 
 
 def plain_model_identity(final: _RunCheckpoint) -> str | None:
