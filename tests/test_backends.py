@@ -60,6 +60,16 @@ def test_hf_model_is_the_stock_class_and_switches_attention(recipe, stock, nativ
     torch.testing.assert_close(padded, alone, rtol=1e-4, atol=1e-4)
 
 
+def test_scoring_reads_an_hf_models_own_positions():
+    """A learned position table (GPT-2, RoBERTa) ends at its size; rotary ModernBERT does not."""
+    from antlm_bench.scoring.model import wrap_model
+
+    expected = {"hf-gpt2": (512, False), "hf-roberta": (514, False), "hf-modernbert": (512, True)}
+    for recipe, (length, extends) in expected.items():
+        scoring = wrap_model(_hf(recipe), None)
+        assert scoring.kind == "antlm" and (scoring.max_length, scoring.extends_positions) == (length, extends)
+
+
 def test_hf_model_that_ignores_the_mask_is_refused():
     model = _hf("hf-gpt2")
     ignoring = type("GPT2LMHeadModel", (type(model),), {"_model_mask": lambda self, allowed, dtype: None})

@@ -102,9 +102,9 @@ class ScoringModel:
         """Whether positions beyond ``max_length`` are computed the same way as those within: rotary (Llama
         style, BabyLlama) or relative (LTG-BERT's log buckets) positions, or ALiBi. A learned absolute table
         (GPT-2, BERT, RoBERTa) has no entry there."""
-        if self.kind == "antlm":
-            return True
         config = self.module.config
+        if self.kind == "antlm" and getattr(config, "antlm_architecture", "") != "hf":
+            return True  # an `hf` model (models/hf.py) has its stock positions: read its config as below
         if getattr(config, "alibi", False) or getattr(config, "model_type", "") in ("bloom", "mpt"):
             return True
         if getattr(config, "position_embedding_type", "absolute") not in ("absolute", None):
