@@ -205,6 +205,17 @@ def test_plugin_backend_is_listed_trained_and_scored(plugin_path, tmp_path, real
     assert scores is not None
 
 
+def test_recipe_naming_an_unknown_backend_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "_include_paths", [])
+    (tmp_path / "nope.yaml").write_text(_RECIPE.replace("tinyplug-lm", "nope-lm").replace("tinyplug", "nope"))
+    registry.add_include_path(tmp_path)
+    with pytest.raises(UserError) as err:
+        load_recipe("nope-lm")
+    message = str(err.value)
+    assert "\n" not in message and "nope.yaml" in message and "unknown backend 'nope'" in message
+    assert "hf" in message and "antlm_bench.backends" in message
+
+
 def test_broken_plugin_is_one_line(tmp_path, monkeypatch):
     root = tmp_path / "site"
     info = root / "badplug-0.1.dist-info"
