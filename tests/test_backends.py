@@ -228,3 +228,29 @@ def test_broken_plugin_is_one_line(tmp_path, monkeypatch):
         registry.load_backend_plugins()
     assert "\n" not in str(err.value) and "badplug" in str(err.value)
     monkeypatch.setattr(registry, "_backend_plugins_loaded", True)
+
+
+@pytest.mark.slow
+def test_hf_roberta_resume_after_kill_is_bit_identical(tmp_path):
+    """Architecture hf under both attention modes (a 4-D causal mask on the encoder), dropout 0.1: kill -9 in the
+    MLM phase, --resume, the same weights as an uninterrupted run."""
+    import signal
+
+    from safetensors.torch import load_file
+    from test_trainer_resume import ENV, KILLER, _cli
+
+    common = dict(model="hf-roberta", schedule="1_CLM+1_MLM", save_every_steps=3, deterministic=True)
+    reference = tiny_config(tmp_path, tmp_path / "reference", **common)
+    _cli(reference)
+    interrupted = tiny_config(tmp_path, tmp_path / "interrupted", **common)
+    record = json.loads((tmp_path / "reference" / "run.json").read_text())
+    spe, total = record["steps_per_epoch"], record["total_steps"]
+    kill_at = next(step for step in range(total - 1, spe, -1) if step % 3)  # in the MLM phase, after no save
+    assert spe < kill_at < total
+    died = subprocess.run([sys.executable, "-c", KILLER, interrupted.model_dump_json(), str(kill_at)], env=ENV,
+                          capture_output=True, text=True, timeout=600)
+    assert died.returncode == -signal.SIGKILL, died.stderr[-3000:]
+    _cli(interrupted.model_copy(update={"resume": True}))
+    a = load_file(tmp_path / "reference" / "checkpoints" / "phase-1-MLM" / "model.safetensors")
+    b = load_file(tmp_path / "interrupted" / "checkpoints" / "phase-1-MLM" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
