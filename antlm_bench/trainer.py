@@ -37,6 +37,8 @@ import math
 import os
 import re
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -83,6 +85,16 @@ _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 
 class TrainingDiverged(DivergedError):
     """The loss (or the gradient norm) stopped being a finite number (exit status 3)."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived: the step under way was finished and a resume point written at ``step``. The
+    message is the one line to print; ``exit_code`` is 130 (SIGINT) or 143 (SIGTERM), as a shell reports them."""
+
+    def __init__(self, signum: int, step: int) -> None:
+        self.signum, self.step = signum, step
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted at step {step}; rerun with --resume")
 
 
 class TrainConfig(BaseModel):
@@ -386,6 +398,8 @@ class Trainer:
         else:
             self.loss_module = loss_module
         self._orders: dict[int, np.ndarray] = {}
+        self._signal: int | None = None  # the first SIGINT / SIGTERM received during the loop
+        self.stop_requested = False  # some process received one: stop after the current step
 
     # -- setup -------------------------------------------------------------------------------------------------
     def _say(self, message: str) -> None:
@@ -727,7 +741,9 @@ class Trainer:
 
     def _train_step(self, batch: Batch | MixedBatch, save_wanted: bool = False) -> tuple[float, float, bool]:
         """One optimizer step's gradients over the global batch: (mean loss per labelled token, grad norm, whether
-        any process wants a checkpoint after it). The loss sum and the wish travel in one all-reduce."""
+        any process wants a checkpoint after it). The loss sum and the wish travel in one all-reduce, and so does
+        a stop signal that arrived on any process (``self.stop_requested``): every process then stops after this
+        same step."""
         n_targets = batch.n_targets
         chunks = self._chunks(batch)
         scale = self.dist.world / max(n_targets, 1)
@@ -747,8 +763,10 @@ class Trainer:
                     loss_sum = self.loss_module(x, y, part.shift, part.attention_mode)
                 (loss_sum * (scale * weight)).backward()
             local_sum += loss_sum.detach().float() * weight
-        stats = self.dist.all_reduce_sum(torch.stack([local_sum, torch.tensor(float(save_wanted), device=self.device)]))
-        total, wanted = stats.tolist()
+        flags = torch.tensor([float(save_wanted), float(self._signal is not None)], device=self.device)
+        stats = self.dist.all_reduce_sum(torch.cat([local_sum[None], flags]))
+        total, wanted, stop = stats.tolist()
+        self.stop_requested = stop > 0
         loss = total / max(n_targets, 1)
         clip = self.recipe.optimizer.grad_clip
         params = [p for p in self.model.parameters() if p.grad is not None]
@@ -793,6 +811,7 @@ class Trainer:
         pending = prefetch.submit(self._build, self.step) if self.step < stop_at else None
         scheduler = None
         scheduler_phase = -1
+        previous_handlers = self._catch_signals()
         try:
             while self.step < stop_at:
                 plan = self._plan_at(self.step)
@@ -830,7 +849,8 @@ class Trainer:
                                 grad_norm, self.tokens_seen, speed)
                 self._log(info, reporters, progress)
 
-                # checkpoints: phase end, epoch end, every N steps / minutes, and where --max-steps stops
+                # checkpoints: phase end, epoch end, every N steps / minutes, where --max-steps stops, on a signal
+                saved = False
                 phase_end = self.step == plan.end_step
                 epoch_end = self.step % self.steps_per_epoch == 0
                 if epoch_end and (config.save_every_epoch or config.eval_every == "epoch"):
@@ -840,17 +860,22 @@ class Trainer:
                 if phase_end:
                     folder = self._save_named(plan.folder_name, plan, True)
                     self._save_last(plan, True, self.elapsed_before + now - start_time)
-                    last_save_time = time.perf_counter()
+                    last_save_time, saved = time.perf_counter(), True
                     if config.eval_every == "phase" or (config.eval_every == "epoch" and not epoch_end):
                         self._evaluate(folder)
                 else:
                     by_steps = bool(config.save_every_steps) and self.step % config.save_every_steps == 0
                     if by_steps or by_time or self.step == stop_at:
                         self._save_last(plan, False, self.elapsed_before + now - start_time)
-                        last_save_time = time.perf_counter()
+                        last_save_time, saved = time.perf_counter(), True
                 for callback in self.callbacks:
                     callback(info)
+                if self._stopping() and self.step < stop_at:  # SIGINT / SIGTERM: this step is done, keep it
+                    if not saved:
+                        self._save_last(plan, phase_end, self.elapsed_before + time.perf_counter() - start_time)
+                    raise TrainingInterrupted(self._signal or signal.SIGTERM, self.step)
         finally:
+            self._restore_signals(previous_handlers)
             prefetch.shutdown(wait=True, cancel_futures=True)
             if progress is not None:
                 progress.stop()
@@ -863,6 +888,30 @@ class Trainer:
         self.dist.barrier()
         self.dist.close()
         return TrainResult(self.output, final if finished else None, self.step, losses, stopped_early=not finished)
+
+    def _catch_signals(self) -> dict[int, Any]:
+        """SIGINT and SIGTERM (what a cluster scheduler sends before pre-emption) end the loop after the current
+        step, with a resume point (``TrainingInterrupted``); a second one interrupts at once. Only the main thread
+        can install handlers: elsewhere (a trainer run in a worker thread) signals keep their defaults."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def handler(signum: int, frame: Any) -> None:
+            if self._signal is not None:
+                raise KeyboardInterrupt  # impatient: the second signal stops now (the last resume point stays)
+            self._signal = signum
+
+        return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def _stopping(self) -> bool:
+        """Stop after this step: one process alone decides only when it is alone (else all agree in the step's
+        all-reduce, so every process stops after the same step)."""
+        return self.stop_requested or (not self.dist.enabled and self._signal is not None)
+
+    @staticmethod
+    def _restore_signals(previous: dict[int, Any]) -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
     def _diverged(self, plan: PhasePlan, loss: float, grad_norm: float) -> None:
         what = f"loss {loss}" if not math.isfinite(loss) else f"gradient norm {grad_norm}"

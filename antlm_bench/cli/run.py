@@ -68,7 +68,14 @@ def run(
         data_dir=data_dir, corpus=corpus, max_words=max_words, eval_limit=eval_limit, limit=limit, glue=glue,
         device=device, progress=not quiet,
     )
-    summary = run_benchmark(config, console=console)
+    from antlm_bench.trainer import TrainingInterrupted
+
+    try:
+        summary = run_benchmark(config, console=console)
+    except TrainingInterrupted as stop:  # SIGINT / SIGTERM in training: the same command resumes it
+        console.print(f"interrupted at step {stop.step}; run the same command again to resume", highlight=False,
+                      markup=False)
+        raise typer.Exit(stop.exit_code) from None
     board = build_leaderboard(read_results([r.folder for r in summary.runs]))
     render_terminal(board, console)
     for note in summary.notes:

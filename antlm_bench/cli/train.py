@@ -70,6 +70,12 @@ def train_command(
         raise UserError(f"{field}: {first['msg']} (got {first.get('input')!r})") from None
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other; pass one")
-    result = train(config, console=err_console)
+    from antlm_bench.trainer import TrainingInterrupted
+
+    try:
+        result = train(config, console=err_console)
+    except TrainingInterrupted as stop:  # SIGINT / SIGTERM: the step finished, a resume point written
+        err_console.print(str(stop), highlight=False, markup=False)
+        raise typer.Exit(stop.exit_code) from None
     where = result.final_checkpoint or (output / "last")
     err_console.print(f"done: {result.steps} steps; model in {where}", highlight=False)
