@@ -119,6 +119,10 @@ class _Task:
         longest, limit = longest_input(unique, method), sm.max_length
         if limit is not None and longest > limit:
             notes.append(f"positions beyond the configured {limit} used (longest input {longest} tokens)")
+        state = read_state(ctx.model_path) if ctx.model_path is not None and ctx.model_path.is_dir() else None
+        trained = (state or {}).get("seq_len")
+        if isinstance(trained, int) and longest > trained:  # rotary / relative positions the model never saw
+            notes.append(f"inputs up to {longest} tokens, beyond the trained length {trained}")
         if ctx.eval_set == "fast":
             notes.append("eval_set=fast")
         return scores, "; ".join(notes)
