@@ -1,0 +1,112 @@
+"""One optimizer step over the global batch: the objective's forward passes in micro-batches, gradients
+accumulated so that the step's gradient is the mean over every labelled token of the global batch, whatever the
+micro-batch size or the number of processes (under DDP gradients are all-reduced at the last micro-batch only);
+and the optimizer policy at a phase's first step (the LR schedule restarts; AdamW's moments too where the recipe
+says ``optimizer_at_phase: reset``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from antlm_bench.lr_schedules import describe, phase_scheduler
+from antlm_bench.objectives import Batch, MixedBatch
+from antlm_bench.training.plan import PhasePlan
+
+
+def _split_rows(n_rows: int, parts: int) -> list[np.ndarray]:
+    return np.array_split(np.arange(n_rows), parts)
+
+
+
+class ObjectiveStep:
+    """The gradients of one step and the start of a phase (mixed into ``Trainer``; uses its ``dist``, ``device``,
+    ``model``, ``loss_module``, ``optimizer``, ``autocast``, ``recipe``, ``global_batch`` and ``micro_batch``)."""
+
+    dist: Any
+    device: torch.device
+    model: torch.nn.Module
+    loss_module: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    autocast: Any
+    recipe: Any
+    global_batch: int
+    micro_batch: int
+    plans: list[PhasePlan]
+    step: int
+    _signal: int | None
+    stop_requested: bool
+
+    def _enter_phase(self, plan: PhasePlan) -> torch.optim.lr_scheduler.LRScheduler:
+        """The phase's LR scheduler, at the step the run is at (a resume lands mid-phase); AdamW reset first
+        where the recipe says so and this is the phase's first step (a resume mid-phase loaded the state after
+        the reset)."""
+        if plan.index > 0 and self.step == plan.start_step and self.recipe.optimizer_at_phase == "reset":
+            self.optimizer.state.clear()  # moments and step count from zero
+        done = self.step - plan.start_step
+        self._say(f"phase {plan.index}/{len(self.plans) - 1} {plan.phase.label}: {plan.n_steps} steps"  # type: ignore[attr-defined]
+                  + (f" (resuming after {done})" if done else "")
+                  + (f", optimizer {self.recipe.optimizer_at_phase}" if plan.index else "")
+                  + f", {plan.phase.attention_mode} attention, lr {describe(plan.lr.spec)}")
+        return phase_scheduler(self.optimizer, plan.lr, done)
+
+    def _micro_batches(self, n_rows: int, whole_batch: int | None = None) -> list[np.ndarray]:
+        """This process's rows of a batch of ``n_rows``, in micro-batches (as many as ``whole_batch`` rows would
+        need: the global batch for a plain batch, so a short last batch of an epoch is cut as it always was)."""
+        mine = _split_rows(n_rows, self.dist.world)[self.dist.rank]
+        whole = self.global_batch if whole_batch is None else whole_batch
+        n_micro = max(1, math.ceil(math.ceil(whole / self.dist.world) / self.micro_batch))
+        chunks = np.array_split(mine, n_micro)
+        # the synchronising backward is the last one: keep the non-empty chunks at the end
+        return sorted(chunks, key=len)
+
+    def _chunks(self, batch: Batch | MixedBatch) -> list[tuple[Batch, np.ndarray]]:
+        """(part, rows) forward passes of one step: a plain batch is one part; a MIX batch runs each objective's
+        part in its own micro-batches (one attention mode and label shift per forward pass)."""
+        if isinstance(batch, Batch):
+            return [(batch, rows) for rows in self._micro_batches(len(batch))]
+        chunks = [(part, rows) for part in batch.parts for rows in self._micro_batches(len(part), len(part))]
+        # the synchronising backward is the last one: the empty chunks first, as for a plain batch
+        return sorted(chunks, key=lambda chunk: len(chunk[1]) > 0)
+
+    def _train_step(self, batch: Batch | MixedBatch, save_wanted: bool = False) -> tuple[float, float, bool]:
+        """One optimizer step's gradients over the global batch: (mean loss per labelled token, grad norm, whether
+        any process wants a checkpoint after it). The loss sum and the wish travel in one all-reduce, and so does
+        a stop signal that arrived on any process (``self.stop_requested``): every process then stops after this
+        same step."""
+        n_targets = batch.n_targets
+        chunks = self._chunks(batch)
+        scale = self.dist.world / max(n_targets, 1)
+        local_sum = torch.zeros((), device=self.device, dtype=torch.float32)
+        for i, (part, rows) in enumerate(chunks):
+            last = i == len(chunks) - 1
+            if len(rows) == 0 and not (last and self.dist.enabled):
+                continue
+            weight = 1.0
+            if len(rows) == 0:  # this process has no rows left but must join the gradient all-reduce
+                rows, weight = np.arange(1), 0.0
+            x = torch.from_numpy(part.input_ids[rows]).to(self.device, non_blocking=True)
+            y = torch.from_numpy(part.labels[rows]).to(self.device, non_blocking=True)
+            sync = contextlib.nullcontext() if last or not self.dist.enabled else self.loss_module.no_sync()
+            with sync:
+                with self.autocast:
+                    loss_sum = self.loss_module(x, y, part.shift, part.attention_mode)
+                (loss_sum * (scale * weight)).backward()
+            local_sum += loss_sum.detach().float() * weight
+        flags = torch.tensor([float(save_wanted), float(self._signal is not None)], device=self.device)
+        stats = self.dist.all_reduce_sum(torch.cat([local_sum[None], flags]))
+        total, wanted, stop = stats.tolist()
+        self.stop_requested = stop > 0
+        loss = total / max(n_targets, 1)
+        clip = self.recipe.optimizer.grad_clip
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if clip:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+        else:
+            grad_norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
+        return loss, grad_norm, wanted > 0
