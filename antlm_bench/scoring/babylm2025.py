@@ -36,11 +36,18 @@ def span_seqs(tokenizer, sentences: Sequence[str], completions: Sequence[str], m
                         "and mntp only; use one of them or auto")
     if method != "clm" and tokenizer.mask_token_id is None:
         raise UserError(f"--scoring {method} needs a mask token, and this tokenizer has none; use --scoring clm")
-    encoded = tokenizer(list(sentences), return_offsets_mapping=True)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and backend.truncation is None and backend.padding is None:
+        # the Rust encodings directly: the same ids and offsets as tokenizer(..., return_offsets_mapping=True)
+        # without transformers' conversion of every encoding (a sixth of the time on 15,760 long strings)
+        encodings = backend.encode_batch(list(sentences), add_special_tokens=True)
+        pairs = [(e.ids, e.offsets) for e in encodings]
+    else:
+        encoded = tokenizer(list(sentences), return_offsets_mapping=True)
+        pairs = list(zip(encoded["input_ids"], encoded["offset_mapping"]))
     out = []
-    for k, (sentence, completion) in enumerate(zip(sentences, completions)):
-        ids = np.asarray(encoded["input_ids"][k], dtype=np.int64)
-        offsets = encoded["offset_mapping"][k]
+    for (token_ids, offsets), sentence, completion in zip(pairs, sentences, completions):
+        ids = np.asarray(token_ids, dtype=np.int64)
         start_char = len(sentence) - len(completion) + (offsets[0][0] if len(offsets) else 0)
         ends = np.asarray([end for _, end in offsets], dtype=np.int64)
         scored = np.flatnonzero(ends > start_char).astype(np.int64)
