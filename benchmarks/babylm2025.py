@@ -25,6 +25,10 @@ set, every reading row for clm):
     antlm-ltgbert   pll reading          431 words  ours  0.12 s  batch-1  1.12 s   9.3x  max|diff| 1.6e-06
     (entity tracking: the same prediction on every item; inputs up to 347 tokens, beyond the preset's 64)
 
+A second run of the clm rows, after reading the tokenizer's Rust encodings directly (load ~5):
+entity tracking ours 14.38 s vs 69.30 s (4.8x), reading 0.20 s vs 2.81 s (14.3x): on this shared machine the
+ratios move by a quarter from run to run.
+
 Entity tracking misses the 10x target: about 5 of our 14 s are the tokenizer (15,760 strings of ~1,300
 characters, tokenized whole as the official offsets rule needs; the batch-1 side pays the same 5 s), and at hidden
 size 64 the body is cheap next to the head, which both sides run at different places only. PLL has nothing to
