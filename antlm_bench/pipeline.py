@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -54,6 +54,7 @@ class RunConfig(BaseModel):
     glue: dict[str, Any] = Field(default_factory=dict)  # GLUE options (epochs, max_train_examples, probe, ...)
     batch_tokens: int = Field(4096, gt=0)
     device: str = "auto"
+    convention: Literal["babylm-2025", "babylm-2024"] = "babylm-2025"  # scoring convention, recorded in every row
     progress: bool = True
 
 
@@ -170,7 +171,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                     corpus=config.corpus, cache_dir=config.cache_dir, seed=seed, max_words=config.max_words,
                     resume=status == "resumed", eval_every=config.eval_every if minimal_pair_tasks else "none",
                     eval_tasks=",".join(minimal_pair_tasks) or "blimp", eval_limit=eval_limit, device=config.device,
-                    progress=config.progress,
+                    convention=config.convention, progress=config.progress,
                 )
                 result = train(train_config, console=console)
                 if result.final_checkpoint is None:
@@ -181,7 +182,8 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
             weights = checkpoint_hash(final)
             for request in requests:
                 settings = {"scoring": "auto", "limit": config.limit, "batch_tokens": config.batch_tokens,
-                            "glue": glue_options if request.name == "glue" else None, "seed": seed}
+                            "glue": glue_options if request.name == "glue" else None, "seed": seed,
+                            "convention": config.convention}
                 spec_text = request.spec.source.read_text(encoding="utf-8") if request.spec.source else request.name
                 key = _sha256_text(weights, spec_text, json.dumps(settings, sort_keys=True, default=str),
                                    ",".join(request.members or []))
@@ -195,7 +197,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                     batch_tokens=config.batch_tokens, device="cuda" if _use_cuda(config.device) else "cpu",
                     data_dir=config.data_dir, run_info=_run_info(folder, final),
                     checkpoint_info=_checkpoint_info(folder, final), options=glue_options,
-                    progress=config.progress, seeds=[seed], work_dir=folder / "work",
+                    progress=config.progress, seeds=[seed], work_dir=folder / "work", convention=config.convention,
                 )
                 # scores and items are one event of the run folder's store; the marker comes after the commit, so a
                 # kill in between re-evaluates next time and the newer event replaces this one's rows (no duplicates)

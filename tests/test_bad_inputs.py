@@ -327,6 +327,12 @@ CASES: list[Case] = [
     C("run-unknown-task", "run", "--tasks", "blimpp", "-o", "{tmp}/out", "--preset", "tiny",
       says="unknown task 'blimpp'"),
     C("run-bad-seeds", "run", "--seeds", "x", "-o", "{tmp}/out", "--preset", "tiny", says="'x'"),
+    C("run-limit-zero", "run", "--limit", "0", "-o", "{tmp}/out", "--preset", "tiny", says="--limit"),
+    C("run-eval-limit-negative", "run", "--eval-limit", "-3", "-o", "{tmp}/out", "--preset", "tiny",
+      says="--eval-limit"),
+    C("run-max-words-zero", "run", "--max-words", "0", "-o", "{tmp}/out", "--preset", "tiny", says="--max-words"),
+    C("run-bad-convention", "run", "--convention", "babylm-2023", "-o", "{tmp}/out", "--preset", "tiny",
+      says="--convention"),
     C("run-bad-schedule", "run", "--schedule", "4_CLM+x_MLM", "-o", "{tmp}/out", "--preset", "tiny",
       says="character 7", extra_lines=2),
     # leaderboard and check

@@ -60,6 +60,18 @@ def test_changed_evaluation_settings_are_not_reused(finished_run):
     assert seed_run.trained == "reused" and seed_run.evaluated == ["blimp"]
 
 
+def test_run_scores_under_the_convention_it_is_given(finished_run):
+    """--convention babylm-2024 (leading space) is a different evaluation: not reused, recorded in its rows."""
+    config, _ = finished_run
+    changed = config.model_copy(update={"convention": "babylm-2024", "tasks": "blimp"})
+    (seed_run,) = run_benchmark(changed).runs
+    assert seed_run.trained == "reused" and seed_run.evaluated == ["blimp"]
+    rows = pq.read_table(seed_run.folder / "scores.parquet").to_pylist()
+    # both conventions' final rows stand side by side: the convention is part of a row's key, never overwritten
+    finals = [r for r in rows if r["limit"] == 4 and r["task"] == "blimp" and r["subtask"] == ""]
+    assert sorted(r["convention"] for r in finals) == ["babylm-2024", "babylm-2025"]
+
+
 def test_folder_of_another_run_is_refused(finished_run):
     config, summary = finished_run
     record_path = summary.runs[0].folder / "run.json"

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from typer.core import TyperGroup
@@ -126,6 +127,13 @@ def fail(err: BaseException) -> CommandFailed | None:
     if isinstance(err, click_exceptions.ClickException):
         print_error(err.format_message())
         return CommandFailed(err.format_message(), err.exit_code)
+    if isinstance(err, ValidationError):
+        # a command's own config (RunConfig, TrainConfig, ...) rejected an option value: name the option
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        message = f"--{field.replace('_', '-')}: {first['msg']} (got {first.get('input')!r})"
+        print_error(message)
+        return CommandFailed(message, UserError.exit_code)
     environment = environment_failure(err)
     if environment is not None:
         print_error(str(environment))

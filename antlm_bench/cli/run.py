@@ -45,6 +45,9 @@ def run(
                                                        "(fast on CPU; reported as method probe, never mixed with "
                                                        "fine-tuning)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:N]."),
+    convention: str = typer.Option("babylm-2025", "--convention", help="Scoring convention of the per-phase and "
+                                   "final minimal-pair scores: babylm-2025 (texts as given) or babylm-2024 (a "
+                                   "leading space, the AntLM paper's lm-eval tasks); recorded in every row."),
     include_path: list[Path] | None = IncludePathOption,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
@@ -66,7 +69,7 @@ def run(
     config = RunConfig(
         model=model, tasks=tasks, preset=preset, schedule=schedule, seeds=_seeds(seeds), output=output,
         data_dir=data_dir, corpus=corpus, max_words=max_words, eval_limit=eval_limit, limit=limit, glue=glue,
-        device=device, progress=not quiet,
+        device=device, convention=convention, progress=not quiet,
     )
     from antlm_bench.trainer import TrainingInterrupted
 
