@@ -41,7 +41,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 import torch.distributed as dist
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from antlm_bench.checkpoint import LAST, write_json_atomic
 from antlm_bench.errors import DivergedError, UserError
@@ -103,19 +103,40 @@ class TrainConfig(BaseModel):
     max_words: int | None = Field(None, gt=0)
     resume: bool = False
     overwrite: bool = False
-    eval_every: Literal["none", "phase", "epoch"] = "none"
+    eval_every: Literal["none", "phase", "epoch", "words"] = "none"  # words: each --save-at-words one, fast suite
     eval_tasks: str = "blimp"
     eval_limit: int | None = Field(None, gt=0)
     convention: Literal["babylm-2025", "babylm-2024"] = "babylm-2025"  # scoring convention of --eval-every
     save_every_steps: int | None = Field(None, gt=0)
     save_every_minutes: float | None = Field(30.0, gt=0)
     save_every_epoch: bool = False
+    # checkpoints/chck_<N>M at the first step where the words seen (repeats counted) reach each of these
+    save_at_words: list[int] = Field(default_factory=list)
     micro_batch_size: int | None = Field(None, gt=0)  # default: the preset's
     max_steps: int | None = Field(None, gt=0)  # stop after this many global steps (smoke runs, benchmarks)
     device: str = "auto"
     deterministic: bool = False  # torch.use_deterministic_algorithms (bit-exact reruns; slower on GPU)
     report_to: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list)
     progress: bool = True
+
+    @field_validator("save_at_words", mode="before")
+    @classmethod
+    def _words(cls, value: Any) -> Any:
+        from antlm_bench.training.plan import parse_save_at_words
+
+        if isinstance(value, str):
+            return parse_save_at_words(value)
+        if isinstance(value, (list, tuple)) and any(isinstance(v, str) for v in value):
+            return parse_save_at_words(",".join(str(v) for v in value))
+        return sorted(set(value)) if isinstance(value, (list, tuple)) else value
+
+    @model_validator(mode="after")
+    def _words_eval(self) -> TrainConfig:
+        if any(w <= 0 for w in self.save_at_words):
+            raise ValueError("save_at_words: word counts must be positive")
+        if self.eval_every == "words" and not self.save_at_words:
+            raise ValueError("eval_every words needs --save-at-words")
+        return self
 
 
 
@@ -246,6 +267,10 @@ class Trainer(StepPlan, ObjectiveStep, CheckpointAndResume, Reporting):
         self.steps_per_epoch = math.ceil(self.n_sequences / self.global_batch)
         self.plans = plan_phases(self.schedule, self.recipe, self.steps_per_epoch)
         self.total_steps = self.plans[-1].end_step
+        # words per epoch (the corpus's whitespace words); words seen = tokens seen x words per token of an epoch
+        self.n_words = int(getattr(self.corpus, "n_words", 0) or 0)
+        if config.save_at_words and self.n_words <= 0:
+            raise UserError("--save-at-words: this corpus does not know its number of words")
         self.builder = BatchBuilder(
             self.recipe.masking, self.tokenizer.mask_token_id, len(self.tokenizer), self.tokenizer.all_special_ids,
             config.seed,
@@ -351,6 +376,7 @@ class Trainer(StepPlan, ObjectiveStep, CheckpointAndResume, Reporting):
                 scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
                 self.step += 1
+                self._tokens_before = self.tokens_seen
                 self.tokens_seen += len(batch) * self.seq_len
                 losses.append(loss)
                 info = self._step_info(plan, batch.objective, loss, lr, grad_norm)

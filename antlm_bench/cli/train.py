@@ -25,7 +25,8 @@ def train_command(
     max_words: int | None = typer.Option(None, "--max-words", help="Cap the corpus (default: the preset's)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --output from its last checkpoint."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete the run in --output and start again."),
-    eval_every: str = typer.Option("none", "--eval-every", help="Score checkpoints at every phase or epoch end."),
+    eval_every: str = typer.Option("none", "--eval-every", help="Score checkpoints at every phase or epoch end, or "
+                                   "each --save-at-words checkpoint with the fast suite (words)."),
     eval_tasks: str = typer.Option("blimp", "--eval-tasks", help="Tasks for --eval-every."),
     eval_limit: int | None = typer.Option(None, "--eval-limit", help="Items per subtask for --eval-every "
                                           "(default: the preset's eval_limit)."),
@@ -34,6 +35,9 @@ def train_command(
     save_every_steps: int | None = typer.Option(None, "--save-every-steps", help="Resume point every N steps."),
     save_every_minutes: float = typer.Option(30.0, "--save-every-minutes", help="Resume point every M minutes."),
     save_every_epoch: bool = typer.Option(False, "--save-every-epoch", help="A checkpoint at every epoch end."),
+    save_at_words: str | None = typer.Option(None, "--save-at-words", help="checkpoints/chck_<N>M at these words "
+                                             "seen (repeats counted): 1M,2M,... (K and M suffixes), or babylm "
+                                             "(every 1M to 10M, then every 10M to 100M)."),
     micro_batch_size: int | None = typer.Option(None, "--micro-batch-size", help="Sequences per forward pass "
                                                 "(gradient accumulation keeps the recipe's global batch)."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
@@ -61,6 +65,7 @@ def train_command(
             eval_every=eval_every, eval_tasks=eval_tasks, eval_limit=eval_limit, convention=convention,
             save_every_steps=save_every_steps,
             save_every_minutes=save_every_minutes, save_every_epoch=save_every_epoch,
+            save_at_words=save_at_words or [],
             micro_batch_size=micro_batch_size, max_steps=max_steps, device=device, deterministic=deterministic,
             report_to=kinds, progress=not no_progress,
         )

@@ -1,11 +1,14 @@
 """The run folder, its checkpoints and resuming from them.
 
 Checkpoints: ``checkpoints/phase-<k>-<OBJ>`` at every phase end (``epoch-<e>`` with ``--save-every-epoch`` or
-``--eval-every epoch``), the resume point ``last`` every ``--save-every-steps`` / ``--save-every-minutes``, at
+``--eval-every epoch``), ``chck_<N>M`` (or ``chck_<N>K``) at the first step where the words seen reach each
+``--save-at-words`` count, the resume point ``last`` every ``--save-every-steps`` / ``--save-every-minutes``, at
 every phase end, where ``--max-steps`` stops and on SIGINT / SIGTERM. Resume: weights, optimizer, scheduler
 position and every process's RNG state come back from ``last`` (or an older resume point when it is damaged); the
 data order and the masks are functions of (seed, step), so a resumed run computes exactly what the uninterrupted
-run computed. A folder is read before anything is deleted, and a resume deletes nothing of the run.
+run computed. Words seen = tokens seen x the corpus's words / its tokens per epoch (floor; repeats count, an
+epoch is the corpus's words), a function of the step, so a resume neither skips nor repeats a words checkpoint:
+the ones due at a step are written before that step's resume point. A folder is read before anything is deleted, and a resume deletes nothing of the run.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from antlm_bench.checkpoint import (
 )
 from antlm_bench.errors import UserError
 from antlm_bench.schedule import format_number
-from antlm_bench.training.plan import PhasePlan
+from antlm_bench.training.plan import PhasePlan, words_checkpoint_name
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
@@ -90,6 +93,19 @@ class CheckpointAndResume:
     n_sequences: int
     _start_time: float
     _last_save_time: float
+    n_words: int
+    _tokens_before: int
+
+    def words_seen(self, tokens_seen: int | None = None) -> int:
+        """Words seen after ``tokens_seen`` tokens (default: now), repeats counted: each epoch's tokens carry the
+        corpus's ``n_words`` words, spread evenly (floor, exact integers)."""
+        tokens = self.tokens_seen if tokens_seen is None else tokens_seen
+        return tokens * self.n_words // (self.n_sequences * self.seq_len) if self.n_words else 0
+
+    def _words_due(self) -> list[int]:
+        """The --save-at-words counts the step just done reached (words before it < count <= words after it)."""
+        before, after = self.words_seen(self._tokens_before), self.words_seen()
+        return [w for w in self.config.save_at_words if before < w <= after]
 
     def _inspect_output(self) -> tuple[str, list[Path]]:
         """Decide, reading only, what to do with the folder: ("fresh", []), ("restart", []) when it holds nothing
@@ -257,6 +273,7 @@ class CheckpointAndResume:
             "phase_index": plan.index, "phase_objective": plan.phase.label, "phase_complete": complete,
             "phase_step": self.step - plan.start_step, "phase_steps": plan.n_steps,
             "epoch": self.step / self.steps_per_epoch, "step": self.step, "tokens_seen": self.tokens_seen,
+            "words_seen": self.words_seen(), "n_words": self.n_words or None,
             "recipe": self.recipe.name, "preset": self.config.preset, "architecture": self.recipe.architecture,
             "seed": self.config.seed, "data_hash": self.corpus.data_hash, "tokenizer_hash": self.corpus.tokenizer_hash,
             "package_version": __version__, "git_commit": current_git_commit(),
@@ -295,6 +312,10 @@ class CheckpointAndResume:
         saved = False
         phase_end = self.step == plan.end_step
         epoch_end = self.step % self.steps_per_epoch == 0
+        for words in self._words_due():  # first: a resume point written after them never skips one
+            folder = self._save_named(words_checkpoint_name(words), plan, phase_end)
+            if config.eval_every == "words":
+                self._evaluate(folder)  # type: ignore[attr-defined]
         if epoch_end and (config.save_every_epoch or config.eval_every == "epoch"):
             folder = self._save_named(f"epoch-{self.step // self.steps_per_epoch}", plan, phase_end)
             if config.eval_every == "epoch":

@@ -119,3 +119,45 @@ class StepPlan:
             assert phase.weights is not None
             objective = draw_mix_objective(phase.weights, self.config.seed, step)
         return self.builder.build(objective, ids, starts, step)
+
+
+
+# --save-at-words babylm: every 1M words to 10M, then every 10M to 100M (the BabyLM 2025 checkpoint grid)
+BABYLM_WORDS = [n * 1_000_000 for n in range(1, 10)] + [n * 10_000_000 for n in range(1, 11)]
+_WORDS_ITEM = r"(\d+(?:\.\d+)?)([KkMm]?)"
+
+
+def parse_save_at_words(text: str | None) -> list[int]:
+    """``--save-at-words``: ``babylm`` or a comma list of word counts (``500K``, ``1M``, ``2.5M``, ``1000``),
+    possibly mixed (``babylm,5K``); sorted, without repeats. Refuses a zero, a fraction of a word, an unknown
+    suffix."""
+    import re
+
+    if text is None or not str(text).strip():
+        return []
+    words: set[int] = set()
+    for item in str(text).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if item.lower() == "babylm":
+            words.update(BABYLM_WORDS)
+            continue
+        match = re.fullmatch(_WORDS_ITEM, item)
+        if not match:
+            raise UserError(f"--save-at-words {text}: {item!r} is not a word count; use e.g. 1M,2M,500K or babylm")
+        scale = {"": 1, "k": 1_000, "m": 1_000_000}[match.group(2).lower()]
+        value = float(match.group(1)) * scale
+        if value != int(value) or int(value) <= 0:
+            raise UserError(f"--save-at-words {text}: {item!r} is not a positive whole number of words")
+        words.add(int(value))
+    return sorted(words)
+
+
+def words_checkpoint_name(words: int) -> str:
+    """``chck_<N>M`` (N million words, the BabyLM name), ``chck_<N>K`` for thousands, else ``chck_<N>``."""
+    if words % 1_000_000 == 0:
+        return f"chck_{words // 1_000_000}M"
+    if words % 1_000 == 0:
+        return f"chck_{words // 1_000}K"
+    return f"chck_{words}"

@@ -140,7 +140,8 @@ class Reporting:
             return
         record = {"step": info.step, "phase_index": info.phase_index, "objective": info.objective,
                   "epoch": round(info.epoch, 6), "loss": info.loss, "lr": info.lr, "grad_norm": info.grad_norm,
-                  "tokens_seen": info.tokens_seen, "tokens_per_s": round(info.tokens_per_s, 1)}
+                  "tokens_seen": info.tokens_seen, "words_seen": self.words_seen(info.tokens_seen),  # type: ignore[attr-defined]
+                  "tokens_per_s": round(info.tokens_per_s, 1)}
         line = (json.dumps(record) + "\n").encode()
         fd = os.open(self.output / METRICS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -209,7 +210,8 @@ class Reporting:
                 out = evaluate(self.model, self.config.eval_tasks, scoring=method, limit=self.config.eval_limit,
                                device=str(self.device), data_dir=self.config.data_dir, run_info=run,
                                checkpoint_info=checkpoint, progress=False, tokenizer=self.tokenizer,
-                               model_path=folder, seeds=[self.config.seed], convention=self.config.convention)
+                               model_path=folder, seeds=[self.config.seed], convention=self.config.convention,
+                               fast=self.config.eval_every == "words")
             finally:
                 self.model.train()
             from antlm_bench.locking import fault_point
@@ -233,7 +235,7 @@ class Reporting:
         """Checkpoints an interrupted run saved but never scored (resume scores them first)."""
         if self.config.eval_every == "none" or not self.dist.main:
             return []
-        kind = "phase-*" if self.config.eval_every == "phase" else "epoch-*"
+        kind = {"phase": "phase-*", "epoch": "epoch-*", "words": "chck_*"}[self.config.eval_every]
         folders = sorted((self.output / CHECKPOINTS).glob(kind)) if (self.output / CHECKPOINTS).is_dir() else []
         done: set[str] = set()
         if (self.output / SCORES).exists():

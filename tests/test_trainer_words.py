@@ -1,0 +1,131 @@
+"""--save-at-words: chck_<N> folders at the first step where the words seen (repeats counted) reach each count,
+and a kill -9 / --resume that neither skips nor duplicates one (bit-identical weights)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from pydantic import ValidationError
+from safetensors.torch import load_file
+from trainer_support import tiny_config
+
+from antlm_bench.checkpoint_state import read_state
+from antlm_bench.errors import UserError
+from antlm_bench.trainer import TrainConfig, read_metrics, train
+from antlm_bench.training.plan import BABYLM_WORDS, parse_save_at_words, words_checkpoint_name
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+KILLER = """
+import os, signal, sys
+from antlm_bench.trainer import TrainConfig, Trainer
+config = TrainConfig.model_validate_json(sys.argv[1])
+kill_at = int(sys.argv[2])
+def kill(info):
+    if info.step == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+Trainer(config, callbacks=[kill]).run()
+"""
+WORDS = "1K,2.5K,5K,6000,9K,11K,500K"  # about 6700 words an epoch, two epochs: 500K is never reached
+
+
+def test_parse_save_at_words() -> None:
+    assert parse_save_at_words("1M,2M, 500K,2M") == [500_000, 1_000_000, 2_000_000]
+    assert parse_save_at_words("babylm") == BABYLM_WORDS
+    assert BABYLM_WORDS[:10] == [n * 1_000_000 for n in range(1, 10)] + [10_000_000]
+    assert BABYLM_WORDS[-1] == 100_000_000 and len(BABYLM_WORDS) == 19
+    assert parse_save_at_words("2.5k,1000") == [1000, 2500]
+    assert parse_save_at_words(None) == [] and parse_save_at_words("") == []
+    for bad in ("0", "1.5", "2X", "M", "-1M"):
+        with pytest.raises(UserError):
+            parse_save_at_words(bad)
+    assert [words_checkpoint_name(w) for w in (1_000_000, 20_000_000, 5_000, 2_500)] == \
+        ["chck_1M", "chck_20M", "chck_5K", "chck_2500"]
+
+
+def test_config_checks_words(tmp_path: Path) -> None:
+    config = TrainConfig(output=tmp_path / "r", save_at_words="5K,1K")  # type: ignore[arg-type]
+    assert config.save_at_words == [1000, 5000]
+    assert TrainConfig.model_validate_json(config.model_dump_json()).save_at_words == [1000, 5000]
+    with pytest.raises(ValidationError):
+        TrainConfig(output=tmp_path / "r", eval_every="words")
+
+
+def _expected_steps(run: Path, thresholds: list[int]) -> dict[str, int]:
+    """Each count's first step at or after it, from the run's own sizes and the tokens each step logged."""
+    record = json.loads((run / "run.json").read_text())
+    per_epoch_tokens = record["n_sequences"] * record["seq_len"]
+    words = {m["step"]: m["tokens_seen"] * record["n_words"] // per_epoch_tokens for m in read_metrics(run)}
+    out = {}
+    for threshold in thresholds:
+        steps = [s for s in sorted(words) if words[s] >= threshold]
+        if steps:
+            out[words_checkpoint_name(threshold)] = steps[0]
+    return out
+
+
+def test_words_checkpoints_and_resume(tmp_path: Path) -> None:
+    common = dict(schedule="1_CLM+1_MLM", save_every_steps=3, deterministic=True, save_at_words=WORDS)
+    reference = tiny_config(tmp_path, tmp_path / "reference", **common)
+    train(reference)
+    run = tmp_path / "reference"
+    record = json.loads((run / "run.json").read_text())
+    assert record["n_words"] > 5000  # the test corpus: about 6000 words an epoch
+    expected = _expected_steps(run, parse_save_at_words(WORDS))
+    folders = sorted(p.name for p in (run / "checkpoints").glob("chck_*"))
+    assert folders == sorted(expected) == sorted(["chck_1K", "chck_2500", "chck_5K", "chck_6K", "chck_9K", "chck_11K"])
+    for name, step in expected.items():
+        state = read_state(run / "checkpoints" / name)
+        assert state["step"] == step, name
+        assert state["words_seen"] >= parse_save_at_words(name[5:])[0]
+        # the step before had not reached it: the first step at or after the count
+        assert state["words_seen"] == [m for m in read_metrics(run) if m["step"] == step][0]["words_seen"]
+    assert read_state(run / "checkpoints" / "chck_6K")["words_seen"] >= 6000
+    metrics = {m["step"]: m["words_seen"] for m in read_metrics(run)}
+    for name, step in expected.items():
+        assert step == 1 or metrics[step - 1] < int(name[5:].replace("K", "000"))
+
+    # kill -9 right after a step that saved a words checkpoint but no resume point: the resumed run redoes the
+    # steps since the last resume point, writes that checkpoint again (the same weights), and skips none
+    spe = record["steps_per_epoch"]
+    kill_at = max(step for step in expected.values() if step % 3 and step % spe)
+    assert kill_at > 3
+    interrupted = tiny_config(tmp_path, tmp_path / "interrupted", **common)
+    died = subprocess.run([sys.executable, "-c", KILLER, interrupted.model_dump_json(), str(kill_at)], env=ENV,
+                          capture_output=True, text=True, timeout=600)
+    assert died.returncode == -signal.SIGKILL, died.stderr[-3000:]
+    assert read_state(tmp_path / "interrupted" / "last")["step"] < kill_at
+    train(interrupted.model_copy(update={"resume": True}))
+    other = tmp_path / "interrupted"
+    assert sorted(p.name for p in (other / "checkpoints").glob("chck_*")) == folders
+    for name in folders:
+        a = load_file(run / "checkpoints" / name / "model.safetensors")
+        b = load_file(other / "checkpoints" / name / "model.safetensors")
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+        assert read_state(other / "checkpoints" / name)["step"] == expected[name]
+    assert [m["words_seen"] for m in read_metrics(other)] == [m["words_seen"] for m in read_metrics(run)]
+
+
+def test_eval_every_words_scores_each_with_the_fast_suite(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from antlm_bench.data import resolve_data_dir
+
+    try:
+        fast = (resolve_data_dir() / "fast_eval").is_dir()
+    except UserError:
+        fast = False
+    if not fast:
+        pytest.skip("no fast_eval data (set ANTLM_BENCH_DATA)")
+    config = tiny_config(tmp_path, tmp_path / "run", schedule="1_CLM", save_at_words="2K,5K",
+                         eval_every="words", eval_tasks="blimp", eval_limit=2)
+    train(config)
+    rows = pq.read_table(tmp_path / "run" / "scores.parquet").to_pylist()
+    assert {r["checkpoint"] for r in rows} == {"checkpoints/chck_2K", "checkpoints/chck_5K"}
+    assert {r["eval_set"] for r in rows} == {"fast"}
