@@ -29,7 +29,14 @@ A second run of the clm rows, after reading the tokenizer's Rust encodings direc
 entity tracking ours 14.38 s vs 69.30 s (4.8x), reading 0.20 s vs 2.81 s (14.3x): on this shared machine the
 ratios move by a quarter from run to run.
 
-Entity tracking misses the 10x target: about 5 of our 14 s are the tokenizer (15,760 strings of ~1,300
+A third run (load ~1), after sharing one row among the items of a scenario (``merge_prefix_groups``: the 3,152
+items in 1,840 rows; the body's time 8.0 -> 5.8 s) and with the tokenizer's worker threads off
+(TOKENIZERS_PARALLELISM=false: on 2 cores they added 0.7 s of CPU time):
+
+    antlm-babyllama clm entity_tracking 3152 items  ours 10.82 s  batch-1 73.69 s   6.8x  max|diff| 2.9e-06
+    antlm-babyllama clm reading         1726 words  ours  0.20 s  batch-1  3.24 s  15.9x  max|diff| 1.4e-06
+
+Entity tracking still misses the 10x target: about 5 of our 14 s are the tokenizer (15,760 strings of ~1,300
 characters, tokenized whole as the official offsets rule needs; the batch-1 side pays the same 5 s), and at hidden
 size 64 the body is cheap next to the head, which both sides run at different places only. PLL has nothing to
 share between masked copies; its gain is batching alone. Differences are float32 rounding of the sums.
@@ -40,10 +47,13 @@ from __future__ import annotations
 import argparse
 import json
 import lzma
+import os
 import sys
 import time
 from pathlib import Path
 
+# one thread, process CPU time: the tokenizer's worker threads would only add CPU time (both sides)
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -57,7 +67,7 @@ from antlm_bench.data import resolve_data_dir
 from antlm_bench.models import build_model
 from antlm_bench.recipes import load_recipe
 from antlm_bench.scoring import wrap_model
-from antlm_bench.scoring.babylm2025 import span_seqs
+from antlm_bench.scoring.babylm2025 import merge_prefix_groups, span_seqs
 from antlm_bench.scoring.encode import dedupe
 from antlm_bench.scoring.engine import score_seqs
 
@@ -91,7 +101,8 @@ def entity(model, tok, method: str, data_dir: Path, n_items: int, batch_tokens: 
 
     def ours():
         unique, index = dedupe(span_seqs(tok, sentences, completions, method))
-        return score_seqs(sm, unique, method, batch_tokens, groups=_fives(len(unique)) if method == "clm" else None)[index]
+        groups = merge_prefix_groups(unique, _fives(len(unique))) if method == "clm" else None
+        return score_seqs(sm, unique, method, batch_tokens, groups=groups)[index]
 
     ours()  # warm-up (the prefix-tree check of the model, allocator)
     got, ours_s = timed(ours)

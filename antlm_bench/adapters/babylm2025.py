@@ -39,7 +39,7 @@ from antlm_bench.data import _open_text, hash_files, read_jsonl
 from antlm_bench.errors import UserError
 from antlm_bench.registry import register_task_class
 from antlm_bench.scoring import ScoringModel
-from antlm_bench.scoring.babylm2025 import next_token_seqs, reading_queries, span_seqs
+from antlm_bench.scoring.babylm2025 import merge_prefix_groups, next_token_seqs, reading_queries, span_seqs
 from antlm_bench.scoring.encode import Seq, dedupe
 from antlm_bench.scoring.engine import longest_input, score_seqs
 from antlm_bench.stats import bootstrap_macro
@@ -109,6 +109,8 @@ class _Task:
         groups = None
         if group_size:
             groups = [np.unique(index[k:k + group_size]) for k in range(0, len(seqs), group_size)]
+            if method == "clm":  # one scenario's items share their prefix too: one row for all of them
+                groups = merge_prefix_groups(unique, groups)
         report = None
         if ctx.progress is not None:
             bar = ctx.progress.add_task(self.name, total=len(seqs))

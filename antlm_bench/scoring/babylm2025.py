@@ -104,3 +104,42 @@ def next_token_seqs(tokenizer, queries: Sequence[tuple[str, int]], method: str) 
         position = len(ids) - N_READING_MASKS - (0 if ids[-1] == tokenizer.mask_token_id else 1)
         out.append(Seq(ids, np.asarray([position], dtype=np.int64), targets=np.asarray([target], dtype=np.int64)))
     return out
+
+
+def merge_prefix_groups(seqs: Sequence[Seq], groups: Sequence[np.ndarray], slack: int = 8,
+                        most: int = 8) -> list[np.ndarray]:
+    """Groups of sequences known to share a beginning (an item's options), merged where their beginnings differ
+    in at most their last ``slack`` tokens (up to ``most`` groups in one): entity tracking asks several boxes of
+    one scenario, so its items repeat a ~300-token prefix that then goes through the body once for all of them.
+    Only which sequences share a row changes; each sequence still sees exactly its own tokens."""
+    if not groups:
+        return []
+    keys = []
+    for group in groups:
+        first = np.asarray(seqs[int(group[0])].ids)
+        common = len(first)
+        for m in group[1:]:
+            other = np.asarray(seqs[int(m)].ids)
+            n = min(common, len(other))
+            differ = np.flatnonzero(first[:n] != other[:n])
+            common = int(differ[0]) if len(differ) else n
+        keys.append(first[:common])
+    order = sorted(range(len(groups)), key=lambda k: keys[k].tolist())
+    merged: list[np.ndarray] = []
+    lead, members, count = None, [], 0
+    for k in order:
+        key = keys[k]
+        if lead is not None and count < most:
+            n = min(len(lead), len(key))
+            differ = np.flatnonzero(lead[:n] != key[:n])
+            shared = int(differ[0]) if len(differ) else n
+            if shared > 0 and max(len(lead), len(key)) - shared <= slack:
+                members.append(np.asarray(groups[k], dtype=np.int64))
+                count += 1
+                continue
+        if members:
+            merged.append(np.unique(np.concatenate(members)))
+        lead, members, count = key, [np.asarray(groups[k], dtype=np.int64)], 1
+    if members:
+        merged.append(np.unique(np.concatenate(members)))
+    return merged
