@@ -120,7 +120,7 @@ def output_folder(folder: str | Path, command: str, *, lock: bool = True) -> Ite
     If the block fails and ``folder`` did not exist before, the folders this call created are removed again when
     the failure left them empty: a failing command leaves no empty output folder behind.
     """
-    from antlm_bench.store import tidy_results
+    from antlm_bench.results.store import tidy_results
 
     path = Path(folder).expanduser()
     created = _missing_parents(path)

@@ -18,7 +18,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from seed_simulation import Design, draw_cell, draw_items, draw_matched_pair  # noqa: E402
 
-from antlm_bench.stats import (  # noqa: E402
+from antlm_bench.results.stats import (  # noqa: E402
     bootstrap_macro,
     difference,
     estimate,

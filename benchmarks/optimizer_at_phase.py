@@ -56,7 +56,7 @@ def _switches(run: Path) -> list[dict[str, float]]:
 
 
 def _blimp(run: Path) -> float:
-    from antlm_bench.store import read_scores
+    from antlm_bench.results.store import read_scores
 
     rows = [r for r in read_scores([run]).to_pylist()
             if r["task"] == "blimp" and r["subtask"] == "" and r["metric"] == "accuracy"]

@@ -35,8 +35,8 @@ import numpy as np
 import torch
 
 from antlm_bench.recipes import load_recipe
-from antlm_bench.tokenizer import train_tokenizer
-from antlm_bench.trainer import TrainConfig, Trainer
+from antlm_bench.data.tokenizer import train_tokenizer
+from antlm_bench.training.trainer import TrainConfig, Trainer
 
 TARGETS = {"CLM": 1.0, "MLM": 1.2}
 PEAK_BF16 = 989e12  # H100 / H200 SXM dense bf16 peak (the H200 has the H100's tensor cores)

@@ -1,5 +1,5 @@
 """Hand-made result tables for the leaderboard and check tests: a run folder with scores (and items) written
-through antlm_bench.tables, exactly as the evaluator writes them, from per-item correctness arrays."""
+through antlm_bench.results.tables, exactly as the evaluator writes them, from per-item correctness arrays."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from antlm_bench.stats import bootstrap_macro
-from antlm_bench.tables import (
+from antlm_bench.results.stats import bootstrap_macro
+from antlm_bench.results.tables import (
     ITEMS_FILE,
     SCORES_FILE,
     CheckpointInfo,

@@ -1,4 +1,4 @@
-"""Simulated benchmark cells where the truth is known, for the calibration tests of antlm_bench.stats.
+"""Simulated benchmark cells where the truth is known, for the calibration tests of antlm_bench.results.stats.
 
 Items: S subtasks, each with its own mean m_j; an item's probability of being won is q = m_j + U(-w, w), drawn
 fresh in every simulated experiment (the eval set is a sample of items). A configuration adds a gap ``shift``
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from antlm_bench.stats import ItemMatrix
+from antlm_bench.results.stats import ItemMatrix
 
 
 @dataclass

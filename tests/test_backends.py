@@ -19,7 +19,7 @@ from antlm_bench import registry
 from antlm_bench.errors import UserError
 from antlm_bench.models import build_model, hf, is_masked_lm, load_model
 from antlm_bench.recipes import load_recipe
-from antlm_bench.trainer import train
+from antlm_bench.training.trainer import train
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from antlm_bench.cli import app
 from antlm_bench.evaluate import evaluate
-from antlm_bench.leaderboard import build_leaderboard, read_results
+from antlm_bench.results.leaderboard import build_leaderboard, read_results
 
 
 def test_two_plain_models_are_two_rows(llama_dir, bert_dir, real_data_dir, tmp_path):

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from leaderboard_tables import write_run
 
-from antlm_bench.check import run_check
+from antlm_bench.results.check import run_check
 from antlm_bench.cli import main
 
 

@@ -14,10 +14,10 @@ from tiny_models import build_tiny_llama, build_tiny_tokenizer
 from antlm_bench.conventions import resolve_convention
 from antlm_bench.errors import UserError
 from antlm_bench.evaluate import evaluate
-from antlm_bench.leaderboard import LeaderboardDefinition, build_leaderboard
-from antlm_bench.leaderboard.results import read_results
-from antlm_bench.store import read_results_folder
-from antlm_bench.tables import SCORE_SCHEMA
+from antlm_bench.results.leaderboard import LeaderboardDefinition, build_leaderboard
+from antlm_bench.results.leaderboard.results import read_results
+from antlm_bench.results.store import read_results_folder
+from antlm_bench.results.tables import SCORE_SCHEMA
 
 
 def _model():

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from antlm_bench.corpus import (
+from antlm_bench.data.corpus import (
     clean_line,
     default_corpus_dir,
     prepare_corpus,
@@ -17,7 +17,7 @@ from antlm_bench.corpus import (
 )
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import load_recipe
-from antlm_bench.tokenizer import train_tokenizer
+from antlm_bench.data.tokenizer import train_tokenizer
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "the", "dog", "ran", "to", "the", "park", "while", "birds", "sang", "in", "trees"]
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from leaderboard_tables import correctness, write_run
 
-from antlm_bench.leaderboard import build_leaderboard, read_results
-from antlm_bench.leaderboard.html import render_html
-from antlm_bench.leaderboard.plots import (
+from antlm_bench.results.leaderboard import build_leaderboard, read_results
+from antlm_bench.results.leaderboard.html import render_html
+from antlm_bench.results.leaderboard.plots import (
     MIN_SPAN,
     chance_of,
     curve_caption,

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from antlm_bench import data
 from antlm_bench.cli import app
-from antlm_bench.data_sources import (
+from antlm_bench.data.sources import (
     fetch_sources,
     git_blob_sha1,
     load_registry,

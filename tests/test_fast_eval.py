@@ -12,10 +12,10 @@ from tiny_models import build_tiny_llama, build_tiny_tokenizer
 
 from antlm_bench.errors import UserError
 from antlm_bench.evaluate import evaluate
-from antlm_bench.leaderboard import LeaderboardDefinition, build_leaderboard
-from antlm_bench.leaderboard.results import read_results
-from antlm_bench.store import read_results_folder
-from antlm_bench.tables import SCORE_SCHEMA
+from antlm_bench.results.leaderboard import LeaderboardDefinition, build_leaderboard
+from antlm_bench.results.leaderboard.results import read_results
+from antlm_bench.results.store import read_results_folder
+from antlm_bench.results.tables import SCORE_SCHEMA
 
 
 def _model():
@@ -75,7 +75,7 @@ def test_leaderboard_never_mixes(both):
 
 
 def test_check_does_not_compare_fast_with_full(tmp_path, real_data_dir):
-    from antlm_bench.check import run_check
+    from antlm_bench.results.check import run_check
 
     fast_dir, full_dir = tmp_path / "fast", tmp_path / "full"
     evaluate(_model(), "blimp", fast=True, limit=2, data_dir=real_data_dir, progress=False, output_dir=fast_dir)
@@ -91,7 +91,7 @@ def test_fast_only_glue_refused(real_data_dir):
 
 
 def test_groups_and_babylm2025_boards(tmp_path, real_data_dir):
-    from antlm_bench.leaderboard import load_definition
+    from antlm_bench.results.leaderboard import load_definition
     from antlm_bench.tasks import resolve_tasks
 
     assert [r.name for r in resolve_tasks("babylm2025")] == [

@@ -8,8 +8,8 @@ import torch
 from trainer_support import tiny_config
 
 from antlm_bench.recipes import load_recipe
-from antlm_bench.schedule import parse_schedule
-from antlm_bench.trainer import train
+from antlm_bench.training.schedule import parse_schedule
+from antlm_bench.training.trainer import train
 
 
 def test_gpt_bert_recipe_is_ltgbert_under_per_sample_mix():

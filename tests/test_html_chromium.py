@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from leaderboard_tables import four_tasks, write_run
 
-from antlm_bench.leaderboard import build_leaderboard, read_results, render_html
+from antlm_bench.results.leaderboard import build_leaderboard, read_results, render_html
 
 
 def _chromium() -> str:

@@ -17,8 +17,8 @@ import torch
 from safetensors.torch import load_file
 from trainer_support import cli_args, tiny_config
 
-from antlm_bench.checkpoint_state import read_state
-from antlm_bench.trainer import read_metrics
+from antlm_bench.training.checkpoint_state import read_state
+from antlm_bench.training.trainer import read_metrics
 
 SCHEDULE = "2_CLM+2_MLM"
 ENV_KEYS = {"OMP_NUM_THREADS": "1"}
@@ -35,7 +35,7 @@ def _weights(run: Path) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_in_process_stops_after_the_step_and_resume_is_bit_identical(tmp_path: Path, sig: int,
                                                                               code: int) -> None:
-    from antlm_bench.trainer import Trainer, TrainingInterrupted, train
+    from antlm_bench.training.trainer import Trainer, TrainingInterrupted, train
 
     common = dict(schedule=SCHEDULE)
     train(tiny_config(tmp_path, tmp_path / "reference", **common))

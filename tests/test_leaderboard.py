@@ -9,7 +9,7 @@ import pytest
 from leaderboard_tables import correctness, four_tasks, write_run
 
 from antlm_bench.errors import UserError
-from antlm_bench.leaderboard import (
+from antlm_bench.results.leaderboard import (
     LeaderboardDefinition,
     board_table,
     build_leaderboard,
@@ -77,7 +77,7 @@ def test_seed_interval_is_student_t_over_seeds_with_the_items_variance_added(tmp
     """Two seeds: mean +- t(1) * sqrt(s2_seeds / 2 + V_items), V_items from the per-seed item matrix (two-way)."""
     from scipy import stats as sp
 
-    from antlm_bench.stats import ItemMatrix, item_variance
+    from antlm_bench.results.stats import ItemMatrix, item_variance
 
     runs = _study(tmp_path)
     board = build_leaderboard(read_results([tmp_path]))
@@ -209,7 +209,7 @@ def test_definition_file_with_results_glob(tmp_path):
     definition = tmp_path / "board.yaml"
     definition.write_text("name: demo\nresults: ['board/results/*']\ntasks: [blimp, ewok]\nmacro_tasks: [blimp, ewok]\n"
                           "reference: {schedule: 4_CLM}\n")
-    from antlm_bench.leaderboard import definition_result_paths
+    from antlm_bench.results.leaderboard import definition_result_paths
 
     loaded = load_definition(definition)
     assert len(definition_result_paths(loaded)) == 2
@@ -274,7 +274,7 @@ def test_curves_keep_the_per_phase_sample_size(tmp_path):
 
 
 def test_without_a_definition_other_tasks_are_shown_after_the_antlm_ones(tmp_path):
-    from antlm_bench.leaderboard import leaderboard_from_paths
+    from antlm_bench.results.leaderboard import leaderboard_from_paths
 
     rng = np.random.default_rng(4)
     write_run(tmp_path, "r", [{"phase_index": 0, "tasks": {"my_task": {"x": correctness(rng, 50, 0.5)},

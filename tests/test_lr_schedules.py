@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import get_cosine_schedule_with_warmup
 
-from antlm_bench.lr_schedules import build_phase_lr, cycle_boundaries, describe, lr_factor, phase_scheduler
+from antlm_bench.training.lr_schedules import build_phase_lr, cycle_boundaries, describe, lr_factor, phase_scheduler
 from antlm_bench.recipes import LRSchedule, load_recipe
 
 

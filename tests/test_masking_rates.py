@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from antlm_bench.objectives import IGNORE, BatchBuilder
+from antlm_bench.training.objectives import IGNORE, BatchBuilder
 from antlm_bench.recipes import Masking, load_recipe
 
 
 @pytest.fixture(scope="module")
 def real_batch(real_data_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    from antlm_bench.corpus import prepare_training_data
+    from antlm_bench.data.corpus import prepare_training_data
 
     recipe = load_recipe("antlm-ltgbert")
     tokenizer, corpus = prepare_training_data(real_data_dir / "pretrain_sample", recipe, "tiny",

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from trainer_support import tiny_config
 
-from antlm_bench.objectives import BatchBuilder, MixedBatch, mix_rows
+from antlm_bench.training.objectives import BatchBuilder, MixedBatch, mix_rows
 from antlm_bench.recipes import Masking, load_recipe
-from antlm_bench.schedule import parse_schedule, phase_end_steps
-from antlm_bench.trainer import plan_phases, read_metrics, train
+from antlm_bench.training.schedule import parse_schedule, phase_end_steps
+from antlm_bench.training.trainer import plan_phases, read_metrics, train
 
 
 @pytest.mark.parametrize("n_rows", [32, 30, 7, 1])

@@ -17,7 +17,7 @@ from trainer_support import tiny_config
 from typer.testing import CliRunner
 
 from antlm_bench.cli import app
-from antlm_bench.trainer import train
+from antlm_bench.training.trainer import train
 
 
 @pytest.fixture(scope="module")

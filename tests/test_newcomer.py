@@ -98,7 +98,7 @@ def test_tiny_model_scores_with_one_thread_and_records_it(llama_dir, real_data_d
 
 
 def test_tokenizer_loader_names_a_broken_config(llama_dir, tmp_path):
-    from antlm_bench.tokenizer import load_tokenizer
+    from antlm_bench.data.tokenizer import load_tokenizer
 
     folder = tmp_path / "model"
     shutil.copytree(llama_dir, folder)

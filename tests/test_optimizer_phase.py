@@ -11,9 +11,9 @@ import torch
 from safetensors.torch import load_file
 from trainer_support import tiny_config
 
-import antlm_bench.trainer as trainer_module
+import antlm_bench.training.trainer as trainer_module
 from antlm_bench.recipes import Recipe, load_recipe
-from antlm_bench.trainer import Trainer, train
+from antlm_bench.training.trainer import Trainer, train
 
 
 def _with_policy(monkeypatch: pytest.MonkeyPatch, policy: str) -> None:

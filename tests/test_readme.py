@@ -63,7 +63,7 @@ def test_quickstart_from_a_fresh_cache_with_the_fetch_against_a_loopback_mirror(
     from loopback_http import Server
     from test_data_sources import _mirror_files
 
-    from antlm_bench.data_sources import REGISTRY_FILE, load_registry
+    from antlm_bench.data.sources import REGISTRY_FILE, load_registry
 
     served = _mirror_files(real_data_dir)
     rows = [line for line in REGISTRY_FILE.read_text(encoding="utf-8").splitlines()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from antlm_bench.checkpoint import write_checkpoint
+from antlm_bench.training.checkpoint import write_checkpoint
 from antlm_bench.models import babyllama, loss, ltgbert, masks
 from antlm_bench.models.remote_code import CUT_MARKER, module_source
 

@@ -17,7 +17,7 @@ from trainer_support import cli_args, tiny_config
 from typer.testing import CliRunner
 
 from antlm_bench.cli import app
-from antlm_bench.trainer import TrainConfig, read_metrics, train
+from antlm_bench.training.trainer import TrainConfig, read_metrics, train
 
 
 def _tree(folder: Path) -> dict[str, str]:

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from leaderboard_tables import write_run
 
-from antlm_bench.check import run_check
+from antlm_bench.results.check import run_check
 from antlm_bench.cli import main
-from antlm_bench.leaderboard import build_leaderboard, read_results, render_markdown
+from antlm_bench.results.leaderboard import build_leaderboard, read_results, render_markdown
 
 
 def _correct(seed: int, n: int, p: float) -> np.ndarray:
@@ -120,7 +120,7 @@ def test_user_text_is_escaped_in_terminal_and_markdown(tmp_path, monkeypatch, ca
 
 
 def test_seeds_needed_matches_the_simulated_power_and_grows_with_the_gap_shrinking():
-    from antlm_bench.stats import seeds_needed
+    from antlm_bench.results.stats import seeds_needed
 
     # 3 seed SDs with negligible item noise: 5 seeds a side suffice (test_stats_calibration measures >= 80%)
     assert seeds_needed(0.03, 0.01, 0.0) <= 5

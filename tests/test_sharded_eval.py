@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from antlm_bench.store import read_results_folder
+from antlm_bench.results.store import read_results_folder
 
 TASKS = "blimp,blimp_supplement,ewok,entity_tracking,wug_adj,reading"
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from antlm_bench.stats import bootstrap_macro, bootstrap_mean, paired_bootstrap, win_score
+from antlm_bench.results.stats import bootstrap_macro, bootstrap_mean, paired_bootstrap, win_score
 
 
 def test_win_score_counts_a_tie_as_half_never_as_a_win():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from seed_simulation import Design, draw_cell, draw_items, draw_matched_pair
 
-from antlm_bench.stats import (
+from antlm_bench.results.stats import (
     bootstrap_macro,
     choose_design,
     difference,

@@ -18,7 +18,7 @@ from leaderboard_tables import write_run
 
 from antlm_bench.errors import UserError
 from antlm_bench.locking import LOCK_FILE, folder_lock, output_folder
-from antlm_bench.store import (
+from antlm_bench.results.store import (
     EVENT_PART,
     ITEMS_PART,
     MIGRATING,
@@ -29,7 +29,7 @@ from antlm_bench.store import (
     read_results_folder,
     tidy_results,
 )
-from antlm_bench.tables import CheckpointInfo, RunInfo, ScoreRow, item_table, score_table
+from antlm_bench.results.tables import CheckpointInfo, RunInfo, ScoreRow, item_table, score_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -231,7 +231,7 @@ def test_a_failing_command_removes_the_folder_it_made_and_left_empty(tmp_path):
 
 def test_evaluate_and_train_take_the_lock_before_anything_else(tmp_path):
     from antlm_bench.evaluate import evaluate
-    from antlm_bench.trainer import TrainConfig, train
+    from antlm_bench.training.trainer import TrainConfig, train
 
     folder = tmp_path / "busy"
     child = hold_lock(folder)

@@ -21,15 +21,15 @@ import pytest
 from leaderboard_tables import write_run
 
 from antlm_bench.locking import FAULT_ENV, FAULT_EXIT_CODE
-from antlm_bench.store import MIGRATING, SCORE_KEY, STAGING_PREFIX, read_results_folder, tidy_results
+from antlm_bench.results.store import MIGRATING, SCORE_KEY, STAGING_PREFIX, read_results_folder, tidy_results
 
 REPO = Path(__file__).resolve().parents[1]
 
 # a child that commits events: argv = folder, run_id, number of events, "items"/"none"
 WRITER = textwrap.dedent("""
     import sys
-    from antlm_bench.store import commit_results
-    from antlm_bench.tables import CheckpointInfo, RunInfo, ScoreRow, item_table, score_table
+    from antlm_bench.results.store import commit_results
+    from antlm_bench.results.tables import CheckpointInfo, RunInfo, ScoreRow, item_table, score_table
 
     folder, run_id, count, with_items = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "items"
     for k in range(count):
@@ -119,7 +119,7 @@ def test_a_kill_while_an_old_table_moves_into_the_store_loses_nothing(tmp_path, 
     folder = write_run(tmp_path, "old", [{"phase_index": 0, "tasks": {"blimp": {"x": np.ones(3)}}}])
     killed = child(str(folder), "r2", "1", "items", fault=point)
     assert killed.returncode == FAULT_EXIT_CODE
-    from antlm_bench.store import find_results
+    from antlm_bench.results.store import find_results
 
     (source,) = find_results([tmp_path])
     read = read_results_folder(source)

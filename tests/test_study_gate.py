@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from antlm_bench.check import run_check
+from antlm_bench.results.check import run_check
 
 STUDY = Path(__file__).resolve().parents[1] / "leaderboards" / "mini-antlm" / "results"
 CONFIGS = ["babyllama-tiny-24_CLM", "babyllama-tiny-24_MLM", "babyllama-tiny-4_CLM_16_MLM_4_CLM",

@@ -7,8 +7,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from antlm_bench.store import commit_results
-from antlm_bench.tables import (
+from antlm_bench.results.store import commit_results
+from antlm_bench.results.tables import (
     SCORE_SCHEMA,
     CheckpointInfo,
     RunInfo,

@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from antlm_bench.trainer import TrainConfig
+from antlm_bench.training.trainer import TrainConfig
 
 _SYLLABLES = ["ka", "lo", "mi", "ter", "sun", "pa", "dri", "vel", "on", "ba", "chi", "rum", "es", "tor", "ni"]
 _FUNCTION = ["the", "a", "and", "of", "to", "in", "that", "with", "is", "was", "on", "for", "it", "he", "she"]

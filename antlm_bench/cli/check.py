@@ -39,7 +39,7 @@ def check_command(
 ) -> None:
     """Compare task and macro scores with a baseline; exit 1 on a significant drop beyond the tolerance, or when
     the results lack something the baseline has."""
-    from antlm_bench.check import report_markdown, run_check
+    from antlm_bench.results.check import report_markdown, run_check
 
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
     _require_paths(results, baseline)
@@ -89,7 +89,7 @@ def _require_paths(results: list[Path], baseline: list[Path]) -> None:
 
 def report_json(report) -> dict:
     """The check report as plain data: every line of the table, with the numbers unrounded (percentage points)."""
-    from antlm_bench.leaderboard import design_text
+    from antlm_bench.results.leaderboard import design_text
 
     def pp(value: float | None) -> float | None:
         return None if value is None else 100 * value
@@ -113,7 +113,7 @@ def report_json(report) -> dict:
 
 def _table(report, tolerance: float, alpha: float, holm: bool, rule: str) -> Table:
     """The delta table; narrow enough for an 80-column CI log (no vertical rules, item counts in Markdown)."""
-    from antlm_bench.leaderboard import design_text, p_text
+    from antlm_bench.results.leaderboard import design_text, p_text
 
     groups = list(dict.fromkeys(line.group for line in report.lines))
     title = (f"check against the baseline (tolerance {tolerance} pp, alpha {alpha}"

@@ -60,13 +60,13 @@ def fetch(
         console.print(f"data ready in {folder}")
         return
     if not names:
-        from antlm_bench.data_sources import GROUPS, source_names
+        from antlm_bench.data.sources import GROUPS, source_names
 
         raise UserError("data fetch: name what to fetch, e.g. `antlm-bench data fetch babylm`; known: "
                         f"{', '.join([*GROUPS, *source_names()])} (or pass --url URL)")
     if sha256 is not None:
         raise UserError("--sha256 goes with --url; known sources carry their own checksums")
-    from antlm_bench.data_sources import fetch_sources
+    from antlm_bench.data.sources import fetch_sources
 
     report = fetch_sources(names, dest, mirror)
     console.print(f"data ready in {report.dest} (fetched: {', '.join(report.fetched) or 'nothing new'}"
@@ -82,7 +82,7 @@ def sources() -> None:
     """The known sources `data fetch NAME` can bring: files, repository and commit, and the groups."""
     from rich.table import Table
 
-    from antlm_bench.data_sources import DESCRIPTIONS, GROUPS, load_registry
+    from antlm_bench.data.sources import DESCRIPTIONS, GROUPS, load_registry
 
     files = load_registry()
     table = Table(title="known data sources (every file pinned to a commit and checked by its git blob SHA-1)")

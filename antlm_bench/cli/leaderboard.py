@@ -45,7 +45,7 @@ def leaderboard_command(
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
     """Rank configurations by macro score: seeds averaged, 95% intervals over seeds and items, seed-aware gaps."""
-    from antlm_bench.leaderboard import format_for, leaderboard_from_paths, write_leaderboard
+    from antlm_bench.results.leaderboard import format_for, leaderboard_from_paths, write_leaderboard
 
     for folder in include_path or []:
         add_include_path(folder)
@@ -74,8 +74,8 @@ def power_command(
     from rich.markup import escape
     from rich.table import Table
 
-    from antlm_bench.leaderboard import key_text, leaderboard_from_paths
-    from antlm_bench.leaderboard.power import power_lines
+    from antlm_bench.results.leaderboard import key_text, leaderboard_from_paths
+    from antlm_bench.results.leaderboard.power import power_lines
 
     for folder in include_path or []:
         add_include_path(folder)

@@ -25,7 +25,7 @@ def prepare(
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
     """Train the recipe's tokenizer and pack the corpus into fixed-length sequences (cached by content hash)."""
-    from antlm_bench.corpus import default_corpus_dir, describe, prepare_training_data, read_corpus
+    from antlm_bench.data.corpus import default_corpus_dir, describe, prepare_training_data, read_corpus
     from antlm_bench.recipes import load_recipe
 
     for folder in include_path or []:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from antlm_bench.leaderboard.definition import LeaderboardDefinition
-from antlm_bench.stats import ItemMatrix
+from antlm_bench.results.leaderboard.definition import LeaderboardDefinition
+from antlm_bench.results.stats import ItemMatrix
 
 # ----------------------------------------------------------------------------------------------------------
 # the leaderboard's data

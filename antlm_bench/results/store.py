@@ -53,7 +53,7 @@ import pyarrow.parquet as pq
 
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
-from antlm_bench.tables import ITEM_SCHEMA, ITEMS_FILE, SCORE_SCHEMA, SCORES_FILE
+from antlm_bench.results.tables import ITEM_SCHEMA, ITEMS_FILE, SCORE_SCHEMA, SCORES_FILE
 
 STORE = SCORES_FILE  # the store folder is named like the old single file, so both layouts are found alike
 ITEMS_VIEW = ITEMS_FILE

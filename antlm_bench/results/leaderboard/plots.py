@@ -16,9 +16,9 @@ from __future__ import annotations
 import io
 import math
 
-from antlm_bench.leaderboard.definition import MACRO
-from antlm_bench.leaderboard.model import Leaderboard
-from antlm_bench.leaderboard.text import MARKERS, key_text
+from antlm_bench.results.leaderboard.definition import MACRO
+from antlm_bench.results.leaderboard.model import Leaderboard
+from antlm_bench.results.leaderboard.text import MARKERS, key_text
 
 CHANCE = {"blimp": 50.0, "blimp_supplement": 50.0, "ewok": 50.0}  # two-way minimal-pair choices: chance is 50%
 MIN_SPAN = 5.0  # percentage points

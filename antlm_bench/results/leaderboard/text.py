@@ -10,8 +10,8 @@ from typing import Any
 from rich.markup import escape
 
 from antlm_bench import __version__
-from antlm_bench.leaderboard.definition import MACRO
-from antlm_bench.leaderboard.model import Cell, Comparison, Leaderboard
+from antlm_bench.results.leaderboard.definition import MACRO
+from antlm_bench.results.leaderboard.model import Cell, Comparison, Leaderboard
 
 # ----------------------------------------------------------------------------------------------------------
 # rendering
@@ -191,7 +191,7 @@ def render_markdown(board: Leaderboard, plot_files: Sequence[str] = ()) -> str:
     for path in plot_files:
         lines += ["", f"![per-checkpoint curves]({path})"]
     if plot_files:
-        from antlm_bench.leaderboard.plots import curve_caption
+        from antlm_bench.results.leaderboard.plots import curve_caption
 
         lines += ["", _md_escape(curve_caption(board))]
     lines += ["", *[f"- {line}" for line in method_lines(board)]]

@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from antlm_bench.errors import UserError
-from antlm_bench.leaderboard.definition import REQUIRED_COLUMNS
-from antlm_bench.store import find_results, read_results_folder, score_parts
+from antlm_bench.results.leaderboard.definition import REQUIRED_COLUMNS
+from antlm_bench.results.store import find_results, read_results_folder, score_parts
 
 # ----------------------------------------------------------------------------------------------------------
 # reading result tables
@@ -23,7 +23,7 @@ from antlm_bench.store import find_results, read_results_folder, score_parts
 
 @dataclass
 class Results:
-    """Standing score rows of every results folder read (the latest row of every key, see antlm_bench.store)."""
+    """Standing score rows of every results folder read (the latest row of every key, see antlm_bench.results.store)."""
 
     rows: list[dict[str, Any]]
     items_sources: dict[str, Path]  # run_id -> the first results store (or old file) holding items of that run
@@ -64,7 +64,7 @@ def read_results(paths: Sequence[str | Path]) -> Results:
 
 
 def _has_items(source: Path) -> bool:
-    from antlm_bench.store import ITEMS_PART, ITEMS_VIEW
+    from antlm_bench.results.store import ITEMS_PART, ITEMS_VIEW
 
     if source.is_file():
         return (source.parent / ITEMS_VIEW).is_file()
@@ -90,7 +90,7 @@ def _read_items_table(source: Path) -> pa.Table:
         except UserError as err:
             raise UserError(f"{err}; re-run with --log-samples") from None
         if items is None:
-            from antlm_bench.tables import ITEM_SCHEMA
+            from antlm_bench.results.tables import ITEM_SCHEMA
 
             items = ITEM_SCHEMA.empty_table()
         _items_cache[key] = items.select(["run_id", "checkpoint", "phase_index", "scoring", "task", "subtask",

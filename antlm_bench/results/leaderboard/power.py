@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from antlm_bench.leaderboard.definition import MACRO
-from antlm_bench.leaderboard.model import Leaderboard
-from antlm_bench.stats import minimum_detectable_effect, seeds_needed
+from antlm_bench.results.leaderboard.definition import MACRO
+from antlm_bench.results.leaderboard.model import Leaderboard
+from antlm_bench.results.stats import minimum_detectable_effect, seeds_needed
 
 
 @dataclass

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from antlm_bench.errors import UserError
-from antlm_bench.leaderboard import (
+from antlm_bench.results.leaderboard import (
     MACRO,
     BoardRow,
     Cell,

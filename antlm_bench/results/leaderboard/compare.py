@@ -1,6 +1,6 @@
 """Gaps between two board rows, task by task and for the macro, with the test that fits their seeds.
 
-The statistics live in ``antlm_bench.stats``; this module only lines the two rows up:
+The statistics live in ``antlm_bench.results.stats``; this module only lines the two rows up:
 - the design comes from the seeds on each side (``stats.choose_design``): same-seed, paired-seeds, welch, pooled
   or unknown;
 - the item part of the gap's variance is paired by item when both cells have item tables for the same items
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from antlm_bench.leaderboard.definition import MACRO
-from antlm_bench.leaderboard.model import BoardRow, Cell, Comparison
-from antlm_bench.stats import ItemMatrix, choose_design, difference, item_variance_of_difference, shared_items
-from antlm_bench.stats import holm as holm_adjust
+from antlm_bench.results.leaderboard.definition import MACRO
+from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison
+from antlm_bench.results.stats import ItemMatrix, choose_design, difference, item_variance_of_difference, shared_items
+from antlm_bench.results.stats import holm as holm_adjust
 
 _ITEM_DESIGN = {"same-seed": "same-seed", "paired-seeds": "paired-seeds"}  # else: seeds unpaired
 

@@ -6,13 +6,13 @@ One job per module, data flowing one way:
 - ``results``: reading the result tables (score rows, and a run's per-item correctness for one cell);
 - ``model``: the data classes (cell, row, gap, board);
 - ``board``: building the board: each run's final checkpoint, one scoring method per column, seeds pooled;
-- ``compare``: gaps between two rows (the statistics themselves live in ``antlm_bench.stats``);
+- ``compare``: gaps between two rows (the statistics themselves live in ``antlm_bench.results.stats``);
 - ``text`` / ``html`` / ``plots``: renderers; ``output``: the command's entry point, Parquet export, writers.
 """
 
-from antlm_bench.leaderboard.board import build_leaderboard, macro_cell
-from antlm_bench.leaderboard.compare import apply_holm, compare, compare_cells
-from antlm_bench.leaderboard.definition import (
+from antlm_bench.results.leaderboard.board import build_leaderboard, macro_cell
+from antlm_bench.results.leaderboard.compare import apply_holm, compare, compare_cells
+from antlm_bench.results.leaderboard.definition import (
     DEFAULT_GROUP_BY,
     DEFAULT_TASKS,
     GROUP_KEYS,
@@ -21,18 +21,18 @@ from antlm_bench.leaderboard.definition import (
     definition_result_paths,
     load_definition,
 )
-from antlm_bench.leaderboard.html import render_html
-from antlm_bench.leaderboard.model import BoardRow, Cell, Comparison, CurvePoint, Leaderboard
-from antlm_bench.leaderboard.output import (
+from antlm_bench.results.leaderboard.html import render_html
+from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, CurvePoint, Leaderboard
+from antlm_bench.results.leaderboard.output import (
     FORMATS,
     board_table,
     format_for,
     leaderboard_from_paths,
     write_leaderboard,
 )
-from antlm_bench.leaderboard.plots import plot_curves
-from antlm_bench.leaderboard.results import Results, read_results
-from antlm_bench.leaderboard.text import (
+from antlm_bench.results.leaderboard.plots import plot_curves
+from antlm_bench.results.leaderboard.results import Results, read_results
+from antlm_bench.results.leaderboard.text import (
     cell_text,
     comparison_text,
     design_text,

@@ -10,7 +10,7 @@
 The formulas, and the simulations that check their calibration, are in docs/statistics.md.
 """
 
-from antlm_bench.stats.bootstrap import (
+from antlm_bench.results.stats.bootstrap import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     Interval,
@@ -23,7 +23,7 @@ from antlm_bench.stats.bootstrap import (
     paired_bootstrap,
     win_score,
 )
-from antlm_bench.stats.inference import (
+from antlm_bench.results.stats.inference import (
     P_FLOOR,
     Difference,
     Estimate,
@@ -35,7 +35,7 @@ from antlm_bench.stats.inference import (
     satterthwaite_df,
     seeds_needed,
 )
-from antlm_bench.stats.variance import (
+from antlm_bench.results.stats.variance import (
     ItemMatrix,
     item_variance,
     item_variance_of_difference,

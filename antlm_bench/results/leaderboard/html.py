@@ -6,10 +6,10 @@ import base64
 import html
 
 from antlm_bench import __version__
-from antlm_bench.leaderboard.definition import MACRO
-from antlm_bench.leaderboard.model import Cell, Leaderboard
-from antlm_bench.leaderboard.plots import curve_caption, plot_curves
-from antlm_bench.leaderboard.text import (
+from antlm_bench.results.leaderboard.definition import MACRO
+from antlm_bench.results.leaderboard.model import Cell, Leaderboard
+from antlm_bench.results.leaderboard.plots import curve_caption, plot_curves
+from antlm_bench.results.leaderboard.text import (
     common_text,
     design_text,
     key_text,

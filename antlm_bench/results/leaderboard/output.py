@@ -12,13 +12,13 @@ import pyarrow as pa
 
 from antlm_bench import __version__
 from antlm_bench.errors import UserError
-from antlm_bench.leaderboard.board import build_leaderboard
-from antlm_bench.leaderboard.definition import MACRO, LeaderboardDefinition, definition_result_paths, load_definition
-from antlm_bench.leaderboard.html import render_html
-from antlm_bench.leaderboard.model import Leaderboard
-from antlm_bench.leaderboard.plots import plot_curves
-from antlm_bench.leaderboard.results import read_results
-from antlm_bench.leaderboard.text import key_text, render_markdown, render_terminal
+from antlm_bench.results.leaderboard.board import build_leaderboard
+from antlm_bench.results.leaderboard.definition import MACRO, LeaderboardDefinition, definition_result_paths, load_definition
+from antlm_bench.results.leaderboard.html import render_html
+from antlm_bench.results.leaderboard.model import Leaderboard
+from antlm_bench.results.leaderboard.plots import plot_curves
+from antlm_bench.results.leaderboard.results import read_results
+from antlm_bench.results.leaderboard.text import key_text, render_markdown, render_terminal
 
 
 def board_table(board: Leaderboard) -> pa.Table:
@@ -92,7 +92,7 @@ def write_leaderboard(board: Leaderboard, fmt: str, out: Path | None, console: A
                       plots: Path | None = None, x: str = "epoch") -> list[Path]:
     """Render ``board`` in ``fmt`` to ``out`` (or the console); write plots to ``plots`` as PNG and SVG."""
     from antlm_bench.data import atomic_write_bytes
-    from antlm_bench.tables import write_table_atomic
+    from antlm_bench.results.tables import write_table_atomic
 
     written: list[Path] = []
     plot_names: list[str] = []

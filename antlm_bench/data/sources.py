@@ -1,7 +1,7 @@
 """Known data sources for ``antlm-bench data fetch NAME``: files at a fixed git commit of public repositories, each
 checked against its recorded checksum before it is kept.
 
-The registry (``data_sources.tsv`` beside this file) was made from ``shared/data/PROVENANCE.tsv``: for each file of
+The registry (``sources.tsv`` beside this file) was made from ``shared/data/PROVENANCE.tsv``: for each file of
 the BabyLM evaluation layout, the repository, commit and path it came from and the git blob SHA-1 of that file
 (``sha1(b"blob <size>\\0" + bytes)``, what ``git hash-object`` prints). A file is downloaded into memory, its checksum
 checked, and only then written (atomically) into the data folder; a source is complete when its every file is.
@@ -38,7 +38,7 @@ from pathlib import Path
 from antlm_bench.data import atomic_write_bytes, check_url, default_cache_dir, sha256_file
 from antlm_bench.errors import UserError
 
-REGISTRY_FILE = Path(__file__).with_name("data_sources.tsv")
+REGISTRY_FILE = Path(__file__).with_name("sources.tsv")
 DEFAULT_BASE = "https://raw.githubusercontent.com"
 ZIP_PASSWORDS = {"ewok_filtered.zip": b"ewok"}  # zips we assemble from verified members (never unpacked to disk)
 GROUPS = {

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from antlm_bench.checkpoint_state import SCORING_FOR_OBJECTIVE, dominant_objective
+from antlm_bench.training.checkpoint_state import SCORING_FOR_OBJECTIVE, dominant_objective
 from antlm_bench.errors import UserError
-from antlm_bench.leaderboard.compare import compare
-from antlm_bench.leaderboard.definition import (
+from antlm_bench.results.leaderboard.compare import compare
+from antlm_bench.results.leaderboard.definition import (
     GROUP_KEYS,
     MACRO,
     SCORING_PREFERENCE,
@@ -22,10 +22,10 @@ from antlm_bench.leaderboard.definition import (
     Z95,
     LeaderboardDefinition,
 )
-from antlm_bench.leaderboard.model import BoardRow, Cell, Comparison, CurvePoint, Leaderboard
-from antlm_bench.leaderboard.results import Results, run_items
-from antlm_bench.stats import ItemMatrix, item_variance
-from antlm_bench.stats import estimate as stats_estimate
+from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, CurvePoint, Leaderboard
+from antlm_bench.results.leaderboard.results import Results, run_items
+from antlm_bench.results.stats import ItemMatrix, item_variance
+from antlm_bench.results.stats import estimate as stats_estimate
 
 
 def column_of(task: str, scoring: str) -> str:
