@@ -35,13 +35,11 @@ import pyarrow as pa
 
 from antlm_bench import __version__
 from antlm_bench.adapters.base import EvalContext
-from antlm_bench.checkpoint_state import auto_scoring_method, read_state
 from antlm_bench.data import atomic_write_bytes, resolve_data_dir
 from antlm_bench.errors import UserError
 from antlm_bench.locking import output_folder
-from antlm_bench.scoring import METHODS, ScoringModel, load_scoring_model, resolve_device_dtype, wrap_model
-from antlm_bench.store import commit_results
-from antlm_bench.tables import (
+from antlm_bench.results.store import commit_results
+from antlm_bench.results.tables import (
     SCORE_SCHEMA,
     CheckpointInfo,
     RunInfo,
@@ -49,7 +47,9 @@ from antlm_bench.tables import (
     now_utc,
     score_table,
 )
+from antlm_bench.scoring import METHODS, ScoringModel, load_scoring_model, resolve_device_dtype, wrap_model
 from antlm_bench.tasks import resolve_tasks
+from antlm_bench.training.checkpoint_state import auto_scoring_method, read_state
 
 RUN_FILE = "run.json"
 DEFAULT_BATCH_TOKENS = 4096

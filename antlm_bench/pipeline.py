@@ -26,9 +26,9 @@ from antlm_bench.data import atomic_write_bytes, hash_files
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point, output_folder
 from antlm_bench.recipes import Recipe, load_recipe
-from antlm_bench.schedule import parse_schedule
-from antlm_bench.store import commit_results
-from antlm_bench.tables import SCORES_FILE, append_index
+from antlm_bench.results.store import commit_results
+from antlm_bench.results.tables import SCORES_FILE, append_index
+from antlm_bench.training.schedule import parse_schedule
 
 EVALS_DIR = "evals"  # markers of finished final evaluations
 
@@ -127,7 +127,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     """Train (or reuse) one run per seed, evaluate its final checkpoint on every task, summarise."""
     from antlm_bench.evaluate import evaluate
     from antlm_bench.tasks import resolve_tasks
-    from antlm_bench.trainer import TrainConfig, train
+    from antlm_bench.training.trainer import TrainConfig, train
 
     def say(message: str) -> None:
         if console is not None:
@@ -232,8 +232,8 @@ def _final_checkpoint(folder: Path) -> Path:
 
 def _checkpoint_info(folder: Path, final: Path):
     """Name the checkpoint as the trainer's per-phase rows do, so the final rows replace the phase's quick look."""
-    from antlm_bench.checkpoint_state import read_state
-    from antlm_bench.tables import CheckpointInfo
+    from antlm_bench.results.tables import CheckpointInfo
+    from antlm_bench.training.checkpoint_state import read_state
 
     state = read_state(final) or {}
     return CheckpointInfo(checkpoint=str(final.relative_to(folder)), phase_index=state.get("phase_index"),
@@ -243,8 +243,8 @@ def _checkpoint_info(folder: Path, final: Path):
 
 def _run_info(folder: Path, final: Path):
     """The run's identity as the trainer recorded it, so final rows join the per-phase rows of the same run."""
-    from antlm_bench.checkpoint_state import read_state
-    from antlm_bench.tables import RunInfo
+    from antlm_bench.results.tables import RunInfo
+    from antlm_bench.training.checkpoint_state import read_state
 
     state = read_state(final) or {}
     return RunInfo(run_id=folder.name, recipe=str(state.get("recipe", "")),

@@ -13,8 +13,8 @@ from tiny_models import build_tiny_llama, build_tiny_tokenizer
 from antlm_bench.cli import main
 from antlm_bench.data import hash_files
 from antlm_bench.evaluate import evaluate
+from antlm_bench.results.tables import ITEM_SCHEMA, SCORE_SCHEMA
 from antlm_bench.scoring import load_scoring_model, score_pairs
-from antlm_bench.tables import ITEM_SCHEMA, SCORE_SCHEMA
 
 
 def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:

@@ -17,11 +17,18 @@ from safetensors.torch import load_file
 from trainer_support import cli_args, tiny_config
 from typer.testing import CliRunner
 
-from antlm_bench.checkpoint_state import auto_scoring_method, read_state
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import load_recipe
-from antlm_bench.schedule import parse_schedule
-from antlm_bench.trainer import MAX_TOTAL_STEPS, TrainingDiverged, epoch_order, plan_phases, read_metrics, train
+from antlm_bench.training.checkpoint_state import auto_scoring_method, read_state
+from antlm_bench.training.schedule import parse_schedule
+from antlm_bench.training.trainer import (
+    MAX_TOTAL_STEPS,
+    TrainingDiverged,
+    epoch_order,
+    plan_phases,
+    read_metrics,
+    train,
+)
 
 
 def test_plan_counts_steps_per_phase_and_restarts_lr() -> None:
@@ -118,7 +125,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path: Path) -> No
             with torch.no_grad():
                 next(iter(trainer_model["model"].parameters())).fill_(float("nan"))
 
-    from antlm_bench.trainer import Trainer
+    from antlm_bench.training.trainer import Trainer
 
     trainer = Trainer(config, callbacks=[poison])
     trainer_model = {"model": trainer.model}
@@ -151,7 +158,7 @@ def test_eval_every_phase_appends_scores_with_the_phase_method(tmp_path: Path, r
 
 @pytest.mark.parametrize(("world", "micro", "rows"), [(1, 32, 32), (2, 5, 32), (3, 4, 30), (2, 8, 7), (4, 8, 3)])
 def test_each_process_takes_its_share_in_micro_batches(world: int, micro: int, rows: int) -> None:
-    from antlm_bench.trainer import Trainer
+    from antlm_bench.training.trainer import Trainer
 
     shares = []
     for rank in range(world):
@@ -271,7 +278,7 @@ def test_a_recipe_with_an_impossible_optimizer_is_refused(tmp_path: Path, optimi
 
 
 def test_a_run_that_fails_is_recorded_as_failed(tmp_path: Path) -> None:
-    from antlm_bench.trainer import Trainer
+    from antlm_bench.training.trainer import Trainer
 
     def fail(info) -> None:
         if info.step == 2:
@@ -286,7 +293,7 @@ def test_a_run_that_fails_is_recorded_as_failed(tmp_path: Path) -> None:
 
 POISON = """
 import sys, torch
-from antlm_bench.trainer import Trainer
+from antlm_bench.training.trainer import Trainer
 original = Trainer.__init__
 def patched(self, *args, **kwargs):
     original(self, *args, **kwargs)

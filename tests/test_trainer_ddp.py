@@ -13,8 +13,8 @@ import torch
 from safetensors.torch import load_file
 from trainer_support import cli_args, tiny_config
 
-from antlm_bench.checkpoint_state import read_state
-from antlm_bench.trainer import read_metrics
+from antlm_bench.training.checkpoint_state import read_state
+from antlm_bench.training.trainer import read_metrics
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 

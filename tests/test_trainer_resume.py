@@ -15,8 +15,8 @@ import torch
 from safetensors.torch import load_file
 from trainer_support import cli_args, tiny_config
 
-from antlm_bench.checkpoint_state import read_state
-from antlm_bench.trainer import read_metrics, train
+from antlm_bench.training.checkpoint_state import read_state
+from antlm_bench.training.trainer import read_metrics, train
 
 # one thread: bit-identical results need the same kernels in the same order in every process
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -27,7 +27,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS
 
 KILLER = """
 import os, signal, sys
-from antlm_bench.trainer import TrainConfig, Trainer
+from antlm_bench.training.trainer import TrainConfig, Trainer
 config = TrainConfig.model_validate_json(sys.argv[1])
 kill_at = int(sys.argv[2])
 def kill(info):

@@ -16,15 +16,15 @@ from pydantic import ValidationError
 from safetensors.torch import load_file
 from trainer_support import tiny_config
 
-from antlm_bench.checkpoint_state import read_state
 from antlm_bench.errors import UserError
-from antlm_bench.trainer import TrainConfig, read_metrics, train
+from antlm_bench.training.checkpoint_state import read_state
 from antlm_bench.training.plan import BABYLM_WORDS, parse_save_at_words, words_checkpoint_name
+from antlm_bench.training.trainer import TrainConfig, read_metrics, train
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 KILLER = """
 import os, signal, sys
-from antlm_bench.trainer import TrainConfig, Trainer
+from antlm_bench.training.trainer import TrainConfig, Trainer
 config = TrainConfig.model_validate_json(sys.argv[1])
 kill_at = int(sys.argv[2])
 def kill(info):

@@ -89,7 +89,7 @@ def eval_command(
     95% bootstrap interval.
     """
     from antlm_bench.evaluate import evaluate
-    from antlm_bench.trainer import check_device
+    from antlm_bench.training.trainer import check_device
 
     for folder in include_path or []:
         add_include_path(folder)

@@ -54,8 +54,8 @@ def run(
     """Train a model under a schedule, score each phase its own way, evaluate the final model, and print a Table-2-style summary (BLiMP, supplement, EWoK, GLUE, macro, with 95% intervals).
 
     Re-running the same command reuses finished training and evaluations and resumes unfinished ones."""
-    from antlm_bench.leaderboard import build_leaderboard, read_results, render_terminal
     from antlm_bench.pipeline import RunConfig, run_benchmark
+    from antlm_bench.results.leaderboard import build_leaderboard, read_results, render_terminal
 
     for folder in include_path or []:
         add_include_path(folder)
@@ -71,7 +71,7 @@ def run(
         data_dir=data_dir, corpus=corpus, max_words=max_words, eval_limit=eval_limit, limit=limit, glue=glue,
         device=device, convention=convention, progress=not quiet,
     )
-    from antlm_bench.trainer import TrainingInterrupted
+    from antlm_bench.training.trainer import TrainingInterrupted
 
     try:
         summary = run_benchmark(config, console=console)

@@ -50,7 +50,7 @@ def train_command(
     """Train MODEL at PRESET through its schedule; `torchrun --nproc-per-node N` runs it with DDP."""
     from antlm_bench.recipes import load_recipe
     from antlm_bench.registry import add_include_path
-    from antlm_bench.trainer import TrainConfig, check_device, train
+    from antlm_bench.training.trainer import TrainConfig, check_device, train
 
     check_device(device)  # before anything is read or written
     for folder in include_path or []:
@@ -75,7 +75,7 @@ def train_command(
         raise UserError(f"{field}: {first['msg']} (got {first.get('input')!r})") from None
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other; pass one")
-    from antlm_bench.trainer import TrainingInterrupted
+    from antlm_bench.training.trainer import TrainingInterrupted
 
     try:
         result = train(config, console=err_console)

@@ -1,4 +1,4 @@
-"""The trainer's parts, each readable alone; ``antlm_bench.trainer.Trainer`` combines them and runs the loop.
+"""The trainer's parts, each readable alone; ``antlm_bench.training.trainer.Trainer`` combines them and runs the loop.
 
 - ``plan``: the schedule as global steps (phase boundaries, LR layouts), and which rows and objective each step
   trains (``StepPlan``).

@@ -24,7 +24,8 @@ from typing import Any
 import torch
 
 from antlm_bench import __version__
-from antlm_bench.checkpoint import (
+from antlm_bench.errors import UserError
+from antlm_bench.training.checkpoint import (
     LAST,
     RESUME_DIR,
     describe_last,
@@ -34,9 +35,8 @@ from antlm_bench.checkpoint import (
     write_checkpoint,
     write_resume_point,
 )
-from antlm_bench.errors import UserError
-from antlm_bench.schedule import format_number
 from antlm_bench.training.plan import PhasePlan, words_checkpoint_name
+from antlm_bench.training.schedule import format_number
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
@@ -263,7 +263,7 @@ class CheckpointAndResume:
                             f"steps (at most {most}); resume from another checkpoint")
 
     def _record(self, plan: PhasePlan, complete: bool) -> dict[str, Any]:
-        from antlm_bench.tables import current_git_commit
+        from antlm_bench.results.tables import current_git_commit
 
         return {
             "schedule": self.schedule.canonical,

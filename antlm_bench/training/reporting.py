@@ -16,10 +16,10 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from antlm_bench import __version__
-from antlm_bench.checkpoint_state import auto_scoring_method
 from antlm_bench.errors import UserError
-from antlm_bench.lr_schedules import describe
+from antlm_bench.training.checkpoint_state import auto_scoring_method
 from antlm_bench.training.checkpoints import CHECKPOINTS, METRICS_FILE, SCORES, _now
+from antlm_bench.training.lr_schedules import describe
 from antlm_bench.training.plan import PhasePlan
 
 
@@ -192,9 +192,9 @@ class Reporting:
     def _evaluate(self, folder: Path) -> None:
         """Score a checkpoint with its phase's own method; its rows replace any earlier rows of that checkpoint."""
         if self.dist.main:
-            from antlm_bench.checkpoint_state import read_state
             from antlm_bench.evaluate import evaluate
-            from antlm_bench.tables import CheckpointInfo, RunInfo, append_index
+            from antlm_bench.results.tables import CheckpointInfo, RunInfo, append_index
+            from antlm_bench.training.checkpoint_state import read_state
 
             state = read_state(folder)
             method, _ = auto_scoring_method(state, is_masked_lm=False)
@@ -215,7 +215,7 @@ class Reporting:
             finally:
                 self.model.train()
             from antlm_bench.locking import fault_point
-            from antlm_bench.store import commit_results
+            from antlm_bench.results.store import commit_results
 
             # one event of the run folder's store, committed with one rename; a re-scored checkpoint's newer
             # event replaces its rows when read (no read-modify-write of the scores here)

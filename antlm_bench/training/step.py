@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from antlm_bench.lr_schedules import describe, phase_scheduler
-from antlm_bench.objectives import Batch, MixedBatch
+from antlm_bench.training.lr_schedules import describe, phase_scheduler
+from antlm_bench.training.objectives import Batch, MixedBatch
 from antlm_bench.training.plan import PhasePlan
 
 

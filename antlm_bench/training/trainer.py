@@ -43,11 +43,9 @@ import torch
 import torch.distributed as dist
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from antlm_bench.checkpoint import LAST, write_json_atomic
 from antlm_bench.errors import DivergedError, UserError
-from antlm_bench.objectives import BatchBuilder, LossModule
 from antlm_bench.recipes import Recipe, load_recipe
-from antlm_bench.schedule import parse_schedule
+from antlm_bench.training.checkpoint import LAST, write_json_atomic
 from antlm_bench.training.checkpoints import (  # noqa: F401  (re-exported: the trainer's public names)
     CHECKPOINTS,
     METRICS_FILE,
@@ -57,6 +55,7 @@ from antlm_bench.training.checkpoints import (  # noqa: F401  (re-exported: the 
     _first_line,
     _kept_items,
 )
+from antlm_bench.training.objectives import BatchBuilder, LossModule
 from antlm_bench.training.plan import (  # noqa: F401  (re-exported)
     MAX_TOTAL_STEPS,
     PhasePlan,
@@ -66,6 +65,7 @@ from antlm_bench.training.plan import (  # noqa: F401  (re-exported)
     plan_phases,
 )
 from antlm_bench.training.reporting import Reporting, StepInfo, _Reporters, read_metrics  # noqa: F401
+from antlm_bench.training.schedule import parse_schedule
 from antlm_bench.training.step import ObjectiveStep, _split_rows  # noqa: F401
 
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
@@ -312,7 +312,7 @@ class Trainer(StepPlan, ObjectiveStep, CheckpointAndResume, Reporting):
             if tokenizer is None:
                 raise ValueError("a corpus passed in needs its tokenizer")
             return tokenizer, corpus
-        from antlm_bench.corpus import default_corpus_dir, prepare_training_data
+        from antlm_bench.data.corpus import default_corpus_dir, prepare_training_data
 
         folder = self.config.corpus or default_corpus_dir(self.config.data_dir)
         # the main process trains the tokenizer and packs the corpus; the others then read the same cache
