@@ -34,8 +34,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from antlm_bench.recipes import load_recipe
 from antlm_bench.data.tokenizer import train_tokenizer
+from antlm_bench.recipes import load_recipe
 from antlm_bench.training.trainer import TrainConfig, Trainer
 
 TARGETS = {"CLM": 1.0, "MLM": 1.2}

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from leaderboard_tables import write_run
 
-from antlm_bench.results.check import run_check
 from antlm_bench.cli import main
+from antlm_bench.results.check import run_check
 
 
 def _cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:

@@ -15,9 +15,9 @@ from antlm_bench.data.corpus import (
     read_corpus,
     tokenize_lines,
 )
+from antlm_bench.data.tokenizer import train_tokenizer
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import load_recipe
-from antlm_bench.data.tokenizer import train_tokenizer
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "the", "dog", "ran", "to", "the", "park", "while", "birds", "sang", "in", "trees"]
 

@@ -10,12 +10,12 @@ import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 from typer.testing import CliRunner
 
-from antlm_bench.training.checkpoint import write_checkpoint
 from antlm_bench.cli import app
+from antlm_bench.data.tokenizer import train_tokenizer
 from antlm_bench.errors import UserError
 from antlm_bench.export import export_babylm
 from antlm_bench.models import ltgbert
-from antlm_bench.data.tokenizer import train_tokenizer
+from antlm_bench.training.checkpoint import write_checkpoint
 
 TEXT = ["the cat sat on the mat and the dog ran to the park with a ball"] * 20
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import get_cosine_schedule_with_warmup
 
-from antlm_bench.training.lr_schedules import build_phase_lr, cycle_boundaries, describe, lr_factor, phase_scheduler
 from antlm_bench.recipes import LRSchedule, load_recipe
+from antlm_bench.training.lr_schedules import build_phase_lr, cycle_boundaries, describe, lr_factor, phase_scheduler
 
 
 def _curve(spec: LRSchedule, n_steps: int, steps_per_epoch: float) -> list[float]:

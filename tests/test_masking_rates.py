@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from antlm_bench.training.objectives import IGNORE, BatchBuilder
 from antlm_bench.recipes import Masking, load_recipe
+from antlm_bench.training.objectives import IGNORE, BatchBuilder
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ import torch
 from antlm_bench.adapters.base import EvalContext
 from antlm_bench.adapters.minimal_pairs import EwokTask, MinimalPairTask, subtask_name
 from antlm_bench.errors import UserError
-from antlm_bench.scoring import ScoringModel
 from antlm_bench.results.stats import bootstrap_mean
+from antlm_bench.scoring import ScoringModel
 from antlm_bench.tasks import TaskSpec, resolve_tasks
 
 # sentence -> score; a pair wins when good > bad, ties when equal

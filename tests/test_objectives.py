@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from antlm_bench.training.objectives import IGNORE, BatchBuilder, draw_mix_objective, sequence_loss_sum
 from antlm_bench.recipes import Masking
+from antlm_bench.training.objectives import IGNORE, BatchBuilder, draw_mix_objective, sequence_loss_sum
 
 VOCAB, MASK, SPECIALS = 500, 3, (0, 1, 2, 3, 4)
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import torch
 
-from antlm_bench.training.checkpoint import write_checkpoint
 from antlm_bench.models import babyllama, loss, ltgbert, masks
 from antlm_bench.models.remote_code import CUT_MARKER, module_source
+from antlm_bench.training.checkpoint import write_checkpoint
 
 SPECIALS = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "mask_token_id": 4}
 

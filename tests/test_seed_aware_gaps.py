@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from leaderboard_tables import write_run
 
-from antlm_bench.results.check import run_check
 from antlm_bench.cli import main
+from antlm_bench.results.check import run_check
 from antlm_bench.results.leaderboard import build_leaderboard, read_results, render_markdown
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from antlm_bench.errors import UserError
 from antlm_bench.data.tokenizer import SPECIAL_TOKENS, load_tokenizer, tokenizer_hash, train_tokenizer
+from antlm_bench.errors import UserError
 
 TEXTS = [
     "The cat sat on the mat.",

@@ -17,9 +17,9 @@ def schedule_command(
     include_path: list[str] | None = IncludePathOption,
 ) -> None:
     """Print the schedule's canonical form and a table of its phases (epochs, objective, attention, LR)."""
-    from antlm_bench.training.lr_schedules import describe
     from antlm_bench.recipes import load_recipe
     from antlm_bench.registry import add_include_path
+    from antlm_bench.training.lr_schedules import describe
     from antlm_bench.training.schedule import format_number, parse_schedule
 
     for folder in include_path or []:

@@ -36,9 +36,9 @@ import numpy as np
 from transformers import PreTrainedTokenizerFast
 
 from antlm_bench.data import atomic_write_bytes, default_cache_dir, resolve_data_dir
+from antlm_bench.data.tokenizer import PUNCTUATION_MAP, load_tokenizer, tokenizer_hash, train_tokenizer
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import Recipe
-from antlm_bench.data.tokenizer import PUNCTUATION_MAP, load_tokenizer, tokenizer_hash, train_tokenizer
 
 CLEANING_VERSION = "antlm-clean-1"  # bump when clean_line or the selection changes: old caches stop matching
 PACKING_VERSION = "antlm-pack-1"

@@ -21,9 +21,9 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from antlm_bench.errors import UserError
 from antlm_bench.data.files import sha256_file
 from antlm_bench.data.resolve import default_cache_dir
+from antlm_bench.errors import UserError
 
 # -- fetch ------------------------------------------------------------------------------------------------------------
 #

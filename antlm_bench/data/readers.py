@@ -16,6 +16,7 @@ from typing import Any
 
 from antlm_bench.errors import UserError
 
+
 def open_text(path: Path) -> io.TextIOBase:
     if path.suffix == ".xz":
         return lzma.open(path, "rt", encoding="utf-8")

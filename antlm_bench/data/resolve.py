@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 
-from antlm_bench.errors import UserError
 from antlm_bench.data.files import sha256_file
+from antlm_bench.errors import UserError
 
 DATA_ENV_VAR = "ANTLM_BENCH_DATA"
 

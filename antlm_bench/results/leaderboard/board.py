@@ -3,150 +3,25 @@
 from __future__ import annotations
 
 import datetime as _dt
-import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from antlm_bench.training.checkpoint_state import SCORING_FOR_OBJECTIVE, dominant_objective
 from antlm_bench.errors import UserError
+from antlm_bench.results.leaderboard.checkpoints import RunCheckpoint, run_checkpoints
 from antlm_bench.results.leaderboard.compare import compare
+from antlm_bench.results.leaderboard.curves import curves_of
 from antlm_bench.results.leaderboard.definition import (
     GROUP_KEYS,
-    MACRO,
-    SCORING_PREFERENCE,
-    SEPARATE_SCORING,
     Z95,
     LeaderboardDefinition,
 )
-from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, CurvePoint, Leaderboard
+from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, Leaderboard
 from antlm_bench.results.leaderboard.results import Results, run_items
 from antlm_bench.results.stats import ItemMatrix, item_variance
 from antlm_bench.results.stats import estimate as stats_estimate
-
-
-def column_of(task: str, scoring: str) -> str:
-    return f"{task}:{scoring}" if scoring in SEPARATE_SCORING else task
-
-
-def _task_metric(definition: LeaderboardDefinition, task: str, present: set[str]) -> str | None:
-    if task in definition.metrics:
-        return definition.metrics[task]
-    for metric in ("score", "accuracy"):
-        if metric in present:
-            return metric
-    return next(iter(sorted(present)), None)
-
-
-def _allowed(definition: LeaderboardDefinition, task: str, scoring: str) -> bool:
-    allowed = definition.scoring.get(task, definition.scoring.get("*"))
-    return allowed is None or scoring in allowed
-
-
-def _checkpoint_key(row: Mapping[str, Any]) -> tuple:
-    def num(value: Any) -> float:
-        return -1.0 if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
-
-    # where in training, not which folder: the per-phase score of the last phase and the final evaluation of the
-    # same weights may name the checkpoint differently (phase folder, last/ link) but are one checkpoint
-    return (num(row["phase_index"]), num(row["epoch"]), num(row["tokens_seen"]))
-
-
-def _row_preference(row: Mapping[str, Any]) -> tuple:
-    """Of two rows for the same number: all items beat a ``--limit``, a larger limit a smaller one, then the later."""
-    created = row["created_at"] or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
-    return (row["limit"] is None, row["limit"] or 0, created)
-
-
-def _pick_scoring(candidates: Iterable[str], phase_objective: str | None) -> str:
-    """The method that matches the checkpoint's last phase, else the first by preference."""
-    candidates = sorted(set(candidates), key=lambda s: (SCORING_PREFERENCE.index(s) if s in SCORING_PREFERENCE
-                                                        else len(SCORING_PREFERENCE), s))
-    if phase_objective:
-        try:
-            auto = SCORING_FOR_OBJECTIVE.get(dominant_objective(phase_objective))
-        except ValueError:
-            auto = None
-        if auto in candidates:
-            return auto
-    return candidates[0]
-
-
-@dataclass
-class _RunCheckpoint:
-    """One checkpoint of one run: its task-level rows by column, and its subtask rows."""
-
-    run_id: str
-    ckpt: tuple
-    meta: dict[str, Any]
-    cells: dict[str, dict[str, Any]]  # column -> chosen task-level row
-    subtask_metrics: dict[tuple[str, str], dict[str, str]]  # (task, scoring) -> subtask -> metric
-    # column -> limit -> task-level row of the chosen method: the curves keep one sample size along training
-    by_limit: dict[str, dict[int | None, dict[str, Any]]] = field(default_factory=dict)
-
-
-# a row without the column (read from somewhere other than a store, which fills it) has the default convention
-_UNSET = {"convention": "babylm-2025"}
-
-
-def _checkpoints(results: Results, definition: LeaderboardDefinition) -> dict[str, list[_RunCheckpoint]]:
-    """run_id -> its checkpoints in training order, each with one chosen row per column."""
-    filters = {k: set(map(str, v)) for k, v in definition.filters.items()}
-    by_run_ckpt: dict[str, dict[tuple, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for row in results.rows:
-        # "task.metric" in a definition's tasks is a column of its own: reading's eye_tracking and
-        # self_paced_reading are two numbers of one task, never averaged into one
-        split = f"{row['task']}.{row['metric']}"
-        if split in definition.tasks:
-            row = {**row, "task": split}
-        if row["task"] not in definition.tasks or row["value"] is None or not math.isfinite(row["value"]):
-            continue
-        if any(str(row.get(k) or _UNSET.get(k)) not in allowed for k, allowed in filters.items()):
-            continue
-        if not _allowed(definition, row["task"], row["scoring"] or ""):
-            continue
-        by_run_ckpt[row["run_id"]][_checkpoint_key(row)].append(row)
-    out: dict[str, list[_RunCheckpoint]] = {}
-    for run_id, ckpts in by_run_ckpt.items():
-        out[run_id] = []
-        for ckpt in sorted(ckpts):
-            rows = ckpts[ckpt]
-            # one row per number: a re-evaluation, or the final evaluation after the last phase's own scoring
-            latest: dict[tuple, dict] = {}
-            for row in sorted(rows, key=_row_preference):
-                latest[(row["task"], row["subtask"], row["metric"], row["scoring"])] = row
-            by_limit: dict[tuple, dict[int | None, dict]] = defaultdict(dict)
-            for row in sorted(rows, key=_row_preference):
-                if row["subtask"] == "":
-                    by_limit[(column_of(row["task"], row["scoring"]), row["metric"], row["scoring"])][row["limit"]] = row
-            task_rows: dict[str, dict[str, dict[str, dict]]] = defaultdict(lambda: defaultdict(dict))
-            subtask_metrics: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
-            for (task, subtask, metric, scoring), row in latest.items():
-                if subtask == "":
-                    task_rows[column_of(task, scoring)][metric][scoring] = row
-                elif metric != "accuracy":  # a subtask that reports F1 is scored by it (GLUE's MRPC, QQP)
-                    subtask_metrics[(task, scoring)][subtask] = metric
-                else:
-                    subtask_metrics[(task, scoring)].setdefault(subtask, metric)
-            cells: dict[str, dict] = {}
-            for column, by_metric in task_rows.items():
-                task = column.split(":")[0]
-                metric = _task_metric(definition, task, set(by_metric))
-                if metric not in by_metric:
-                    continue
-                choice = _pick_scoring(by_metric[metric], rows[0]["phase_objective"])
-                cells[column] = by_metric[metric][choice]
-            meta = {k: rows[0].get(k) for k in ("phase_index", "phase_objective", "epoch", "tokens_seen",
-                                                 "checkpoint", *GROUP_KEYS)}
-            # the run's training seed: GLUE rows carry their fine-tuning seed instead
-            trained = [r["seed"] for r in rows if r["scoring"] not in ("finetune", "probe") and r["seed"] is not None]
-            meta["seed"] = trained[0] if trained else meta["seed"]
-            variants = {column: by_limit[(column, row["metric"], row["scoring"])] for column, row in cells.items()}
-            out[run_id].append(_RunCheckpoint(run_id, ckpt, meta, cells, dict(subtask_metrics), variants))
-    return out
 
 
 def _item_var_from_rows(rows: Sequence[Mapping[str, Any]]) -> float | None:
@@ -162,12 +37,6 @@ def _item_var_from_rows(rows: Sequence[Mapping[str, Any]]) -> float | None:
 
 def _spread(values: Sequence[float]) -> float | None:
     return float(np.std(values, ddof=1)) if len(values) > 1 else None
-
-
-
-
-
-
 
 
 def _cell_items_usable(task: str, subtask_metrics: Mapping[str, str]) -> bool:
@@ -193,7 +62,7 @@ def build_leaderboard(
             raise UserError(f"--by {key}: unknown key; choose from {', '.join(GROUP_KEYS)}")
     notes: list[str] = list(results.notes)
     definition = _one_convention(results, definition, notes)
-    checkpoints = _checkpoints(results, definition)
+    checkpoints = run_checkpoints(results, definition)
     if not checkpoints:
         raise UserError(f"no rows for tasks {', '.join(definition.tasks)} in the results "
                         f"({len(results.rows)} rows read); check the task names and filters")
@@ -248,7 +117,7 @@ def _one_convention(results: Results, definition: LeaderboardDefinition, notes: 
     return definition.model_copy(update={"filters": {**definition.filters, "convention": chosen}})
 
 
-def plain_model_identity(final: _RunCheckpoint) -> str | None:
+def plain_model_identity(final: RunCheckpoint) -> str | None:
     """What a run of a plain model (one ``eval`` scored without an antlm-bench training record: no recipe) is
     known by: the model folder it scored, else its run id. None for our own runs (their recipe says what they
     are)."""
@@ -257,7 +126,7 @@ def plain_model_identity(final: _RunCheckpoint) -> str | None:
     return str(final.meta.get("checkpoint") or "") or str(final.run_id)
 
 
-def _group_key(final: _RunCheckpoint, group_by: Sequence[str]) -> tuple[str, ...]:
+def _group_key(final: RunCheckpoint, group_by: Sequence[str]) -> tuple[str, ...]:
     """The configuration a run belongs to. Plain models have no recipe, preset or schedule: two different ones
     would share the empty key and be averaged as if they were seeds of one model, so a plain model's identity
     (its folder) stands in the first grouping column; only evaluations of the same folder pool."""
@@ -269,7 +138,7 @@ def _group_key(final: _RunCheckpoint, group_by: Sequence[str]) -> tuple[str, ...
     return tuple(key)
 
 
-def _row(results: Results, checkpoints: Mapping[str, list[_RunCheckpoint]], key: tuple[str, ...],
+def _row(results: Results, checkpoints: Mapping[str, list[RunCheckpoint]], key: tuple[str, ...],
          run_ids: list[str], group_by: Sequence[str], columns: Sequence[str], macro_columns: Sequence[str]) -> BoardRow:
     """One configuration: its runs' final checkpoints pooled as seeds, a cell per column, macro and curves."""
     finals = [checkpoints[r][-1] for r in run_ids]
@@ -294,11 +163,11 @@ def _row(results: Results, checkpoints: Mapping[str, list[_RunCheckpoint]], key:
             row.notes.append(f"{column}: {len(present)} of {len(finals)} runs scored")
         row.cells[column] = _cell(results, present, column)
     row.macro = macro_cell(row, macro_columns)
-    row.curves = _curves(checkpoints, run_ids, columns, macro_columns)
+    row.curves = curves_of(checkpoints, run_ids, columns, macro_columns)
     return row
 
 
-def _cell(results: Results, present: list[_RunCheckpoint], column: str) -> Cell:
+def _cell(results: Results, present: list[RunCheckpoint], column: str) -> Cell:
     """The seeds of one configuration on one column: their mean, interval (seeds + items) and item tables."""
     cell_rows = [f.cells[column] for f in present]
     values = [r["value"] for r in cell_rows]
@@ -315,7 +184,7 @@ def _cell(results: Results, present: list[_RunCheckpoint], column: str) -> Cell:
     return cell
 
 
-def _seed_label(final: _RunCheckpoint) -> str:
+def _seed_label(final: RunCheckpoint) -> str:
     seed = final.meta.get("seed")
     return final.run_id if seed is None else str(seed)
 
@@ -329,7 +198,7 @@ def _set_interval(cell: Cell) -> None:
     cell.interval = estimate.method + ("" if cell.item_var is not None else " (no item interval)")
 
 
-def _group_items(results: Results, present: list[_RunCheckpoint], column: str,
+def _group_items(results: Results, present: list[RunCheckpoint], column: str,
                  scorings: list[str]) -> dict[str, ItemMatrix] | None:
     """Per-seed correctness of one cell on the items every seed has, when every run has item tables."""
     if len(scorings) != 1:
@@ -376,52 +245,6 @@ def macro_cell(row: BoardRow, macro_columns: Sequence[str]) -> Cell | None:
     macro.item_var = None if None in item_vars else sum(item_vars) / len(cells) ** 2
     _set_interval(macro)
     return macro
-
-
-def _curves(checkpoints: Mapping[str, list[_RunCheckpoint]], run_ids: Sequence[str], columns: Sequence[str],
-            macro_columns: Sequence[str]) -> dict[str, list[CurvePoint]]:
-    """Per column, the seed-averaged score at each checkpoint (same phase index and epoch across seeds)."""
-    points: dict[str, dict[tuple, list[tuple[_RunCheckpoint, float, str]]]] = defaultdict(lambda: defaultdict(list))
-    for run_id in run_ids:
-        # one sample size along the curve: the per-phase scores use --eval-limit, the final evaluation may use
-        # more items; the curve keeps the limit of the run's first scored checkpoint wherever that exists
-        curve_limit: dict[str, int | None] = {}
-        for ckpt in checkpoints[run_id]:
-            for column, cell_row in ckpt.cells.items():
-                curve_limit.setdefault(column, cell_row["limit"])
-        for ckpt in checkpoints[run_id]:
-            at = (ckpt.ckpt[0], ckpt.ckpt[1])
-            chosen = {column: ckpt.by_limit.get(column, {}).get(curve_limit[column], cell_row)
-                      for column, cell_row in ckpt.cells.items()}
-            for column, cell_row in chosen.items():
-                points[column][at].append((ckpt, cell_row["value"], cell_row["scoring"], cell_row["ci_low"],
-                                           cell_row["ci_high"], cell_row["limit"]))
-            if macro_columns and all(c in chosen for c in macro_columns):
-                value = float(np.mean([chosen[c]["value"] for c in macro_columns]))
-                methods = "/".join(sorted({chosen[c]["scoring"] for c in macro_columns},
-                                          key=lambda m: (m in ("finetune", "probe"), m)))
-                limits = {chosen[c]["limit"] for c in macro_columns}
-                points[MACRO][at].append((ckpt, value, methods, None, None, limits.pop() if len(limits) == 1
-                                          else None))
-    curves: dict[str, list[CurvePoint]] = {}
-    for column in [*columns, MACRO]:
-        if column not in points:
-            continue
-        curve = []
-        for at in sorted(points[column]):
-            entries = points[column][at]
-            meta = entries[0][0].meta
-            tokens = [e[0].meta["tokens_seen"] for e in entries if e[0].meta["tokens_seen"] is not None]
-            bounds = [(e[3], e[4]) for e in entries if e[3] is not None and e[4] is not None]
-            limits = {e[5] for e in entries}
-            curve.append(CurvePoint(meta["phase_index"], meta["epoch"], float(np.mean(tokens)) if tokens else None,
-                                    float(np.mean([e[1] for e in entries])),
-                                    "+".join(dict.fromkeys(e[2] for e in entries)),
-                                    float(np.mean([b[0] for b in bounds])) if len(bounds) == len(entries) else None,
-                                    float(np.mean([b[1] for b in bounds])) if len(bounds) == len(entries) else None,
-                                    limits.pop() if len(limits) == 1 else None, len(entries)))
-        curves[column] = curve
-    return curves
 
 
 def _rank_key(row: BoardRow, columns: Sequence[str]) -> tuple:

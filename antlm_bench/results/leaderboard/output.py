@@ -13,7 +13,12 @@ import pyarrow as pa
 from antlm_bench import __version__
 from antlm_bench.errors import UserError
 from antlm_bench.results.leaderboard.board import build_leaderboard
-from antlm_bench.results.leaderboard.definition import MACRO, LeaderboardDefinition, definition_result_paths, load_definition
+from antlm_bench.results.leaderboard.definition import (
+    MACRO,
+    LeaderboardDefinition,
+    definition_result_paths,
+    load_definition,
+)
 from antlm_bench.results.leaderboard.html import render_html
 from antlm_bench.results.leaderboard.model import Leaderboard
 from antlm_bench.results.leaderboard.plots import plot_curves

@@ -1,0 +1,141 @@
+"""Which rows stand for each run's checkpoints: one chosen row per column (task and scoring method) per checkpoint,
+in training order."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from antlm_bench.results.leaderboard.definition import (
+    GROUP_KEYS,
+    SCORING_PREFERENCE,
+    SEPARATE_SCORING,
+    LeaderboardDefinition,
+)
+from antlm_bench.results.leaderboard.results import Results
+from antlm_bench.training.checkpoint_state import SCORING_FOR_OBJECTIVE, dominant_objective
+
+
+def column_of(task: str, scoring: str) -> str:
+    return f"{task}:{scoring}" if scoring in SEPARATE_SCORING else task
+
+
+def _task_metric(definition: LeaderboardDefinition, task: str, present: set[str]) -> str | None:
+    if task in definition.metrics:
+        return definition.metrics[task]
+    for metric in ("score", "accuracy"):
+        if metric in present:
+            return metric
+    return next(iter(sorted(present)), None)
+
+
+def _allowed(definition: LeaderboardDefinition, task: str, scoring: str) -> bool:
+    allowed = definition.scoring.get(task, definition.scoring.get("*"))
+    return allowed is None or scoring in allowed
+
+
+def _checkpoint_key(row: Mapping[str, Any]) -> tuple:
+    def num(value: Any) -> float:
+        return -1.0 if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+    # where in training, not which folder: the per-phase score of the last phase and the final evaluation of the
+    # same weights may name the checkpoint differently (phase folder, last/ link) but are one checkpoint
+    return (num(row["phase_index"]), num(row["epoch"]), num(row["tokens_seen"]))
+
+
+def _row_preference(row: Mapping[str, Any]) -> tuple:
+    """Of two rows for the same number: all items beat a ``--limit``, a larger limit a smaller one, then the later."""
+    created = row["created_at"] or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+    return (row["limit"] is None, row["limit"] or 0, created)
+
+
+def _pick_scoring(candidates: Iterable[str], phase_objective: str | None) -> str:
+    """The method that matches the checkpoint's last phase, else the first by preference."""
+    candidates = sorted(set(candidates), key=lambda s: (SCORING_PREFERENCE.index(s) if s in SCORING_PREFERENCE
+                                                        else len(SCORING_PREFERENCE), s))
+    if phase_objective:
+        try:
+            auto = SCORING_FOR_OBJECTIVE.get(dominant_objective(phase_objective))
+        except ValueError:
+            auto = None
+        if auto in candidates:
+            return auto
+    return candidates[0]
+
+
+@dataclass
+class RunCheckpoint:
+    """One checkpoint of one run: its task-level rows by column, and its subtask rows."""
+
+    run_id: str
+    ckpt: tuple
+    meta: dict[str, Any]
+    cells: dict[str, dict[str, Any]]  # column -> chosen task-level row
+    subtask_metrics: dict[tuple[str, str], dict[str, str]]  # (task, scoring) -> subtask -> metric
+    # column -> limit -> task-level row of the chosen method: the curves keep one sample size along training
+    by_limit: dict[str, dict[int | None, dict[str, Any]]] = field(default_factory=dict)
+
+
+# a row without the column (read from somewhere other than a store, which fills it) has the default convention
+_UNSET = {"convention": "babylm-2025"}
+
+
+def run_checkpoints(results: Results, definition: LeaderboardDefinition) -> dict[str, list[RunCheckpoint]]:
+    """run_id -> its checkpoints in training order, each with one chosen row per column."""
+    filters = {k: set(map(str, v)) for k, v in definition.filters.items()}
+    by_run_ckpt: dict[str, dict[tuple, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for row in results.rows:
+        # "task.metric" in a definition's tasks is a column of its own: reading's eye_tracking and
+        # self_paced_reading are two numbers of one task, never averaged into one
+        split = f"{row['task']}.{row['metric']}"
+        if split in definition.tasks:
+            row = {**row, "task": split}
+        if row["task"] not in definition.tasks or row["value"] is None or not math.isfinite(row["value"]):
+            continue
+        if any(str(row.get(k) or _UNSET.get(k)) not in allowed for k, allowed in filters.items()):
+            continue
+        if not _allowed(definition, row["task"], row["scoring"] or ""):
+            continue
+        by_run_ckpt[row["run_id"]][_checkpoint_key(row)].append(row)
+    out: dict[str, list[RunCheckpoint]] = {}
+    for run_id, ckpts in by_run_ckpt.items():
+        out[run_id] = []
+        for ckpt in sorted(ckpts):
+            rows = ckpts[ckpt]
+            # one row per number: a re-evaluation, or the final evaluation after the last phase's own scoring
+            latest: dict[tuple, dict] = {}
+            for row in sorted(rows, key=_row_preference):
+                latest[(row["task"], row["subtask"], row["metric"], row["scoring"])] = row
+            by_limit: dict[tuple, dict[int | None, dict]] = defaultdict(dict)
+            for row in sorted(rows, key=_row_preference):
+                if row["subtask"] == "":
+                    by_limit[(column_of(row["task"], row["scoring"]), row["metric"], row["scoring"])][row["limit"]] = row
+            task_rows: dict[str, dict[str, dict[str, dict]]] = defaultdict(lambda: defaultdict(dict))
+            subtask_metrics: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+            for (task, subtask, metric, scoring), row in latest.items():
+                if subtask == "":
+                    task_rows[column_of(task, scoring)][metric][scoring] = row
+                elif metric != "accuracy":  # a subtask that reports F1 is scored by it (GLUE's MRPC, QQP)
+                    subtask_metrics[(task, scoring)][subtask] = metric
+                else:
+                    subtask_metrics[(task, scoring)].setdefault(subtask, metric)
+            cells: dict[str, dict] = {}
+            for column, by_metric in task_rows.items():
+                task = column.split(":")[0]
+                metric = _task_metric(definition, task, set(by_metric))
+                if metric not in by_metric:
+                    continue
+                choice = _pick_scoring(by_metric[metric], rows[0]["phase_objective"])
+                cells[column] = by_metric[metric][choice]
+            meta = {k: rows[0].get(k) for k in ("phase_index", "phase_objective", "epoch", "tokens_seen",
+                                                 "checkpoint", *GROUP_KEYS)}
+            # the run's training seed: GLUE rows carry their fine-tuning seed instead
+            trained = [r["seed"] for r in rows if r["scoring"] not in ("finetune", "probe") and r["seed"] is not None]
+            meta["seed"] = trained[0] if trained else meta["seed"]
+            variants = {column: by_limit[(column, row["metric"], row["scoring"])] for column, row in cells.items()}
+            out[run_id].append(RunCheckpoint(run_id, ckpt, meta, cells, dict(subtask_metrics), variants))
+    return out

@@ -1,0 +1,57 @@
+"""The results store: every evaluation adds its own immutable parts and commits them with one rename.
+
+A results folder (an ``eval --output`` folder, or a training run folder) holds::
+
+    scores.parquet/                   the store, and a plain Arrow dataset: pq.read_table(".../scores.parquet")
+        <event>/part.parquet          the scores of one committed event (an evaluation, a per-phase scoring)
+        <event>/_items.parquet        its --log-samples items (a leading "_" keeps Arrow's discovery off them)
+        <event>/_event.json           what the event was (settings, versions, timings, row counts)
+        .staging-<random>/            an event being written (a leading "." keeps readers off it)
+    items.parquet/<event>.parquet     hard links to the committed items: a plain Arrow dataset of the items
+
+``<event>`` is ``<nanoseconds>-<pid>-<random>``, taken just before the commit, so the events' names sort in the
+order they were committed. An event is written into its staging folder (scores, items and record together) and
+committed by ONE ``os.rename`` of that folder to its event name: a reader sees all of an event or nothing of it,
+scores and items never disagree, and two writers never touch the same file (no read-modify-write anywhere).
+
+Reading (``read_results_folder``) takes the committed events in name order and keeps, for every key, the row of
+the LATEST event: a re-evaluation replaces what it re-scored and leaves the rest. Score key: (run_id, checkpoint,
+phase_index, task, subtask, metric, scoring, limit, seed); the seed is part of it because GLUE rows repeat once per
+fine-tuning seed. Items follow their scores: a (run, checkpoint, phase, scoring, task, subtask)'s items come from
+the latest event whose score rows for that task still stand (so a re-evaluation without ``--log-samples`` takes the
+older items away with the older scores), de-duplicated by (..., item_id, seed).
+
+The old layout, a plain ``scores.parquet`` file with ``items.parquet`` beside it (the committed studies under
+``leaderboards/``), is read as one event. The first write into such a folder turns it into the first event of a
+store (hard links, no copy): build the store under ``.scores.parquet.migrate``, remove the old file, rename the
+store into place; a reader finding the file gone reads ``.scores.parquet.migrate`` meanwhile.
+
+Locks: writers hold a shared ``flock`` on the store folder while they stage and commit; ``tidy_results`` takes it
+exclusively, without waiting, before it removes staging folders (a live writer's staging is never removed) and
+re-links missing item links. A kill at any point leaves the old state or the new one; ``fault_point`` marks the
+points the fault-injection tests kill at.
+"""
+
+
+from antlm_bench.results.store.layout import (  # noqa: F401
+    EVENT_PART,
+    ITEM_GROUP,
+    ITEM_KEY,
+    ITEM_TASK,
+    ITEMS_PART,
+    ITEMS_VIEW,
+    LEGACY_EVENT,
+    MIGRATING,
+    PART,
+    SCORE_KEY,
+    STAGING_PREFIX,
+    STORE,
+)
+from antlm_bench.results.store.read import (  # noqa: F401
+    StoredResults,
+    find_results,
+    read_results_folder,
+    read_scores,
+    score_parts,
+)
+from antlm_bench.results.store.write import commit_results, new_event_id, tidy_results  # noqa: F401

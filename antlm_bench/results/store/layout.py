@@ -1,0 +1,33 @@
+"""Names and keys of the results store's on-disk layout (see ``antlm_bench.results.store``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from antlm_bench.results.tables import ITEMS_FILE, SCORES_FILE
+
+STORE = SCORES_FILE  # the store folder is named like the old single file, so both layouts are found alike
+ITEMS_VIEW = ITEMS_FILE
+PART = "part.parquet"
+ITEMS_PART = "_items.parquet"
+EVENT_PART = "_event.json"
+STAGING_PREFIX = ".staging-"
+MIGRATING = ".scores.parquet.migrate"
+LEGACY_EVENT = "0" * 20 + "-legacy"  # sorts before every real event
+
+SCORE_KEY = ("run_id", "checkpoint", "phase_index", "task", "subtask", "metric", "scoring", "limit", "eval_set",
+             "convention", "seed")
+ITEM_TASK = ("run_id", "checkpoint", "phase_index", "scoring", "task")
+ITEM_GROUP = (*ITEM_TASK, "subtask")
+ITEM_KEY = (*ITEM_GROUP, "item_id", "seed")
+
+
+def _events(store: Path) -> list[str]:
+    """Committed events, oldest first (staging folders and anything else hidden are not events)."""
+    try:
+        names = [entry.name for entry in os.scandir(store)
+                 if entry.is_dir() and not entry.name.startswith((".", "_"))]
+    except FileNotFoundError:
+        return []
+    return sorted(names)

@@ -1,0 +1,180 @@
+"""Reading the results store: the committed events in name order, the latest row for every key."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from antlm_bench.errors import UserError
+from antlm_bench.results.store.layout import (
+    ITEM_GROUP,
+    ITEM_KEY,
+    ITEMS_PART,
+    ITEMS_VIEW,
+    LEGACY_EVENT,
+    MIGRATING,
+    PART,
+    SCORE_KEY,
+    STORE,
+    _events,
+)
+from antlm_bench.results.tables import ITEM_SCHEMA, SCORE_SCHEMA
+
+# -- reading ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StoredResults:
+    """One results folder read back: the standing scores, the items that go with them, the events read."""
+
+    source: Path  # the store folder, or the old single scores file
+    scores: pa.Table
+    items: pa.Table | None  # None when no event logged items
+    events: list[str] = field(default_factory=list)
+
+
+def find_results(paths: Sequence[str | Path]) -> list[Path]:
+    """Every results store (or old single ``scores.parquet`` file) in the given files or folders, sorted.
+
+    A missing path, or nothing found at all, is a UserError.
+    """
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            if path.name in (STORE, MIGRATING):
+                found.append(path)
+                continue
+            found.extend(p for p in path.rglob(STORE) if not _inside_store(p, path))
+            # a migration killed after the old file was removed: its store is still under the hidden name
+            found.extend(p for p in path.rglob(MIGRATING) if not (p.parent / STORE).exists())
+        else:
+            raise UserError(f"results {path}: no such file or folder")
+    if not found:
+        where = ", ".join(str(p) for p in paths) or "(none given)"
+        raise UserError(f"no {STORE} found under {where}; run `antlm-bench eval` or give the run folders")
+    return sorted(dict.fromkeys(found))
+
+
+def score_parts(source: str | Path) -> list[Path]:
+    """The Parquet files a store (or an old single file) keeps its committed scores in, oldest first."""
+    source = Path(source)
+    if source.is_file():
+        return [source]
+    return [source / event / PART for event in _events(source) if (source / event / PART).is_file()]
+
+
+def _inside_store(path: Path, root: Path) -> bool:
+    """Whether ``path`` lies inside another store folder (never a results folder of its own)."""
+    return any(parent.name in (STORE, MIGRATING) for parent in path.relative_to(root).parents if parent.name)
+
+
+def _read(path: Path, schema: pa.Schema, what: str) -> pa.Table:
+    try:
+        table = pq.read_table(path, schema=schema)
+        if "eval_set" in schema.names and table["eval_set"].null_count:
+            # parts written before the column existed hold full evaluations (--fast came with the column)
+            at = schema.get_field_index("eval_set")
+            table = table.set_column(at, "eval_set", table["eval_set"].fill_null("full"))
+        if "convention" in schema.names and table["convention"].null_count:
+            # parts written before the column: texts as given (babylm-2025), unless --leading-space made them
+            notes = table["notes"].fill_null("") if "notes" in schema.names else pa.array([""] * table.num_rows)
+            spaced = pc.if_else(pc.match_substring(notes, "leading_space"), "babylm-2024", "babylm-2025")
+            at = schema.get_field_index("convention")
+            table = table.set_column(at, "convention", pc.coalesce(table["convention"], spaced))
+        return table
+    except (pa.ArrowException, OSError) as err:
+        message = " ".join(str(err).split())
+        raise UserError(f"{path}: not a readable {what} table ({message}); re-run the evaluation") from None
+
+
+def _key_rows(table: pa.Table, columns: Iterable[str]) -> list[tuple]:
+    return list(zip(*(table[c].to_pylist() for c in columns))) if table.num_rows else []
+
+
+def _latest(tables: list[pa.Table], columns: Sequence[str]) -> list[tuple[int, int]]:
+    """(table, row) of the last occurrence of every key, in the order those rows were written."""
+    last: dict[tuple, tuple[int, int]] = {}
+    for t, table in enumerate(tables):
+        for r, key in enumerate(_key_rows(table, columns)):
+            last.pop(key, None)  # re-insert: dict order becomes the order of each key's latest row
+            last[key] = (t, r)
+    return list(last.values())
+
+
+def _take(tables: list[pa.Table], picks: list[tuple[int, int]], schema: pa.Schema) -> pa.Table:
+    if not picks:
+        return schema.empty_table()
+    parts = []
+    start = 0
+    while start < len(picks):  # runs of rows from one table keep this cheap (take per run, not per row)
+        t = picks[start][0]
+        end = start
+        while end < len(picks) and picks[end][0] == t:
+            end += 1
+        parts.append(tables[t].take(pa.array([r for _, r in picks[start:end]], pa.int64())))
+        start = end
+    return pa.concat_tables(parts)
+
+
+def read_results_folder(source: str | Path, with_items: bool = True) -> StoredResults:
+    """Read one results store (or old single file): the latest row of every key, and the items that go with them."""
+    source = Path(source)
+    if source.is_file():  # the old layout: one event, items beside it
+        score_tables = [_read(source, SCORE_SCHEMA, "scores")]
+        beside = source.parent / ITEMS_VIEW
+        item_tables: list[pa.Table | None] = [
+            _read(beside, ITEM_SCHEMA, "items") if with_items and beside.is_file() else None]
+        events = [LEGACY_EVENT]
+    else:
+        events = _events(source)
+        score_tables, item_tables = [], []
+        for event in events:
+            part = source / event / PART
+            score_tables.append(_read(part, SCORE_SCHEMA, "scores") if part.is_file() else SCORE_SCHEMA.empty_table())
+            items = source / event / ITEMS_PART
+            item_tables.append(_read(items, ITEM_SCHEMA, "items") if with_items and items.is_file() else None)
+    picks = _latest(score_tables, SCORE_KEY)
+    scores = _take(score_tables, picks, SCORE_SCHEMA)
+    items = None
+    if any(t is not None for t in item_tables):
+        group_keys = [_key_rows(table, ITEM_GROUP) for table in score_tables]
+        # (event, run, checkpoint, phase, scoring, task, subtask) whose score row still stands; items of a subtask
+        # no score row names (none do today) go with their task's standing rows
+        standing = {(t, *group_keys[t][r]) for t, r in picks}
+        standing_tasks = {key[:-1] for key in standing}
+        scored = {key[1:] for key in standing}
+        kept: list[pa.Table] = []
+        for t, table in enumerate(item_tables):
+            if table is None or table.num_rows == 0:
+                kept.append(ITEM_SCHEMA.empty_table())
+                continue
+            mask = [(t, *key) in standing or (key not in scored and (t, *key[:-1]) in standing_tasks)
+                    for key in _key_rows(table, ITEM_GROUP)]
+            kept.append(table.filter(pa.array(mask, pa.bool_())))
+        # a group's items come from one event: the latest that still stands for it
+        owner: dict[tuple, int] = {}
+        for t, table in enumerate(kept):
+            for key in set(_key_rows(table, ITEM_GROUP)):
+                owner[key] = max(owner.get(key, -1), t)
+        chosen = []
+        for t, table in enumerate(kept):
+            if table.num_rows:
+                mask = [owner[key] == t for key in _key_rows(table, ITEM_GROUP)]
+                chosen.append(table.filter(pa.array(mask, pa.bool_())))
+            else:
+                chosen.append(table)
+        items = _take(chosen, _latest(chosen, ITEM_KEY), ITEM_SCHEMA)
+    return StoredResults(source, scores, items, events)
+
+
+def read_scores(paths: Sequence[str | Path]) -> pa.Table:
+    """The standing score rows of every results folder under ``paths``, as one table."""
+    return pa.concat_tables([read_results_folder(p, with_items=False).scores for p in find_results(paths)])
