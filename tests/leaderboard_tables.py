@@ -40,7 +40,8 @@ def write_run(
     shuffle_items: bool = False,
     limit: int | None = None,
 ) -> Path:
-    """``checkpoints``: [{phase_index, objective, epoch, tokens, scoring, tasks: {task: {subtask: correct[]}}}].
+    """``checkpoints``: [{phase_index, objective, epoch, tokens, words, name, scoring, tasks: {task: {subtask:
+    correct[]}}}] (``name``: the checkpoint folder, default ``ckpt<phase_index>``).
 
     A checkpoint's ``scoring`` is one method, or a dict task -> method (``probe`` for GLUE probes).
     Task rows get the mean over subtasks and the stratified bootstrap interval, as the evaluator computes them.
@@ -51,9 +52,10 @@ def write_run(
     tables, item_records = [], []
     rng = np.random.default_rng(zlib.crc32(run_id.encode()))
     for spec in checkpoints:
-        ckpt = CheckpointInfo(checkpoint=f"{run_id}/ckpt{spec['phase_index']}", phase_index=spec["phase_index"],
+        name = spec.get("name", f"ckpt{spec['phase_index']}")
+        ckpt = CheckpointInfo(checkpoint=f"{run_id}/{name}", phase_index=spec["phase_index"],
                               phase_objective=spec.get("objective", "CLM"), epoch=spec.get("epoch"),
-                              tokens_seen=spec.get("tokens"))
+                              tokens_seen=spec.get("tokens"), words_seen=spec.get("words"))
         rows = []
         scoring_spec = spec.get("scoring", "clm")
         for task, subtasks in spec["tasks"].items():

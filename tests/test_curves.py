@@ -75,3 +75,30 @@ def test_figure_renders_and_the_page_explains_it(board):
     assert "final only: the table" in svg and "chance (50%)" in svg and "95% item interval" in svg
     page = render_html(board)
     assert "Per-phase points are scored on a quick subset" in page
+
+
+def test_words_seen_checkpoints_draw_on_a_words_axis(tmp_path):
+    """Checkpoints saved by words seen (train --save-at-words) carry words_seen into their rows; the board's curve
+    points average it over seeds, and the figure can put it on the x axis (leaderboard --x words)."""
+    rng = np.random.default_rng(3)
+    for seed in (1, 2):
+        checkpoints = [{"phase_index": 0, "epoch": 0.5 * (k + 1), "tokens": 1000 * (k + 1), "words": 1_000_000 * (k + 1),
+                        "name": f"chck_{k + 1}M", "tasks": {"blimp": {"p0": correctness(rng, 40, 0.5 + 0.05 * k)}}}
+                       for k in range(3)]
+        write_run(tmp_path, f"w{seed}", checkpoints, seed=seed, limit=40)
+    board = build_leaderboard(read_results([tmp_path]))
+    (row,) = board.rows
+    assert [p.words_seen for p in row.curves["blimp"]] == [1e6, 2e6, 3e6]
+    assert all(p.n_seeds == 2 for p in row.curves["blimp"])
+    assert plot_curves(board, "svg", x="words").startswith(b"<?xml")
+
+
+def test_words_axis_leaves_out_points_without_words(tmp_path):
+    """A per-phase point recorded no words count: on the words axis it is left out, not drawn at zero."""
+    rng = np.random.default_rng(4)
+    write_run(tmp_path, "p", [{"phase_index": k, "epoch": float(k + 1), "tasks": {"blimp": {"p0": correctness(rng, 40, 0.6)}}}
+                              for k in range(2)], seed=1)
+    board = build_leaderboard(read_results([tmp_path]))
+    assert all(p.words_seen is None for p in board.rows[0].curves["blimp"])
+    svg = plot_curves(board, "svg", x="words").decode()
+    assert "words seen" in svg

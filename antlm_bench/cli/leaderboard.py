@@ -38,7 +38,8 @@ def leaderboard_command(
     reference: str | None = typer.Option(None, "--reference", help="The row the others are compared with, e.g. "
                                          "schedule=4_CLM (default: the leader)."),
     plots: Path | None = typer.Option(None, "--plots", help="Also write per-checkpoint curves (PNG and SVG) here."),
-    x_axis: str = typer.Option("epoch", "--x", help="Curves' x axis: epoch or tokens."),
+    x_axis: str = typer.Option("epoch", "--x", help="Curves' x axis: epoch, tokens, or words (words "
+                                "seen, for runs trained with --save-at-words and --eval-every words)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the gaps."),
     holm: bool = typer.Option(False, "--holm", help="Holm-adjust the p-values of each row's gaps (tasks and "
                               "macro) as one family."),
@@ -49,8 +50,8 @@ def leaderboard_command(
 
     for folder in include_path or []:
         add_include_path(folder)
-    if x_axis not in ("epoch", "tokens"):
-        raise UserError(f"--x {x_axis}: choose epoch or tokens")
+    if x_axis not in ("epoch", "tokens", "words"):
+        raise UserError(f"--x {x_axis}: choose epoch, tokens or words")
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
     board = leaderboard_from_paths(results or [], definition, group_by, parse_reference(reference), alpha, holm)
     written = write_leaderboard(board, format_for(fmt, out), out, console, plots, x_axis)

@@ -40,6 +40,8 @@ SCORE_SCHEMA = pa.schema(
         ("phase_objective", pa.string()),
         ("epoch", pa.float64()),
         ("tokens_seen", pa.int64()),
+        # words of training text seen, repeats counted (train --save-at-words); null where not recorded
+        ("words_seen", pa.int64()),
         ("checkpoint", pa.string()),
         ("scoring", pa.string()),  # clm / pll / pll-word-l2r / mntp / finetune / probe
         ("task", pa.string()),
@@ -114,6 +116,7 @@ class CheckpointInfo:
     phase_objective: str = ""
     epoch: float | None = None
     tokens_seen: int | None = None
+    words_seen: int | None = None  # words of training text seen, repeats counted
 
 
 @dataclass

@@ -132,7 +132,7 @@ def run_checkpoints(results: Results, definition: LeaderboardDefinition) -> dict
                 choice = _pick_scoring(by_metric[metric], rows[0]["phase_objective"])
                 cells[column] = by_metric[metric][choice]
             meta = {k: rows[0].get(k) for k in ("phase_index", "phase_objective", "epoch", "tokens_seen",
-                                                 "checkpoint", *GROUP_KEYS)}
+                                                 "words_seen", "checkpoint", *GROUP_KEYS)}
             # the run's training seed: GLUE rows carry their fine-tuning seed instead
             trained = [r["seed"] for r in rows if r["scoring"] not in ("finetune", "probe") and r["seed"] is not None]
             meta["seed"] = trained[0] if trained else meta["seed"]

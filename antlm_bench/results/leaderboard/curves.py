@@ -48,6 +48,7 @@ def curves_of(checkpoints: Mapping[str, list[RunCheckpoint]], run_ids: Sequence[
             entries = points[column][at]
             meta = entries[0][0].meta
             tokens = [e[0].meta["tokens_seen"] for e in entries if e[0].meta["tokens_seen"] is not None]
+            words = [e[0].meta.get("words_seen") for e in entries]
             bounds = [(e[3], e[4]) for e in entries if e[3] is not None and e[4] is not None]
             limits = {e[5] for e in entries}
             curve.append(CurvePoint(meta["phase_index"], meta["epoch"], float(np.mean(tokens)) if tokens else None,
@@ -55,6 +56,7 @@ def curves_of(checkpoints: Mapping[str, list[RunCheckpoint]], run_ids: Sequence[
                                     "+".join(dict.fromkeys(e[2] for e in entries)),
                                     float(np.mean([b[0] for b in bounds])) if len(bounds) == len(entries) else None,
                                     float(np.mean([b[1] for b in bounds])) if len(bounds) == len(entries) else None,
-                                    limits.pop() if len(limits) == 1 else None, len(entries)))
+                                    limits.pop() if len(limits) == 1 else None, len(entries),
+                                    None if None in words else float(np.mean(words))))
         curves[column] = curve
     return curves

@@ -42,6 +42,7 @@ class CurvePoint:
     high: float | None = None
     limit: int | None = None  # items per subtask behind the point (--eval-limit of the per-phase scoring)
     n_seeds: int = 1
+    words_seen: float | None = None  # mean over the seeds; None unless every seed recorded it
 
 
 @dataclass

@@ -20,6 +20,9 @@ from antlm_bench.results.leaderboard.definition import MACRO
 from antlm_bench.results.leaderboard.model import Leaderboard
 from antlm_bench.results.leaderboard.text import MARKERS, key_text
 
+# --x of the curves: the CurvePoint attribute each axis reads, and its label
+X_AXES = {"epoch": ("epoch", "epoch"), "tokens": ("tokens_seen", "tokens seen"),
+          "words": ("words_seen", "words seen (train --save-at-words checkpoints)")}
 CHANCE = {"blimp": 50.0, "blimp_supplement": 50.0, "ewok": 50.0}  # two-way minimal-pair choices: chance is 50%
 MIN_SPAN = 5.0  # percentage points
 FINAL_MARKER = "*"
@@ -92,7 +95,7 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
     panels = [c for c in [*board.columns, MACRO] if any(c in r.curves for r in board.rows)]
     if not panels:
         return None
-    attr = "tokens_seen" if x == "tokens" else "epoch"
+    attr, x_label = X_AXES[x]
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.8 * ncols, 3.6 * nrows), squeeze=False)
@@ -158,7 +161,9 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
             ax.set_xlim(-0.8, len(board.rows) - 0.2)
             ax.set_xlabel("rows (colours as in the legend)")
         else:
-            ax.set_xlabel("tokens seen" if x == "tokens" else "epoch")
+            ax.set_xlabel(x_label)
+            if x == "words":
+                ax.xaxis.set_major_formatter(lambda value, _: f"{value / 1e6:g}M")
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("score (%)")
         ax.grid(alpha=0.3)
