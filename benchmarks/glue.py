@@ -3,7 +3,7 @@
 For a tiny and a small BabyLlama (the recipe presets, seeded random weights: speed does not depend on what the
 weights know) and for RTE and MRPC, one run each of
 
-- ``antlm-bench``: :func:`antlm_bench.finetune.finetune` as ``antlm-bench eval --tasks glue`` runs it on the saved
+- ``antlm-bench``: :func:`antlm_bench.adapters.glue.finetune` as ``antlm-bench eval --tasks glue`` runs it on the saved
   checkpoint (our BabyLlama class), and the same loop on transformers' ``LlamaForCausalLM`` (to separate the loop
   from the model code);
 - ``Trainer``: ``LlamaForSequenceClassification`` from the same folder, ``group_by_length``, dynamic padding,
@@ -37,7 +37,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from antlm_bench.finetune import (
+from antlm_bench.adapters.glue import (
     FinetuneSettings,
     PairEncoder,
     classification_metrics,
@@ -49,9 +49,9 @@ from antlm_bench.tasks import resolve_tasks
 
 def build_checkpoint(preset: str, folder: Path, data_dir: Path) -> Path:
     """A BabyLlama of the preset's size with a BPE tokenizer trained on the pre-training sample, saved."""
+    from antlm_bench.data.tokenizer import train_tokenizer
     from antlm_bench.models import build_model
     from antlm_bench.recipes import load_recipe
-    from antlm_bench.tokenizer import train_tokenizer
 
     recipe = load_recipe("babyllama")
     lines = []

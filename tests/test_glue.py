@@ -14,8 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from antlm_bench.adapters.base import EvalContext
-from antlm_bench.errors import UserError
-from antlm_bench.finetune import (
+from antlm_bench.adapters.glue import (
     Backbone,
     EpochLog,
     Example,
@@ -33,8 +32,9 @@ from antlm_bench.finetune import (
     predict_logits,
     split_by_key,
 )
-from antlm_bench.stats import bootstrap_classification
-from antlm_bench.tables import CheckpointInfo, RunInfo, score_table
+from antlm_bench.errors import UserError
+from antlm_bench.results.stats import bootstrap_classification
+from antlm_bench.results.tables import CheckpointInfo, RunInfo, score_table
 from antlm_bench.tasks import resolve_tasks
 
 
@@ -176,7 +176,7 @@ def test_selection_never_reads_the_reported_split():
 
 
 def test_adapter_reads_reported_split_only_after_selection(tmp_path, monkeypatch):
-    import antlm_bench.adapters.glue as glue_module
+    import antlm_bench.adapters.glue.task as glue_module
 
     data_dir = write_glue_folder(tmp_path)
     model, tokenizer = backbones()["hf-bert"]
@@ -421,7 +421,7 @@ def test_sealed_split_refuses_reads_until_unsealed():
 
 
 def test_batches_cover_every_example_once_within_their_budgets():
-    from antlm_bench.finetune import length_grouped_batches, sorted_batches
+    from antlm_bench.adapters.glue import length_grouped_batches, sorted_batches
 
     lengths = np.random.default_rng(0).integers(3, 300, size=500)
     for batches in (sorted_batches(lengths, 64, max_tokens=2048),

@@ -1,0 +1,160 @@
+"""The fine-tuning loop: train the classifier, pick the best epoch on the dev slice, then predict the reported split.
+
+One loop for every checkpoint, ours (BabyLlama, LTG-BERT) and plain Hugging Face causal or masked LMs:
+
+    examples -> token ids (the tokenizer's pair template, or "a <sep> b") -> length-grouped, dynamically padded
+    batches -> backbone last hidden states -> pool (encoders: first token, decoders: last non-padding token,
+    both found from the attention mask, so the padding side cannot matter) -> classifier head -> cross-entropy
+
+One thing differs on purpose from the BabyLM 2025 pipeline: that pipeline keeps the epoch that scores best on the
+split it then reports. Here the best epoch is chosen on a held-out slice of the *training* split, and the reported
+split stays sealed until selection is over.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from antlm_bench.adapters.glue.data import Splits
+from antlm_bench.adapters.glue.encoding import (
+    PairEncoder,
+    collate,
+    length_grouped_batches,
+    pad_token_id,
+    shuffled_batches,
+)
+from antlm_bench.adapters.glue.inference import _autocast, _softmax, predict_logits
+from antlm_bench.adapters.glue.model import Backbone, SequenceClassifier, max_positions
+from antlm_bench.adapters.glue.probing import probe
+from antlm_bench.adapters.glue.settings import (
+    EpochLog,
+    FinetuneSettings,
+    MemberOutcome,
+    _check_labels,
+    classification_metrics,
+)
+from antlm_bench.errors import UserError
+
+
+def cosine_with_warmup(step: int, total: int, warmup: int, min_factor: float) -> float:
+    """Learning-rate factor: linear warm-up to 1, then cosine down to ``min_factor`` at ``total``."""
+    if warmup > 0 and step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return min_factor + (1 - min_factor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def finetune(
+    model: nn.Module,
+    tokenizer: Any,
+    splits: Splits,
+    num_labels: int,
+    settings: FinetuneSettings,
+    seed: int,
+    on_epoch: Callable[[EpochLog], None] | None = None,
+    on_step: Callable[[int, int], None] | None = None,
+) -> MemberOutcome:
+    """Fine-tune ``model`` (modified in place; pass a copy) and predict the reported split with the best epoch.
+
+    The best epoch is the one with the highest ``settings.selection_metric`` on ``splits.dev``; the reported
+    split stays sealed until that choice is made. ``on_step(examples_done, examples_total)`` after every
+    optimizer step, ``on_epoch(log)`` after every epoch's selection step.
+    """
+    if settings.probe:
+        return probe(model, tokenizer, splits, num_labels, settings, seed)
+    device = torch.device(settings.device)
+    torch.manual_seed(seed)  # the head's initial weights and dropout
+    rng = np.random.default_rng(seed)  # batch order
+    limit = min(settings.max_length, max_positions(model) or settings.max_length)
+    encoder = PairEncoder(tokenizer, limit)
+    pad_id = pad_token_id(tokenizer)
+    train = encoder.encode(splits.train)
+    dev = encoder.encode(splits.dev)
+    _check_labels(train.labels, num_labels, "training split")
+
+    classifier = SequenceClassifier(Backbone(model, settings.attention), num_labels, settings.dropout,
+                                    settings.pooling).to(device)
+    optimizer = _adamw([p for p in classifier.parameters() if p.requires_grad], settings, device)
+    steps_per_epoch = math.ceil(len(splits.train) / settings.batch_size)
+    total_steps = steps_per_epoch * settings.epochs
+    warmup = int(settings.warmup * total_steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: cosine_with_warmup(step, total_steps, warmup, settings.min_lr_factor)
+    )
+
+    best_metric, best_epoch, best_state = -math.inf, 0, None
+    history: list[float] = []
+    started = time.perf_counter()
+    step = seen = 0
+    for epoch in range(1, settings.epochs + 1):
+        epoch_start = time.perf_counter()
+        classifier.train()
+        if settings.length_grouped:
+            batches = length_grouped_batches(train.lengths, settings.batch_size, rng)
+        else:
+            batches = shuffled_batches(len(splits.train), settings.batch_size, rng)
+        loss_sum = torch.zeros((), device=device)  # summed on the device: no host sync per step
+        for indices in batches:
+            batch = collate(train, indices, pad_id).to(device)
+            with _autocast(settings, device):
+                logits = classifier(batch)
+            loss = F.cross_entropy(logits.float(), batch.labels)
+            loss.backward()
+            if settings.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(classifier.parameters(), settings.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            loss_sum += loss.detach() * len(indices)
+            step += 1
+            seen += len(indices)
+            if on_step is not None:
+                on_step(seen, len(splits.train) * settings.epochs)
+        train_loss = float(loss_sum) / max(len(splits.train), 1)
+        if not math.isfinite(train_loss):
+            raise UserError(f"fine-tuning loss became {train_loss} in epoch {epoch}; lower the learning rate (lr)")
+        dev_logits = predict_logits(classifier, dev, pad_id, settings.eval_batch_size, settings)
+        metric = classification_metrics(dev.labels, dev_logits.argmax(1))[settings.selection_metric]
+        history.append(metric)
+        if metric > best_metric:  # ties keep the earlier epoch
+            best_metric, best_epoch = metric, epoch
+            best_state = {k: v.detach().to("cpu", copy=True) for k, v in classifier.state_dict().items()}
+        if on_epoch is not None:
+            elapsed = time.perf_counter() - started
+            on_epoch(EpochLog(epoch, settings.epochs, train_loss, metric, best_epoch,
+                              best_metric, time.perf_counter() - epoch_start,
+                              elapsed / epoch * (settings.epochs - epoch)))
+    train_seconds = time.perf_counter() - started
+    if best_state is not None:
+        classifier.load_state_dict(best_state)
+
+    report = list(splits.report.unseal())  # selection is over: now, and only now, the reported split is read
+    encoded = encoder.encode(report)
+    _check_labels(encoded.labels, num_labels, "reported split")
+    logits = predict_logits(classifier, encoded, pad_id, settings.eval_batch_size, settings)
+    return MemberOutcome(
+        labels=encoded.labels, predictions=logits.argmax(1), probabilities=_softmax(logits),
+        report_examples=report, best_epoch=best_epoch, dev_history=history, n_train=len(splits.train),
+        n_dev=len(splits.dev), train_seconds=train_seconds,
+        train_examples_per_second=len(splits.train) * settings.epochs / max(train_seconds, 1e-9),
+        method="finetune", notes=[*splits.notes, encoder.describe(), f"pooling={classifier.pooling}"],
+    )
+
+
+def _adamw(parameters: list[nn.Parameter], settings: FinetuneSettings, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW, the fused kernel where torch has one for the device (one kernel for all tensors, not one each)."""
+    kwargs = {"lr": settings.lr, "weight_decay": settings.weight_decay, "betas": (0.9, 0.999), "eps": 1e-8}
+    if device.type in ("cpu", "cuda"):
+        try:
+            return torch.optim.AdamW(parameters, fused=True, **kwargs)
+        except (RuntimeError, TypeError, ValueError):
+            pass
+    return torch.optim.AdamW(parameters, **kwargs)

@@ -1,0 +1,74 @@
+"""The shape of a ``class: GlueTask`` spec (``tasks/glue.yaml``) and of its settings, validated with pydantic.
+
+Hyper-parameters come in three layers of one shape (:class:`Hyper`): the spec's ``defaults``, a member's
+overrides, and the command-line options (``EvalContext.options``; ``None`` means "the spec's value").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from antlm_bench.errors import UserError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SplitValid(_Strict):
+    key: str
+    report_fraction: float = Field(0.2, gt=0, lt=1)
+
+
+class Hyper(_Strict):
+    """Hyper-parameters: spec ``defaults``, a member's overrides, and command-line options all have this shape."""
+
+    lr: float | None = Field(None, gt=0)
+    batch_size: int | None = Field(None, gt=0)
+    eval_batch_size: int | None = Field(None, gt=0)
+    max_length: int | None = Field(None, gt=1)
+    epochs: int | None = Field(None, gt=0)
+    weight_decay: float | None = Field(None, ge=0)
+    warmup: float | None = Field(None, ge=0, lt=1)
+    min_lr_factor: float | None = Field(None, ge=0, le=1)
+    dropout: float | None = Field(None, ge=0, lt=1)
+    grad_clip: float | None = Field(None, ge=0)
+    dev_fraction: float | None = Field(None, gt=0, lt=1)
+    max_train_examples: int | None = Field(None, gt=0)
+    pooling: Literal["auto", "first", "last", "mean"] | None = None
+    attention: Literal["auto", "causal", "bidirectional"] | None = None
+    probe: bool | None = None
+    length_grouped: bool | None = None
+    seed: int | None = None
+
+
+# the keys of EvalContext.options this task reads (the eval/run command-line flags map onto them)
+OPTION_KEYS = tuple(name for name in Hyper.model_fields if name != "seed")
+
+
+class MemberSpec(Hyper):
+    text_a: str
+    text_b: str | None = None
+    labels: list[str] = Field(min_length=2)
+    id: str = "{idx}"
+    group: str | None = None
+    metrics: list[Literal["accuracy", "f1"]] = ["accuracy"]
+    score_metric: Literal["accuracy", "f1"] = "accuracy"
+    split_valid: SplitValid | None = None
+
+
+class DataSpec(_Strict):
+    folder: str = "glue_filtered"
+    train: str = "{member}.train.jsonl"
+    report: str = "{member}.valid.jsonl"
+
+
+def _validated(model: type[BaseModel], document: Any, where: str) -> Any:
+    try:
+        return model.model_validate(document)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"{where}{'.' + loc if loc else ''}: {first['msg']}") from None
