@@ -1,0 +1,197 @@
+"""Reading: eye-tracking and self-paced reading times regressed on word surprisal.
+
+Word surprisal by the official sub-token chain; two metrics, ``eye_tracking`` (mean of the four eye-tracking
+measures) and ``self_paced_reading`` (one-word spill-over), each ΔR² / (1 − R²_base) stored as a fraction (the
+official report prints 100 × that).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from antlm_bench.adapters.babylm2025.common import _row, _Task
+from antlm_bench.adapters.base import EvalContext, TaskResult
+from antlm_bench.adapters.minimal_pairs import scoring_model_for
+from antlm_bench.data import hash_files, open_text
+from antlm_bench.errors import UserError
+from antlm_bench.registry import register_task_class
+from antlm_bench.scoring.babylm2025 import next_token_seqs, reading_queries
+from antlm_bench.scoring.encode import Seq
+
+# pandas' default NA strings: the official reader (pd.read_csv) turns these into NaN, "None" and "" included
+PANDAS_NA = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+                       "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"})
+EYE_TRACKING = ("RTfirstfix", "RTfirstpass", "RTgopast", "RTrightbound")
+SELF_PACED = "self_paced_reading_time"
+NUMERIC = ("Subtlex_log10", "length", "context_length", "prev_length", *EYE_TRACKING, SELF_PACED)
+
+
+@dataclass
+class ReadingData:
+    item: list[str]  # left context ("None" where pandas read NaN: the official fillna)
+    word: list[str]
+    prev_item: list[str | None]  # None where pandas read NaN (no repair, as the official code)
+    prev_word: list[str | None]
+    columns: dict[str, np.ndarray]  # the numeric columns, NaN where missing
+
+
+def read_reading_csv(path: Path) -> ReadingData:
+    """The CSV as the official ``pd.read_csv(path, dtype={'item': str})`` + ``item.fillna("None")`` sees it.
+
+    pandas reads the strings in :data:`PANDAS_NA` as missing: the word "None" as a left context becomes NaN; the
+    official fix puts "None" back in ``item`` but not in ``prev_item`` (so one row loses its ``prev_pred`` and
+    drops out of the self-paced-reading fit). Reproduced, not repaired (docs/babylm-2025.md)."""
+    with open_text(path) as handle:
+        reader = csv.reader(io.StringIO(handle.read()))
+        header = next(reader, None)
+        rows = list(reader)
+    if header is None or not rows:
+        raise UserError(f"{path}: empty; the data is damaged, fetch it again")
+    needed = ("item", "word", "prev_item", "prev_word", *NUMERIC)
+    missing = [c for c in needed if c not in header]
+    if missing:
+        raise UserError(f"{path}: missing column {missing[0]!r}; the data is damaged, fetch it again")
+    at = {c: header.index(c) for c in needed}
+
+    def text(row: list[str], column: str) -> str | None:
+        value = row[at[column]]
+        return None if value in PANDAS_NA else value
+
+    def number(value: str, line: int, column: str) -> float:
+        if value in PANDAS_NA:
+            return math.nan
+        try:
+            return float(value)
+        except ValueError:
+            raise UserError(f"{path}:{line}: column {column}: {value!r} is not a number") from None
+
+    for line, row in enumerate(rows, start=2):
+        if len(row) != len(header):
+            raise UserError(f"{path}:{line}: {len(row)} fields, the header has {len(header)}")
+    words = [text(row, "word") for row in rows]
+    if any(w is None for w in words):
+        raise UserError(f"{path}: a row has no word; the data is damaged")
+    return ReadingData(
+        item=[text(row, "item") or "None" for row in rows], word=[str(w) for w in words],
+        prev_item=[text(row, "prev_item") for row in rows], prev_word=[text(row, "prev_word") for row in rows],
+        columns={c: np.asarray([number(row[at[c]], line, c) for line, row in enumerate(rows, start=2)])
+                 for c in NUMERIC},
+    )
+
+
+def r_squared(y: np.ndarray, design: np.ndarray) -> float:
+    """Centred R² of an ordinary least-squares fit with an intercept (numpy lstsq)."""
+    x = np.column_stack([np.ones(len(y)), design])
+    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
+    residual = y - x @ beta
+    centred = y - y.mean()
+    return float(1.0 - residual @ residual / (centred @ centred))
+
+
+def _gain(dv: np.ndarray, terms: dict[str, np.ndarray], pairs: list[tuple[str, str]], pred: np.ndarray) -> float:
+    """100-free gain of adding ``pred``: (R²_model - R²_base) / (1 - R²_base), each fit on its own complete rows
+    (the official dropna over the variables of that formula)."""
+    names = list(terms)
+
+    def fit(extra: np.ndarray | None) -> float:
+        columns = [terms[n] for n in names] + [terms[a] * terms[b] for a, b in pairs]
+        variables = [dv, *(terms[n] for n in names)] + ([] if extra is None else [extra])
+        keep = np.all(np.isfinite(np.column_stack(variables)), axis=1)
+        design = np.column_stack(columns + ([] if extra is None else [extra]))
+        return r_squared(dv[keep], design[keep])
+
+    base, model = fit(None), fit(pred)
+    return (model - base) / (1.0 - base)
+
+
+def reading_scores(data: ReadingData, pred: np.ndarray, prev_pred: np.ndarray) -> tuple[float, float, dict[str, float]]:
+    """(eye_tracking, self_paced_reading, per-measure gains), as fractions (the official report: ×100).
+
+    Eye tracking: per RT measure ``dv ~ S + L + C + S:L + S:C + L:C`` against the same + surprisal, the mean of
+    the four gains. Self-paced reading: the five main effects S, L, C, PL, PP and all 10 pairwise products."""
+    c = data.columns
+    s, length, context = c["Subtlex_log10"], c["length"], c["context_length"]
+    terms = {"S": s, "L": length, "C": context}
+    pairs = [("S", "L"), ("S", "C"), ("L", "C")]
+    gains = {dv: _gain(c[dv], terms, pairs, pred) for dv in EYE_TRACKING}
+    spill = {"S": s, "L": length, "C": context, "PL": c["prev_length"], "PP": prev_pred}
+    names = list(spill)
+    spill_pairs = [(names[i], names[j]) for i in range(len(names)) for j in range(i + 1, len(names))]
+    gains[SELF_PACED] = _gain(c[SELF_PACED], spill, spill_pairs, pred)
+    return float(np.mean([gains[dv] for dv in EYE_TRACKING])), gains[SELF_PACED], gains
+
+
+def word_surprisals(tokenizer, contexts: list[str | None], words: list[str | None], method: str,
+                    score: Callable[[list[Seq]], np.ndarray]) -> np.ndarray:
+    """-ln P(word | context) by the official chain (NaN where the context is missing): every (context, target)
+    query of every word, scored at once; a word's surprisal is the sum over its sub-tokens."""
+    queries, owner = [], []
+    for k, (context, word) in enumerate(zip(contexts, words)):
+        if context is None or word is None:
+            continue
+        for query in reading_queries(tokenizer, context, word):
+            queries.append(query)
+            owner.append(k)
+    out = np.full(len(contexts), np.nan)
+    if queries:
+        logprobs = score(next_token_seqs(tokenizer, queries, method))
+        owners = np.asarray(owner)
+        totals = np.bincount(owners, weights=-logprobs, minlength=len(contexts))
+        present = np.unique(owners)
+        out[present] = totals[present]
+    return out
+
+
+class ReadingTask(_Task):
+    """Eye-tracking and self-paced reading times regressed on word surprisal."""
+
+    def run(self, ctx: EvalContext) -> TaskResult:
+        started = time.perf_counter()
+        files = self._files(ctx.data_dir)
+        self.data_files, self.data_hash = [str(f) for f in files], hash_files(files)
+        data = read_reading_csv(files[0])
+        sm = scoring_model_for(ctx)
+        method = self._method(ctx, sm)
+        notes_holder: list[str] = []
+
+        def score(seqs: list[Seq]) -> np.ndarray:
+            values, notes = self._score(ctx, sm, seqs, method)
+            notes_holder.append(notes)
+            return values
+
+        # the current and the previous word in one pass: their queries share contexts (and prefix-tree rows)
+        n = len(data.word)
+        both = word_surprisals(sm.tokenizer, [*data.item, *data.prev_item], [*data.word, *data.prev_word], method,
+                               score)
+        pred, prev_pred = both[:n], both[n:]
+        eye, spr, gains = reading_scores(data, pred, prev_pred)
+        notes = notes_holder[0] + "; word tokenized alone (no leading space), official sub-token chain"
+        detail = ", ".join(f"{k}={v:.6f}" for k, v in gains.items())
+        n_eye = int(np.sum(np.isfinite(np.column_stack([data.columns[c] for c in
+                                                        ("Subtlex_log10", "length", "context_length")])).all(axis=1)))
+        spr_cols = [data.columns[c] for c in ("Subtlex_log10", "length", "context_length", "prev_length",
+                                               SELF_PACED)] + [prev_pred]
+        n_spr = int(np.all(np.isfinite(np.column_stack(spr_cols)), axis=1).sum())
+        rows = [
+            _row(self.name, "", "eye_tracking", eye, n_eye, method, ctx, notes + "; gains " + detail),
+            _row(self.name, "", "self_paced_reading", spr, n_spr, method, ctx, notes),
+        ]
+        result_notes = []
+        if ctx.limit is not None:  # a regression on a handful of rows fits them exactly: no number at all
+            for row in rows:
+                row.limit = None
+            result_notes.append(f"{self.name}: --limit does not apply (the regressions need every row; "
+                                f"{len(data.word)} words scored)")
+        self.seconds = time.perf_counter() - started
+        return TaskResult(rows=rows, items=[], notes=result_notes)
+
+
+register_task_class("ReadingTask")(ReadingTask)
