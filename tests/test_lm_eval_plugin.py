@@ -17,7 +17,7 @@ from lm_eval.api.instance import Instance
 from lm_eval.api.registry import get_model
 from lm_eval.tasks import TaskManager
 
-from antlm_bench.lm_eval_plugin import AntLMEvalModel
+from antlm_bench.adapters.lm_eval import AntLMEvalModel
 from antlm_bench.scoring import load_scoring_model, score_pairs, score_texts
 
 PAIRS = [
@@ -200,7 +200,7 @@ def test_the_wrapper_hands_lm_evals_own_command_line_the_antlm_model(tasks_dir, 
     """``antlm-lm-eval`` = lm-eval's CLI with ``antlm`` registered (in process; the real command: the slow test)."""
     from lm_eval.tasks import TaskManager as RealTaskManager
 
-    from antlm_bench.lm_eval_plugin import cli_evaluate
+    from antlm_bench.adapters.lm_eval import cli_evaluate
 
     # lm-eval's CLI indexes its thousands of built-in tasks first (seconds); this test needs only ours
     monkeypatch.setattr("lm_eval.tasks.TaskManager",
@@ -218,11 +218,11 @@ def test_the_wrapper_hands_lm_evals_own_command_line_the_antlm_model(tasks_dir, 
 
 @pytest.mark.slow
 def test_the_wrapper_command_runs_lm_eval_with_antlm(tasks_dir, bert_dir, tmp_path):
-    """``python -m antlm_bench.lm_eval_plugin`` as a user runs it (lm-eval indexes all its tasks: ~30 s)."""
+    """``python -m antlm_bench.adapters.lm_eval`` as a user runs it (lm-eval indexes all its tasks: ~30 s)."""
     out = tmp_path / "out"
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     result = subprocess.run(
-        [sys.executable, "-m", "antlm_bench.lm_eval_plugin", "--model", "antlm", "--model_args",
+        [sys.executable, "-m", "antlm_bench.adapters.lm_eval", "--model", "antlm", "--model_args",
          f"pretrained={bert_dir},scoring=pll", "--tasks", "antlm_local_pairs", "--include_path", str(tasks_dir),
          "--output_path", str(out)],
         capture_output=True, text=True, timeout=600, env=env, check=False,

@@ -1,14 +1,14 @@
 """lm-eval plug-in: the model type ``antlm`` runs lm-eval's loglikelihood tasks through antlm-bench's scorer.
 
     antlm-lm-eval --model antlm --model_args pretrained=CKPT,scoring=auto --tasks blimp_adjunct_island
-    python -m antlm_bench.lm_eval_plugin --model antlm ...            (the same command)
+    python -m antlm_bench.adapters.lm_eval --model antlm ...          (the same command)
 
 Why a wrapper command and not ``lm_eval`` itself: lm-eval 0.4.13 resolves ``--model`` against its own
 registry before any user code runs; it reads no entry-point group for models, and ``--include_path`` only
 indexes task YAML files (their ``!function`` hooks are imported after the model is built). The wrapper imports
 this module, which registers ``antlm``, and then hands the command line, unchanged, to lm-eval's own CLI; every
-lm-eval option works. From Python, ``import antlm_bench.lm_eval_plugin`` and pass ``model="antlm"`` to
-``lm_eval.simple_evaluate``.
+lm-eval option works. From Python, ``import antlm_bench.adapters.lm_eval`` (or its old name
+``antlm_bench.lm_eval_plugin``, an alias of this module) and pass ``model="antlm"`` to ``lm_eval.simple_evaluate``.
 
 What the model computes (the numbers are antlm-bench's scorer's, ``antlm_bench.scoring``):
 
@@ -46,12 +46,12 @@ import lm_eval.models  # noqa: F401  isort: skip
 from lm_eval.api.model import LM
 from lm_eval.api.registry import model_registry
 
-from antlm_bench.checkpoint_state import auto_scoring_method, read_state
 from antlm_bench.errors import UserError
 from antlm_bench.scoring import check_method, load_scoring_model
 from antlm_bench.scoring.encode import Seq, dedupe, encode, prefix_token_id
 from antlm_bench.scoring.engine import score_seqs
 from antlm_bench.scoring.model import BIDIRECTIONAL, CAUSAL, ScoringModel
+from antlm_bench.training.checkpoint_state import auto_scoring_method, read_state
 
 logger = logging.getLogger(__name__)
 MODEL_NAME = "antlm"
@@ -94,7 +94,7 @@ class AntLMEvalModel(LM):
 
     @property
     def _mode(self) -> str:
-        return CAUSAL if self.method == "clm" else BIDIRECTIONAL
+        return attention_mode(self.method)
 
     @property
     def tokenizer_name(self) -> str:
@@ -186,59 +186,70 @@ class AntLMEvalModel(LM):
     # -- is_greedy --------------------------------------------------------------------------------------------
 
     def _greedy(self, seqs: list[Seq]) -> np.ndarray:
-        """Whether every scored token is the model's argmax where the method reads it (argmax only, no softmax).
+        """Whether every scored token is the model's argmax where the method reads it (:func:`greedy_flags`)."""
+        return greedy_flags(self.sm, seqs, self.method, self.batch_tokens)
 
-        The rows are those the scorer builds (DESIGN.md): clm reads token j at position j-1 of the unmasked
-        sequence; pll masks token j (pll-word-l2r also the later tokens of its word) and reads it at j; mntp
-        masks it and reads it at j-1.
-        """
-        tokenizer = self.sm.tokenizer
-        rows: list[np.ndarray] = []
-        reads: list[tuple[int, int, int, int]] = []  # (row, column, target, sequence)
-        for owner, seq in enumerate(seqs):
-            if self.method == "clm":
-                if len(seq.scored):
-                    rows.append(seq.ids[:-1])
-                    reads.extend((len(rows) - 1, int(j) - 1, int(seq.ids[j]), owner) for j in seq.scored)
-                continue
-            for k, j in enumerate(seq.scored):
-                ids = seq.ids.copy()
-                ids[j] = tokenizer.mask_token_id
-                if self.method == "pll-word-l2r" and seq.word_ids is not None and seq.word_ids[j] >= 0:
-                    later = seq.scored[k + 1:]
-                    ids[later[seq.word_ids[later] == seq.word_ids[j]]] = tokenizer.mask_token_id
-                rows.append(ids)
-                reads.append((len(rows) - 1, int(j) - (1 if self.method == "mntp" else 0), int(seq.ids[j]), owner))
-        greedy = np.ones(len(seqs), dtype=bool)
-        if not rows:
-            return greedy
-        read_array = np.asarray(reads, dtype=np.int64)
-        pad = next((int(t) for t in (tokenizer.pad_token_id, tokenizer.eos_token_id) if t is not None), 0)
-        order = np.argsort([-len(r) for r in rows], kind="stable")
-        # reads were appended row by row: those of row r are read_array[first[r]:first[r + 1]]
-        first = np.searchsorted(read_array[:, 0], np.arange(len(rows) + 1))
-        hits = np.zeros(len(reads), dtype=bool)
-        start = 0
-        with torch.inference_mode():
-            while start < len(order):
-                width = len(rows[order[start]])
-                members = order[start:start + max(1, self.batch_tokens // width)]
-                start += len(members)
-                ids = np.full((len(members), width), pad, dtype=np.int64)
-                mask = np.zeros((len(members), width), dtype=np.int64)
-                for r, m in enumerate(members):
-                    ids[r, :len(rows[m])], mask[r, :len(rows[m])] = rows[m], 1
-                hidden = self.sm.hidden(torch.from_numpy(ids).to(self.sm.device),
-                                        None if mask.all() else torch.from_numpy(mask).to(self.sm.device), self._mode)
-                which = np.concatenate([np.arange(first[m], first[m + 1]) for m in members])
-                counts = first[members + 1] - first[members]
-                batch_rows = torch.from_numpy(np.repeat(np.arange(len(members)), counts)).to(self.sm.device)
-                selected = hidden[batch_rows, torch.from_numpy(read_array[which, 1]).to(self.sm.device)]
-                predicted = torch.cat([self.sm.head(selected[lo:lo + _ARGMAX_CHUNK_ROWS]).argmax(-1)
-                                       for lo in range(0, selected.shape[0], _ARGMAX_CHUNK_ROWS)])
-                hits[which] = predicted.cpu().numpy() == read_array[which, 2]
-        np.logical_and.at(greedy, read_array[:, 3], hits)
+
+def attention_mode(method: str) -> str:
+    """The attention a scoring method runs the model with: causal for clm, bidirectional for the PLL family."""
+    return CAUSAL if method == "clm" else BIDIRECTIONAL
+
+
+def greedy_flags(sm: ScoringModel, seqs: list[Seq], method: str, batch_tokens: int) -> np.ndarray:
+    """Whether every scored token is the model's argmax where the method reads it (argmax only, no softmax).
+
+    The rows are those the scorer builds (DESIGN.md): clm reads token j at position j-1 of the unmasked
+    sequence; pll masks token j (pll-word-l2r also the later tokens of its word) and reads it at j; mntp
+    masks it and reads it at j-1.
+    """
+    tokenizer = sm.tokenizer
+    mode = attention_mode(method)
+    rows: list[np.ndarray] = []
+    reads: list[tuple[int, int, int, int]] = []  # (row, column, target, sequence)
+    for owner, seq in enumerate(seqs):
+        if method == "clm":
+            if len(seq.scored):
+                rows.append(seq.ids[:-1])
+                reads.extend((len(rows) - 1, int(j) - 1, int(seq.ids[j]), owner) for j in seq.scored)
+            continue
+        for k, j in enumerate(seq.scored):
+            ids = seq.ids.copy()
+            ids[j] = tokenizer.mask_token_id
+            if method == "pll-word-l2r" and seq.word_ids is not None and seq.word_ids[j] >= 0:
+                later = seq.scored[k + 1:]
+                ids[later[seq.word_ids[later] == seq.word_ids[j]]] = tokenizer.mask_token_id
+            rows.append(ids)
+            reads.append((len(rows) - 1, int(j) - (1 if method == "mntp" else 0), int(seq.ids[j]), owner))
+    greedy = np.ones(len(seqs), dtype=bool)
+    if not rows:
         return greedy
+    read_array = np.asarray(reads, dtype=np.int64)
+    pad = next((int(t) for t in (tokenizer.pad_token_id, tokenizer.eos_token_id) if t is not None), 0)
+    order = np.argsort([-len(r) for r in rows], kind="stable")
+    # reads were appended row by row: those of row r are read_array[first[r]:first[r + 1]]
+    first = np.searchsorted(read_array[:, 0], np.arange(len(rows) + 1))
+    hits = np.zeros(len(reads), dtype=bool)
+    start = 0
+    with torch.inference_mode():
+        while start < len(order):
+            width = len(rows[order[start]])
+            members = order[start:start + max(1, batch_tokens // width)]
+            start += len(members)
+            ids = np.full((len(members), width), pad, dtype=np.int64)
+            mask = np.zeros((len(members), width), dtype=np.int64)
+            for r, m in enumerate(members):
+                ids[r, :len(rows[m])], mask[r, :len(rows[m])] = rows[m], 1
+            hidden = sm.hidden(torch.from_numpy(ids).to(sm.device),
+                               None if mask.all() else torch.from_numpy(mask).to(sm.device), mode)
+            which = np.concatenate([np.arange(first[m], first[m + 1]) for m in members])
+            counts = first[members + 1] - first[members]
+            batch_rows = torch.from_numpy(np.repeat(np.arange(len(members)), counts)).to(sm.device)
+            selected = hidden[batch_rows, torch.from_numpy(read_array[which, 1]).to(sm.device)]
+            predicted = torch.cat([sm.head(selected[lo:lo + _ARGMAX_CHUNK_ROWS]).argmax(-1)
+                                   for lo in range(0, selected.shape[0], _ARGMAX_CHUNK_ROWS)])
+            hits[which] = predicted.cpu().numpy() == read_array[which, 2]
+    np.logical_and.at(greedy, read_array[:, 3], hits)
+    return greedy
 
 
 def register() -> None:
@@ -260,7 +271,7 @@ def cli_evaluate(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from antlm_bench.lm_eval_plugin import (
+    from antlm_bench.adapters.lm_eval import (
         cli_evaluate as _cli,  # the registered module, not this __main__ copy
     )
 
