@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from antlm_bench.tables import ScoreRow
+from antlm_bench.results.tables import ScoreRow
 
 
 @dataclass

@@ -22,14 +22,14 @@ from typing import Any
 import numpy as np
 
 from antlm_bench.adapters.base import EvalContext, TaskResult
-from antlm_bench.checkpoint_state import auto_scoring_method, read_state
 from antlm_bench.data import hash_files, list_zip_members, read_jsonl, read_zip_jsonl, sha256_file
 from antlm_bench.errors import UserError
 from antlm_bench.registry import register_task_class
+from antlm_bench.results.stats import bootstrap_macro, bootstrap_mean, win_score
+from antlm_bench.results.tables import ScoreRow
 from antlm_bench.scoring import ScoringModel, check_method, load_scoring_model, score_pairs, wrap_model
-from antlm_bench.stats import bootstrap_macro, bootstrap_mean, win_score
-from antlm_bench.tables import ScoreRow
 from antlm_bench.tasks import TaskSpec
+from antlm_bench.training.checkpoint_state import auto_scoring_method, read_state
 
 
 @dataclass
