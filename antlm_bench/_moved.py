@@ -57,6 +57,10 @@ class _AliasLoader(importlib.abc.Loader):
         self._real_spec = module.__spec__
         return module
 
+    def get_code(self, fullname: str):
+        # `python -m OLD_NAME` (runpy) runs the new module's code
+        return importlib.util.find_spec(self.target).loader.get_code(self.target)
+
     def exec_module(self, module: ModuleType) -> None:
         # the import system stamped the alias's spec on the shared module object; give it back its own, so
         # reloads, pickling and `python -m` keep seeing the real module

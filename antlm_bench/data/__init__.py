@@ -17,4 +17,3 @@ __all__ = [
     "open_text", "parse_jsonl_lines", "read_jsonl", "read_zip_jsonl", "readable_file_mode", "resolve_data_dir",
     "sha256_file", "verify_manifest",
 ]
-from antlm_bench.data.readers import open_text as _open_text  # noqa: E402,F401  TEMP until adapters/babylm2025 imports open_text
