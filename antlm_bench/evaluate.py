@@ -1,14 +1,16 @@
 """The in-process evaluation entry point: ``antlm-bench eval``, the trainer's ``--eval-every`` and ``run`` call it.
 
-    out = evaluate("runs/x/phase-2", "blimp,ewok", output_dir="results/x")
+    out = evaluate("runs/x/phase-2", "blimp,ewok", output_dir="results/x")   # keyword fields -> an EvalConfig
+    out = evaluate(model, EvalConfig(tasks="blimp", limit=2), tokenizer=tokenizer)
     out.scores      # Arrow table, SCORE_SCHEMA: one row per task/subtask/metric
     out.items       # Arrow table, ITEM_SCHEMA (log_samples=True), else None
 
-``evaluate`` resolves the task names, loads the model once (if any task scores minimal pairs), picks the scoring
-method (``auto``: the checkpoint's last phase, or clm / pll for a plain causal / masked LM), runs every task's
-adapter, and builds the tables. With ``output_dir`` it holds that folder's lock and commits the scores, the items
+What to evaluate is one validated ``EvalConfig`` (a bad field is one line naming it); the model (a folder or an
+object in memory) and its tokenizer are arguments of their own. ``evaluate`` resolves the task names, loads the
+model once (if any task scores minimal pairs), picks the scoring method (``auto``: the checkpoint's last phase, or
+clm / pll for a plain causal / masked LM), runs every task's adapter, and builds the tables. With ``output_dir`` it holds that folder's lock and commits the scores, the items
 (with ``log_samples``) and the record (configuration, versions, data hashes, timings) as ONE event of the folder's
-results store (``antlm_bench.store``: a kill leaves all of it or none); ``run.json`` is a copy of the latest
+results store (``antlm_bench.results.store``: a kill leaves all of it or none); ``run.json`` is a copy of the latest
 evaluation's record, naming its event.
 
 The ``data_hash`` column is the run's training-data hash (from ``run_info`` or the checkpoint's record; empty for
@@ -19,19 +21,17 @@ a plain Hugging Face folder). The sha256 of the evaluation files each task read 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
 import json
 import os
 import platform
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, InstanceOf, ValidationError, model_validator
 
 from antlm_bench import __version__
 from antlm_bench.adapters.base import EvalContext
@@ -39,20 +39,72 @@ from antlm_bench.data import atomic_write_bytes, resolve_data_dir
 from antlm_bench.errors import UserError
 from antlm_bench.locking import output_folder
 from antlm_bench.results.store import commit_results
-from antlm_bench.results.tables import (
-    SCORE_SCHEMA,
-    CheckpointInfo,
-    RunInfo,
-    item_table,
-    now_utc,
-    score_table,
-)
+from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, now_utc, score_table
 from antlm_bench.scoring import METHODS, ScoringModel, load_scoring_model, resolve_device_dtype, wrap_model
 from antlm_bench.tasks import resolve_tasks
 from antlm_bench.training.checkpoint_state import auto_scoring_method, read_state
 
 RUN_FILE = "run.json"
 DEFAULT_BATCH_TOKENS = 4096
+
+
+class EvalConfig(BaseModel):
+    """What an evaluation takes besides the model and its tokenizer (validated here, at the edge)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
+
+    tasks: str | list[str]  # names or groups, "blimp,ewok" or a list; "glue:rte,mrpc" for some members
+    scoring: str = "auto"  # auto | clm | pll | pll-word-l2r | mntp (auto: the checkpoint's last phase's method)
+    output_dir: Path | None = None  # commit scores (+ items) and run.json here, holding the folder's lock
+    limit: int | None = None  # the first N items of each subtask
+    log_samples: bool = False  # also the item table
+    batch_tokens: int = DEFAULT_BATCH_TOKENS  # token budget per forward pass
+    device: str = "cpu"
+    dtype: str = "float32"
+    data_dir: Path | None = None
+    run_info: InstanceOf[RunInfo] | None = None  # the rows' run columns (default: from the checkpoint's record)
+    checkpoint_info: InstanceOf[CheckpointInfo] | None = None  # the rows' checkpoint columns (likewise)
+    leading_space: bool = False  # alone: the same as convention babylm-2024
+    convention: str | None = None  # antlm_bench.conventions: babylm-2025 (default) or babylm-2024 (leading space)
+    options: dict[str, Any] | None = None  # adapter settings (GLUE hyper-parameters)
+    progress: Any = True  # True: a progress bar on stderr; a rich Progress; False
+    model_path: Path | None = None  # the checkpoint folder of an in-memory model (its record; GLUE reads it)
+    seeds: list[int] | None = None  # GLUE fine-tuning seeds (default [42])
+    work_dir: Path | None = None  # scratch space
+    threads: int | None = None  # CPU threads for torch (see choose_threads)
+    fast: bool = False  # the official BabyLM 2025 fast subsets
+
+    @model_validator(mode="after")
+    def _checked(self) -> EvalConfig:
+        if self.scoring != "auto" and self.scoring not in METHODS:
+            raise ValueError(f"--scoring {self.scoring}: unknown; use auto, {', '.join(METHODS)}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"--limit {self.limit}: must be at least 1")
+        if self.batch_tokens < 1:
+            raise ValueError(f"--batch-tokens {self.batch_tokens}: must be a positive number of tokens")
+        return self
+
+
+def eval_config(config: EvalConfig | str | list[str] | None = None, **fields: Any) -> EvalConfig:
+    """An ``EvalConfig`` from a config, the task names (``evaluate(model, "blimp", limit=2)``) and/or keyword
+    fields (which override the config's); a bad or unknown field is one line naming it."""
+    if isinstance(config, (str, list)):  # the task names; tasks= as well is Python's "multiple values" mistake
+        if "tasks" in fields:
+            raise TypeError("evaluate() got multiple values for argument 'tasks'")
+        config, fields = None, {"tasks": config, **fields}
+    try:
+        if config is None:
+            return EvalConfig(**fields)
+        return EvalConfig.model_validate({**dict(config), **fields}) if fields else config
+    except ValidationError as err:
+        first = err.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "config"
+        if first["type"] == "value_error":  # our validators' messages name the option already
+            raise UserError(str(first["ctx"]["error"])) from None
+        problem = {"extra_forbidden": f"unknown field {name}; the fields are {', '.join(EvalConfig.model_fields)}",
+                   "missing": f"field {name} is required"}.get(first["type"])
+        problem = problem or f"field {name}: {first['msg']} (got {first.get('input')!r})"
+        raise UserError(f"evaluate(): {problem}") from None
 
 
 @dataclass
@@ -76,12 +128,6 @@ def _versions() -> dict[str, str]:
         "transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
         "numpy": numpy.__version__, "pyarrow": pa.__version__, "platform": platform.platform(),
     }
-
-
-def _torch_threads() -> int:
-    import torch
-
-    return torch.get_num_threads()
 
 
 SMALL_MODEL_PARAMETERS = 10_000_000  # below this, one CPU thread: more threads mostly wait for each other
@@ -123,58 +169,56 @@ def run_info_from_state(state: dict[str, Any] | None, model_path: Path | None) -
         return RunInfo(run_id=model_path.name if model_path is not None else "in-memory")
     parts = [str(state.get(k, "")) for k in ("recipe", "preset", "schedule")] + [f"seed{state.get('seed', '')}"]
     run_id = re.sub(r"[^A-Za-z0-9_.+:()-]+", "_", "-".join(p for p in parts if p))
-    return RunInfo(
-        run_id=run_id, recipe=str(state.get("recipe", "")), architecture=str(state.get("architecture", "")),
-        preset=str(state.get("preset", "")), schedule=str(state.get("schedule", "")), seed=state.get("seed"),
-        data_hash=str(state.get("data_hash", "")),
-    )
+    return RunInfo(run_id=run_id, recipe=str(state.get("recipe", "")), architecture=str(state.get("architecture", "")),
+                   preset=str(state.get("preset", "")), schedule=str(state.get("schedule", "")),
+                   seed=state.get("seed"), data_hash=str(state.get("data_hash", "")))
 
 
 def checkpoint_info_from_state(state: dict[str, Any] | None, model_path: Path | None) -> CheckpointInfo:
     where = str(model_path) if model_path is not None else ""
     if state is None:
         return CheckpointInfo(checkpoint=where)
-    return CheckpointInfo(
-        checkpoint=where, phase_index=state.get("phase_index"), phase_objective=str(state.get("phase_objective", "")),
-        epoch=state.get("epoch"), tokens_seen=state.get("tokens_seen"),
-    )
+    return CheckpointInfo(checkpoint=where, phase_index=state.get("phase_index"), epoch=state.get("epoch"),
+                          phase_objective=str(state.get("phase_objective", "")), tokens_seen=state.get("tokens_seen"))
 
 
-def _split_model(model: Any, tokenizer: Any) -> tuple[Path | None, Any, Any]:
-    """(path, loaded model or None, tokenizer) from what the caller passed."""
+def _model_source(model: Any, tokenizer: Any, config: EvalConfig) -> tuple[Path | None, Any, Any]:
+    """(path, loaded model or None, tokenizer) from what the caller passed (``model_path``: an in-memory model's
+    folder); a folder to load from must exist, and bf16 on CPU etc. is refused before anything slow happens."""
     if isinstance(model, (str, Path)):
-        return Path(model).expanduser(), None, tokenizer
-    if isinstance(model, ScoringModel):
-        return None, model, model.tokenizer
-    if isinstance(model, tuple) and len(model) == 2:
-        return None, model[0], model[1]
-    if tokenizer is None:
+        path, loaded = Path(model).expanduser(), None
+    elif isinstance(model, ScoringModel):
+        path, loaded, tokenizer = None, model, model.tokenizer
+    elif isinstance(model, tuple) and len(model) == 2:
+        path, (loaded, tokenizer) = None, model
+    elif tokenizer is None:
         raise UserError("evaluate(): an in-memory model needs its tokenizer (tokenizer=...)")
-    return None, model, tokenizer
+    else:
+        path, loaded = None, model
+    if config.model_path is not None:
+        path = config.model_path.expanduser()
+    if loaded is None:
+        resolve_device_dtype(config.device, config.dtype)
+        if not path.is_dir():
+            raise UserError(f"--model {path}: not a folder; give a Hugging Face model folder (config.json + weights)")
+    return path, loaded, tokenizer
 
 
 def _progress_bar(progress: Any) -> Any:
     if progress is True:
+        from rich import progress as rp
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            Progress,
-            ProgressColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
         from rich.text import Text
 
-        class PairsPerSecond(ProgressColumn):
+        class PairsPerSecond(rp.ProgressColumn):
             def render(self, task: Any) -> Text:
                 speed = task.finished_speed or task.speed
                 return Text("" if speed is None else f"{speed:,.0f} pairs/s")
 
-        return Progress(
-            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
-            PairsPerSecond(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=Console(stderr=True), transient=False,
+        return rp.Progress(
+            rp.TextColumn("{task.description}"), rp.BarColumn(),
+            rp.TextColumn("{task.completed:,.0f}/{task.total:,.0f}"), PairsPerSecond(), rp.TimeElapsedColumn(),
+            rp.TextColumn("ETA"), rp.TimeRemainingColumn(), console=Console(stderr=True), transient=False,
         )
     return progress or None
 
@@ -201,140 +245,136 @@ def _join_launched_group(device: str) -> str:
     return device
 
 
-def _holding_output_folder(function: Callable[..., EvalOutput]) -> Callable[..., EvalOutput]:
-    """With ``output_dir``, run ``function`` holding that folder's lock (a second ``eval --output`` into it is
-    refused, naming this pid), tidy what killed writers left there first, and remove the folder again when this
-    call made it and fails leaving it empty."""
-    signature = inspect.signature(function)
-
-    @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> EvalOutput:
-        output_dir = signature.bind(*args, **kwargs).arguments.get("output_dir")
-        if output_dir is None or _launch_rank() != 0:  # under torchrun only rank 0 writes (and locks)
-            return function(*args, **kwargs)
-        with output_folder(output_dir, "eval"):
-            return function(*args, **kwargs)
-
-    return wrapper
+def evaluate(model: Any, config: EvalConfig | str | list[str] | None = None, *, tokenizer: Any = None,
+             **fields: Any) -> EvalOutput:
+    """Evaluate a model on tasks (see the module docstring). ``model``: a checkpoint folder, a ScoringModel,
+    (model, tokenizer), or a model with ``tokenizer=``. ``config``: an ``EvalConfig`` or the task names; keyword
+    ``fields`` are EvalConfig's (they override ``config``'s). With ``output_dir``, a second ``eval --output`` into
+    it is refused (naming this pid), and a folder this call made is removed again if it fails leaving it empty."""
+    config = eval_config(config, **fields)
+    if config.output_dir is None or _launch_rank() != 0:
+        return _evaluate(model, tokenizer, config)
+    with output_folder(config.output_dir, "eval"):
+        return _evaluate(model, tokenizer, config)
 
 
-@_holding_output_folder
-def evaluate(
-    model: Any,
-    tasks: str | list[str],
-    scoring: str = "auto",
-    output_dir: str | Path | None = None,
-    limit: int | None = None,
-    log_samples: bool = False,
-    batch_tokens: int = DEFAULT_BATCH_TOKENS,
-    device: str = "cpu",
-    dtype: str = "float32",
-    data_dir: str | Path | None = None,
-    run_info: RunInfo | None = None,
-    checkpoint_info: CheckpointInfo | None = None,
-    leading_space: bool = False,
-    convention: str | None = None,
-    options: dict[str, Any] | None = None,
-    progress: Any = True,
-    tokenizer: Any = None,
-    model_path: str | Path | None = None,
-    seeds: list[int] | None = None,
-    work_dir: str | Path | None = None,
-    threads: int | None = None,
-    fast: bool = False,
-) -> EvalOutput:
-    """Evaluate a model on tasks. ``model``: a checkpoint folder, a ScoringModel, (model, tokenizer), or a model
-    with ``tokenizer=``. ``model_path`` names the checkpoint folder of an in-memory model (its record and the
-    fine-tuning tasks read it). ``progress``: True for a progress bar on stderr, a rich Progress, or False.
-    ``fast``: the official BabyLM 2025 fast subsets (tasks without one, GLUE, are left out with a note); rows
-    record ``eval_set`` = "fast" (else "full"), and no leaderboard or check mixes the two. ``convention``: the
-    scoring convention (``antlm_bench.conventions``: babylm-2025, the default, or babylm-2024 = leading space;
-    ``leading_space=True`` alone means babylm-2024), recorded in every row."""
+def _select_tasks(config: EvalConfig) -> tuple[list[Any], list[Any], list[str]]:
+    """(task requests, their adapters, notes); under ``fast`` only those with a fast subset (a note for the rest)."""
+    requests = resolve_tasks(config.tasks)
+    adapters = [request.adapter() for request in requests]
+    if not config.fast:
+        return requests, adapters, []
+    kept = [(r, a) for r, a in zip(requests, adapters) if hasattr(a, "eval_set")]
+    notes = [f"--fast: {request.name} has no fast subset in the BabyLM 2025 pipeline; left out"
+             for request in requests if all(request is not r for r, _ in kept)]
+    if not kept:
+        raise UserError(f"--fast: none of {', '.join(r.name for r in requests)} has a fast subset; "
+                        "drop --fast or name a zero-shot task")
+    for _, adapter in kept:
+        adapter.eval_set = "fast"
+    return [r for r, _ in kept], [a for _, a in kept], notes
+
+
+def _scoring_model(adapters: list[Any], loaded: Any, path: Path | None, tokenizer: Any, device: str,
+                   dtype: str) -> ScoringModel | None:
+    """The model loaded once for every task that scores minimal pairs (None when no task does)."""
+    if not any(getattr(adapter, "needs_scoring_model", False) for adapter in adapters):
+        return None
+    if loaded is None:
+        return load_scoring_model(path, device, dtype)
+    return loaded if isinstance(loaded, ScoringModel) else wrap_model(loaded, tokenizer)
+
+
+def _scoring_method(scoring: str, sm: ScoringModel | None, state: dict[str, Any] | None,
+                    checkpoint_info: CheckpointInfo | None) -> tuple[str, str]:
+    """(method, why): ``auto`` is the checkpoint's last phase's method (or the record ``checkpoint_info`` names);
+    only minimal-pair scoring has a method to choose (GLUE fine-tunes)."""
+    if scoring != "auto" or sm is None:
+        return scoring, "chosen with --scoring"
+    record = state
+    if checkpoint_info is not None and checkpoint_info.phase_objective:
+        record = {"phase_objective": checkpoint_info.phase_objective, "phase_index": checkpoint_info.phase_index}
+    return auto_scoring_method(record, sm.is_masked_lm)
+
+
+def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
+    import torch
+
     from antlm_bench.conventions import resolve_convention
 
-    convention, leading_space = resolve_convention(convention, leading_space)
-    if scoring != "auto" and scoring not in METHODS:
-        raise UserError(f"--scoring {scoring}: unknown; use auto, {', '.join(METHODS)}")
-    if limit is not None and limit < 1:
-        raise UserError(f"--limit {limit}: must be at least 1")
-    if batch_tokens < 1:
-        raise UserError(f"--batch-tokens {batch_tokens}: must be a positive number of tokens")
-    path, loaded, tokenizer = _split_model(model, tokenizer)
-    if model_path is not None:
-        path = Path(model_path).expanduser()
-    if loaded is None:
-        resolve_device_dtype(device, dtype)  # refuse bf16 on CPU etc. before anything slow happens
-        if not path.is_dir():
-            raise UserError(f"--model {path}: not a folder; give a Hugging Face model folder (config.json + weights)")
-    requests = resolve_tasks(tasks)
-    adapters = [request.adapter() for request in requests]
+    convention, leading_space = resolve_convention(config.convention, config.leading_space)
+    device, dtype, progress, output_dir = config.device, config.dtype, config.progress, config.output_dir
+    path, loaded, tokenizer = _model_source(model, tokenizer, config)
+    requests, adapters, notes = _select_tasks(config)
     device = _join_launched_group(device)
     if _launch_rank() != 0:  # one progress bar and one set of tables: rank 0's
         progress, output_dir = False, None
-    eval_set = "fast" if fast else "full"
-    fast_notes: list[str] = []
-    if fast:
-        kept = [(r, a) for r, a in zip(requests, adapters) if hasattr(a, "eval_set")]
-        for request in requests:
-            if all(request is not r for r, _ in kept):
-                fast_notes.append(f"--fast: {request.name} has no fast subset in the BabyLM 2025 pipeline; left out")
-        if not kept:
-            raise UserError(f"--fast: none of {', '.join(r.name for r in requests)} has a fast subset; "
-                            "drop --fast or name a zero-shot task")
-        requests, adapters = [r for r, _ in kept], [a for _, a in kept]
-        for adapter in adapters:
-            adapter.eval_set = "fast"
-    folder = resolve_data_dir(data_dir)
+    folder = resolve_data_dir(config.data_dir)
     for adapter in adapters:  # missing data fails here, before a model is loaded
         if hasattr(adapter, "check_data"):
             adapter.check_data(folder)
     state = read_state(path) if path is not None and path.is_dir() else None
-
-    notes: list[str] = list(fast_notes)
-    sm: ScoringModel | None = None
-    if any(getattr(adapter, "needs_scoring_model", False) for adapter in adapters):
-        if loaded is None:
-            sm = load_scoring_model(path, device, dtype)
-        else:
-            sm = loaded if isinstance(loaded, ScoringModel) else wrap_model(loaded, tokenizer)
+    sm = _scoring_model(adapters, loaded, path, tokenizer, device, dtype)
+    if sm is not None:
         notes.extend(sm.notes)
         tokenizer = sm.tokenizer
-
-    method, why = scoring, "chosen with --scoring"
-    if scoring == "auto":
-        record = state
-        if checkpoint_info is not None and checkpoint_info.phase_objective:
-            record = {"phase_objective": checkpoint_info.phase_objective, "phase_index": checkpoint_info.phase_index}
-        if sm is not None:  # only minimal-pair scoring has a method to choose; GLUE fine-tunes
-            method, why = auto_scoring_method(record, sm.is_masked_lm)
-            notes.append(f"--scoring auto: {why}")
-
+    method, why = _scoring_method(config.scoring, sm, state, config.checkpoint_info)
+    if config.scoring == "auto" and sm is not None:
+        notes.append(f"--scoring auto: {why}")
     if sm is not None and method in METHODS:
         sm.check_mode("causal" if method == "clm" else "bidirectional", method)  # fail before reading any data
     if loaded is not None and sm is not None:  # record where the given model really lives
         parameter = next(sm.module.parameters())
         device, dtype = str(parameter.device), str(parameter.dtype).removeprefix("torch.")
-
-    import torch
-
+    module = sm.module if sm is not None else loaded
     threads_before = torch.get_num_threads()
-    n_threads, threads_why = choose_threads(threads, _model_parameters(sm.module if sm is not None else loaded, path),
-                                            device)
+    n_threads, threads_why = choose_threads(config.threads, _model_parameters(module, path), device)
     torch.set_num_threads(n_threads)  # restored when the evaluation ends
-    run = run_info or run_info_from_state(state, path)
-    checkpoint = checkpoint_info or checkpoint_info_from_state(state, path)
+    run = config.run_info or run_info_from_state(state, path)
+    checkpoint = config.checkpoint_info or checkpoint_info_from_state(state, path)
     ctx = EvalContext(
-        model_path=path, data_dir=folder, model=sm.module if sm is not None else loaded, tokenizer=tokenizer,
-        scoring=method, limit=limit, log_samples=log_samples, batch_tokens=batch_tokens, device=device, dtype=dtype,
-        leading_space=leading_space, seeds=list(seeds or [42]), options=dict(options or {}),
-        work_dir=Path(work_dir) if work_dir is not None else None, progress=_progress_bar(progress),
-        eval_set=eval_set,
+        model_path=path, data_dir=folder, model=module, tokenizer=tokenizer,
+        scoring=method, limit=config.limit, log_samples=config.log_samples, batch_tokens=config.batch_tokens,
+        device=device, dtype=dtype, leading_space=leading_space, seeds=list(config.seeds or [42]),
+        options=dict(config.options or {}), work_dir=config.work_dir, progress=_progress_bar(progress),
+        eval_set="fast" if config.fast else "full",
     )
-
-    tables, item_records, data, timing = [], [], {}, {}
     started = now_utc()
+    try:
+        scores, items, data, timing = _run_tasks(ctx, requests, adapters, run, checkpoint, convention, notes,
+                                                 progress is True)
+    finally:
+        torch.set_num_threads(threads_before)
+    record = {
+        "run": dataclasses.asdict(run), "checkpoint": dataclasses.asdict(checkpoint),
+        "config": {
+            "model": str(path) if path is not None else type(loaded).__name__,
+            "tasks": [r.name for r in requests], "task_members": {r.name: r.members for r in requests if r.members},
+            "scoring_requested": config.scoring, "scoring": method, "scoring_reason": why, "limit": config.limit,
+            "eval_set": ctx.eval_set, "convention": convention, "log_samples": config.log_samples,
+            "batch_tokens": config.batch_tokens, "device": device, "dtype": dtype, "leading_space": leading_space,
+            "reduction": "sum", "seeds": ctx.seeds, "options": ctx.options, "data_dir": str(folder),
+            "torch_threads": n_threads, "torch_threads_reason": threads_why,
+        },
+        "versions": _versions(), "data": data, "state": state, "timing": timing, "notes": notes,
+        "started_at": started.isoformat(), "finished_at": now_utc().isoformat(),
+    }
+    out_dir = output_dir.expanduser() if output_dir is not None else None
+    if out_dir is not None:
+        # scores, items and this record are committed together, as one event of the folder's store; rows of
+        # earlier evaluations stay unless these re-score them (the latest event wins, key by key)
+        record["event"] = commit_results(out_dir, scores, items, {"kind": "eval", "record": record})
+        payload = json.dumps(record, indent=2, sort_keys=False, default=str).encode()
+        atomic_write_bytes(out_dir / RUN_FILE, payload + b"\n")  # the latest evaluation's record, for people
+    return EvalOutput(scores, items, record, method, notes, out_dir)
+
+
+def _run_tasks(ctx: EvalContext, requests: list[Any], adapters: list[Any], run: RunInfo, checkpoint: CheckpointInfo,
+               convention: str, notes: list[str], own_bar: bool) -> tuple[pa.Table, pa.Table | None, dict, dict]:
+    """Every task's adapter in turn: (scores, items or None, data hashes per task, timing per task)."""
+    tables, item_records, data, timing = [], [], {}, {}
     bar = ctx.progress
-    if bar is not None and hasattr(bar, "start") and progress is True:
+    if bar is not None and hasattr(bar, "start") and own_bar:
         bar.start()
     try:
         for adapter, request in zip(adapters, requests):
@@ -343,48 +383,16 @@ def evaluate(
             seconds = time.perf_counter() - clock
             data[request.name] = {"sha256": getattr(adapter, "data_hash", ""),
                                   "files": list(getattr(adapter, "data_files", []))}
-            tables.append(score_table(run, checkpoint, result.rows, eval_set, convention))
+            tables.append(score_table(run, checkpoint, result.rows, ctx.eval_set, convention))
             n_items = max((row.n for row in result.rows if row.subtask == ""), default=0)
             timing[request.name] = {"seconds": round(seconds, 3),
                                     "items_per_s": round(n_items / seconds, 1) if seconds > 0 else None}
             notes.extend(result.notes)
-            for record in result.items:
-                item_records.append({
-                    "run_id": run.run_id, "checkpoint": checkpoint.checkpoint, "phase_index": checkpoint.phase_index,
-                    "scoring": method, **record,
-                })
+            item_records.extend({"run_id": run.run_id, "checkpoint": checkpoint.checkpoint,
+                                 "phase_index": checkpoint.phase_index, "scoring": ctx.scoring, **record}
+                                for record in result.items)
     finally:
-        torch.set_num_threads(threads_before)
-        if bar is not None and hasattr(bar, "stop") and progress is True:
+        if bar is not None and hasattr(bar, "stop") and own_bar:
             bar.stop()
-
     scores = pa.concat_tables(tables) if tables else SCORE_SCHEMA.empty_table()
-    items = item_table(item_records) if log_samples else None
-    run_record = {
-        "run": dataclasses.asdict(run),
-        "checkpoint": dataclasses.asdict(checkpoint),
-        "config": {
-            "model": str(path) if path is not None else type(loaded).__name__,
-            "tasks": [r.name for r in requests], "task_members": {r.name: r.members for r in requests if r.members},
-            "scoring_requested": scoring, "scoring": method, "scoring_reason": why, "limit": limit,
-            "eval_set": eval_set, "convention": convention,
-            "log_samples": log_samples, "batch_tokens": batch_tokens, "device": device, "dtype": dtype,
-            "leading_space": leading_space, "reduction": "sum", "seeds": ctx.seeds, "options": ctx.options,
-            "data_dir": str(folder), "torch_threads": n_threads, "torch_threads_reason": threads_why,
-        },
-        "versions": _versions(),
-        "data": data,
-        "state": state,
-        "timing": timing,
-        "notes": notes,
-        "started_at": started.isoformat(),
-        "finished_at": now_utc().isoformat(),
-    }
-    out_dir = Path(output_dir).expanduser() if output_dir is not None else None
-    if out_dir is not None:
-        # scores, items and this record are committed together, as one event of the folder's store; rows of
-        # earlier evaluations stay unless these re-score them (the latest event wins, key by key)
-        run_record["event"] = commit_results(out_dir, scores, items, {"kind": "eval", "record": run_record})
-        payload = json.dumps(run_record, indent=2, sort_keys=False, default=str).encode()
-        atomic_write_bytes(out_dir / RUN_FILE, payload + b"\n")  # the latest evaluation's record, for people
-    return EvalOutput(scores, items, run_record, method, notes, out_dir)
+    return scores, item_table(item_records) if ctx.log_samples else None, data, timing

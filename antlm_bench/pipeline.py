@@ -15,9 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,6 +29,11 @@ from antlm_bench.recipes import Recipe, load_recipe
 from antlm_bench.results.store import commit_results
 from antlm_bench.results.tables import SCORES_FILE, append_index
 from antlm_bench.training.schedule import parse_schedule
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from antlm_bench.training.reporting import ScoreRequest
 
 EVALS_DIR = "evals"  # markers of finished final evaluations
 
@@ -125,7 +130,7 @@ def _eval_marker(folder: Path, task: str, key: str) -> Path:
 
 def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     """Train (or reuse) one run per seed, evaluate its final checkpoint on every task, summarise."""
-    from antlm_bench.evaluate import evaluate
+    from antlm_bench.evaluate import EvalConfig, evaluate
     from antlm_bench.tasks import resolve_tasks
     from antlm_bench.training.trainer import TrainConfig, train
 
@@ -173,7 +178,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                     eval_tasks=",".join(minimal_pair_tasks) or "blimp", eval_limit=eval_limit, device=config.device,
                     convention=config.convention, progress=config.progress,
                 )
-                result = train(train_config, console=console)
+                result = train(train_config, console=console, scorer=score_checkpoint)
                 if result.final_checkpoint is None:
                     raise UserError(f"{folder}: training stopped before the last phase; run the same command again "
                                     "to resume")
@@ -192,13 +197,13 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                     seed_run.reused.append(request.name)
                     continue
                 task_arg = request.name + (":" + ",".join(request.members) if request.members else "")
-                out = evaluate(
-                    final, task_arg, scoring="auto", limit=config.limit, log_samples=True,
+                out = evaluate(final, EvalConfig(
+                    tasks=task_arg, scoring="auto", limit=config.limit, log_samples=True,
                     batch_tokens=config.batch_tokens, device="cuda" if _use_cuda(config.device) else "cpu",
                     data_dir=config.data_dir, run_info=_run_info(folder, final),
                     checkpoint_info=_checkpoint_info(folder, final), options=glue_options,
                     progress=config.progress, seeds=[seed], work_dir=folder / "work", convention=config.convention,
-                )
+                ))
                 # scores and items are one event of the run folder's store; the marker comes after the commit, so a
                 # kill in between re-evaluates next time and the newer event replaces this one's rows (no duplicates)
                 event = commit_results(folder, out.scores, out.items, {"kind": "final-eval", "task": task_arg,
@@ -211,6 +216,20 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                 seed_run.evaluated.append(request.name)
             runs.append(seed_run)
     return RunSummary(recipe.name, preset, schedule, runs, output, notes)
+
+
+def score_checkpoint(request: ScoreRequest) -> pa.Table:
+    """The trainer's ``--eval-every`` scorer (``training.reporting.PhaseScorer``; ``run`` and ``train`` pass it, and
+    it is the default of ``antlm_bench.training.trainer.train``): ``evaluate`` on the in-memory model with the
+    phase's method, rows named for the run and checkpoint, nothing written (the trainer commits the rows)."""
+    from antlm_bench.evaluate import EvalConfig, evaluate
+
+    config = EvalConfig(
+        tasks=request.tasks, scoring=request.scoring, limit=request.limit, device=request.device,
+        data_dir=request.data_dir, run_info=request.run_info, checkpoint_info=request.checkpoint_info, progress=False,
+        model_path=request.folder, seeds=[request.seed], convention=request.convention, fast=request.fast,
+    )
+    return evaluate(request.model, config, tokenizer=request.tokenizer).scores
 
 
 def _use_cuda(device: str) -> bool:
@@ -232,22 +251,15 @@ def _final_checkpoint(folder: Path) -> Path:
 
 def _checkpoint_info(folder: Path, final: Path):
     """Name the checkpoint as the trainer's per-phase rows do, so the final rows replace the phase's quick look."""
-    from antlm_bench.results.tables import CheckpointInfo
+    from antlm_bench.evaluate import checkpoint_info_from_state
     from antlm_bench.training.checkpoint_state import read_state
 
-    state = read_state(final) or {}
-    return CheckpointInfo(checkpoint=str(final.relative_to(folder)), phase_index=state.get("phase_index"),
-                          phase_objective=str(state.get("phase_objective", "")), epoch=state.get("epoch"),
-                          tokens_seen=state.get("tokens_seen"))
+    return checkpoint_info_from_state(read_state(final), final.relative_to(folder))
 
 
 def _run_info(folder: Path, final: Path):
     """The run's identity as the trainer recorded it, so final rows join the per-phase rows of the same run."""
-    from antlm_bench.results.tables import RunInfo
+    from antlm_bench.evaluate import run_info_from_state
     from antlm_bench.training.checkpoint_state import read_state
 
-    state = read_state(final) or {}
-    return RunInfo(run_id=folder.name, recipe=str(state.get("recipe", "")),
-                   architecture=str(state.get("architecture", "")), preset=str(state.get("preset", "")),
-                   schedule=str(state.get("schedule", "")), seed=state.get("seed"),
-                   data_hash=str(state.get("data_hash", "")))
+    return replace(run_info_from_state(read_state(final) or {}, final), run_id=folder.name)

@@ -187,6 +187,32 @@ def test_eval_every_epoch_scores_epoch_ends_and_a_fractional_phase_end(tmp_path:
     assert methods == {("checkpoints/epoch-1", "clm"), ("checkpoints/phase-1-MNTP", "mntp")}
 
 
+SCORER = """
+import sys
+from antlm_bench.results.tables import ScoreRow, score_table
+from antlm_bench.training.trainer import TrainConfig, train
+seen = []
+def scorer(request):
+    seen.append((request.folder.name, request.scoring, request.tasks, request.limit))
+    return score_table(request.run_info, request.checkpoint_info, [ScoreRow("blimp", "", "accuracy", 0.5, 2, request.scoring)])
+train(TrainConfig.model_validate_json(sys.argv[1]), scorer=scorer)
+assert not {"antlm_bench.evaluate", "antlm_bench.pipeline"} & set(sys.modules), "training imported evaluation"
+print(seen)
+"""
+
+
+def test_eval_every_scores_with_the_scorer_passed_in_and_imports_no_evaluation(tmp_path: Path) -> None:
+    config = tiny_config(tmp_path, tmp_path / "run", schedule="0.25_CLM+0.25_MLM", eval_every="phase",
+                         eval_tasks="blimp", eval_limit=1)
+    done = subprocess.run([sys.executable, "-c", SCORER, config.model_dump_json()], capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "[('phase-0-CLM', 'clm', 'blimp', 1), ('phase-1-MLM', 'pll', 'blimp', 1)]"
+    rows = pq.read_table(tmp_path / "run" / "scores.parquet").to_pylist()
+    assert {(r["checkpoint"], r["scoring"], r["value"]) for r in rows} == {
+        ("checkpoints/phase-0-CLM", "clm", 0.5), ("checkpoints/phase-1-MLM", "pll", 0.5)}
+
+
 def test_report_to_a_missing_package_is_a_user_error(tmp_path: Path) -> None:
     try:
         import tensorboard  # noqa: F401

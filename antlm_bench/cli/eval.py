@@ -88,7 +88,7 @@ def eval_command(
     Accuracy = (wins + ties / 2) / n per subtask; a task's score is the unweighted mean over its subtasks, with a
     95% bootstrap interval.
     """
-    from antlm_bench.evaluate import evaluate
+    from antlm_bench.evaluate import eval_config, evaluate
     from antlm_bench.training.trainer import check_device
 
     for folder in include_path or []:
@@ -96,13 +96,14 @@ def eval_command(
     glue_options = {"lr": lr, "batch_size": batch_size, "epochs": epochs, "max_length": max_length,
                     "max_train_examples": max_train_examples, "warmup": warmup, "weight_decay": weight_decay,
                     "pooling": pooling, "probe": probe or None}
-    out = evaluate(
-        model, tasks, scoring=scoring.value, output_dir=output, limit=limit, log_samples=log_samples,
+    config = eval_config(
+        tasks=tasks, scoring=scoring.value, output_dir=output, limit=limit, log_samples=log_samples,
         batch_tokens=batch_tokens, device=resolve_device(check_device(device)), dtype=dtype.value, data_dir=data_dir,
         threads=threads, fast=fast,
         leading_space=leading_space, convention=convention, progress=progress,
         options={k: v for k, v in glue_options.items() if v is not None}, seeds=parse_seeds(seeds),
     )
+    out = evaluate(model, config)
     for note in out.notes:
         err_console.print(f"[dim]note:[/dim] {escape(note)}", soft_wrap=True)
     console.print(summary_table(out.scores))

@@ -48,6 +48,7 @@ def train_command(
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
     """Train MODEL at PRESET through its schedule; `torchrun --nproc-per-node N` runs it with DDP."""
+    from antlm_bench.pipeline import score_checkpoint
     from antlm_bench.recipes import load_recipe
     from antlm_bench.registry import add_include_path
     from antlm_bench.training.trainer import TrainConfig, check_device, train
@@ -78,7 +79,7 @@ def train_command(
     from antlm_bench.training.trainer import TrainingInterrupted
 
     try:
-        result = train(config, console=err_console)
+        result = train(config, console=err_console, scorer=score_checkpoint)
     except TrainingInterrupted as stop:  # SIGINT / SIGTERM: the step finished, a resume point written
         err_console.print(str(stop), highlight=False, markup=False)
         raise typer.Exit(stop.exit_code) from None

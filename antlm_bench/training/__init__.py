@@ -1,9 +1,18 @@
-"""The trainer's parts, each readable alone; ``antlm_bench.training.trainer.Trainer`` combines them and runs the loop.
+"""The training stage: the schedule grammar, the objectives, learning-rate schedules, checkpoints and the trainer.
 
-- ``plan``: the schedule as global steps (phase boundaries, LR layouts), and which rows and objective each step
-  trains (``StepPlan``).
-- ``step``: one optimizer step's gradients over the global batch in micro-batches, accumulation and DDP
-  all-reduce included; what happens to the optimizer when a phase starts (``ObjectiveStep``).
-- ``checkpoints``: the run folder, checkpoints, the resume point and resuming from it (``CheckpointAndResume``).
-- ``reporting``: progress, metrics.jsonl, TensorBoard / W&B, run.json and per-phase scoring (``Reporting``).
+- ``schedule``: ``4_CLM+16_MLM+4_CLM`` parsed into phases, with one canonical string each.
+- ``objectives``: the batches of each objective (CLM, MLM, MNTP, MIX) and the loss module.
+- ``lr_schedules``: per-objective learning-rate schedules, restarted at every phase.
+- ``checkpoint`` and ``checkpoint_state``: checkpoint folders and resume points, and their records.
+- ``trainer``: ``TrainConfig``, ``train`` and ``Trainer``, the loop over the trainer's parts, each readable alone:
+
+  - ``plan``: the schedule as global steps (phase boundaries, LR layouts), and which rows and objective each step
+    trains (``StepPlan``).
+  - ``step``: one optimizer step's gradients over the global batch in micro-batches, accumulation and DDP
+    all-reduce included; what happens to the optimizer when a phase starts (``ObjectiveStep``); the device, the
+    process group, and stopping after the step on SIGINT / SIGTERM (``StopOnSignal``).
+  - ``checkpoints``: the run folder and resuming from it (``RunFolder``), the checkpoints and resume points
+    written after a step (``CheckpointAndResume``).
+  - ``reporting``: progress, metrics.jsonl, TensorBoard / W&B, run.json and per-phase scoring (``Reporting``),
+    with a scorer the caller passes in (``PhaseScorer``): nothing here imports the evaluation stage.
 """

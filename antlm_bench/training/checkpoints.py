@@ -69,8 +69,9 @@ def _kept_items(out: Path) -> list[str]:
 
 
 
-class CheckpointAndResume:
-    """The run folder, checkpoints and resume (mixed into ``Trainer``)."""
+class RunFolder:
+    """The run folder: what a start may do with it (fresh, restart or resume), making it this run's, and loading a
+    resume point (mixed into ``Trainer`` through ``CheckpointAndResume``). Reads before it deletes anything."""
 
     config: Any
     output: Path
@@ -95,17 +96,6 @@ class CheckpointAndResume:
     _last_save_time: float
     n_words: int
     _tokens_before: int
-
-    def words_seen(self, tokens_seen: int | None = None) -> int:
-        """Words seen after ``tokens_seen`` tokens (default: now), repeats counted: each epoch's tokens carry the
-        corpus's ``n_words`` words, spread evenly (floor, exact integers)."""
-        tokens = self.tokens_seen if tokens_seen is None else tokens_seen
-        return tokens * self.n_words // (self.n_sequences * self.seq_len) if self.n_words else 0
-
-    def _words_due(self) -> list[int]:
-        """The --save-at-words counts the step just done reached (words before it < count <= words after it)."""
-        before, after = self.words_seen(self._tokens_before), self.words_seen()
-        return [w for w in self.config.save_at_words if before < w <= after]
 
     def _inspect_output(self) -> tuple[str, list[Path]]:
         """Decide, reading only, what to do with the folder: ("fresh", []), ("restart", []) when it holds nothing
@@ -219,7 +209,12 @@ class CheckpointAndResume:
         self.step = int(trainer_state["step"])
         self.tokens_seen = int(trainer_state["tokens_seen"])
         self.elapsed_before = float(trainer_state.get("elapsed_s", 0.0))
-        rng = trainer_state.get("rng", {})
+        self._restore_rng(path, trainer_state.get("rng", {}))
+        self._say(f"resumed from {path.resolve()} at step {self.step} (epoch {self.step / self.steps_per_epoch:.2f})")
+
+    def _restore_rng(self, path: Path, rng: Any) -> None:
+        """Every process's random-number state as saved; with another number of processes, dropout noise is
+        reseeded from (seed, step, rank) instead (the data order and masks do not depend on it)."""
         cpu_states = rng.get("torch", []) if isinstance(rng, dict) else []
         try:
             if len(cpu_states) == self.dist.world:
@@ -234,7 +229,6 @@ class CheckpointAndResume:
         except (RuntimeError, TypeError) as err:
             raise UserError(f"{path / 'trainer_state.pt'}: unusable random-number state ({_first_line(err)}); "
                             "resume from another checkpoint") from None
-        self._say(f"resumed from {path.resolve()} at step {self.step} (epoch {self.step / self.steps_per_epoch:.2f})")
 
     def _check_step(self, path: Path, state: dict[str, Any], trainer_state: dict[str, Any]) -> None:
         """The resume point's step: the same in both records and the folder name, inside this schedule, in the
@@ -261,6 +255,22 @@ class CheckpointAndResume:
         if not 0 < trainer_state["tokens_seen"] <= most:
             raise UserError(f"{where}: field tokens_seen is {trainer_state['tokens_seen']}, impossible after {step} "
                             f"steps (at most {most}); resume from another checkpoint")
+
+
+class CheckpointAndResume(RunFolder):
+    """Checkpoints and resume points, written after the steps that call for them, and the words seen (mixed into
+    ``Trainer``; the folder and resuming from it are ``RunFolder``'s)."""
+
+    def words_seen(self, tokens_seen: int | None = None) -> int:
+        """Words seen after ``tokens_seen`` tokens (default: now), repeats counted: each epoch's tokens carry the
+        corpus's ``n_words`` words, spread evenly (floor, exact integers)."""
+        tokens = self.tokens_seen if tokens_seen is None else tokens_seen
+        return tokens * self.n_words // (self.n_sequences * self.seq_len) if self.n_words else 0
+
+    def _words_due(self) -> list[int]:
+        """The --save-at-words counts the step just done reached (words before it < count <= words after it)."""
+        before, after = self.words_seen(self._tokens_before), self.words_seen()
+        return [w for w in self.config.save_at_words if before < w <= after]
 
     def _record(self, plan: PhasePlan, complete: bool) -> dict[str, Any]:
         from antlm_bench.results.tables import current_git_commit

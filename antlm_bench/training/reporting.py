@@ -1,6 +1,10 @@
 """What a run tells: the progress bar and plan line, one metrics.jsonl line per step, TensorBoard / W&B (main
 process only), run.json, and ``--eval-every``: each new checkpoint scored with its phase's own method, its rows
 committed to the run folder's store (the paper's Figure 2 data).
+
+The scoring itself is the caller's (``PhaseScorer``, given a ``ScoreRequest``): training imports no evaluation
+code. Without one, the top layer's default is looked up by name when a checkpoint is first scored
+(``DEFAULT_SCORER``: ``antlm_bench.pipeline.score_checkpoint``, ``antlm_bench.evaluate`` on the in-memory model).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow.parquet as pq
 
@@ -21,6 +25,40 @@ from antlm_bench.training.checkpoint_state import auto_scoring_method
 from antlm_bench.training.checkpoints import CHECKPOINTS, METRICS_FILE, SCORES, _now
 from antlm_bench.training.lr_schedules import describe
 from antlm_bench.training.plan import PhasePlan
+
+# the scorer --eval-every uses when the caller passes none: the top layer's, found by name when first needed
+DEFAULT_SCORER = ("antlm_bench.pipeline", "score_checkpoint")
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """What ``--eval-every`` asks a scorer for: the rows of one checkpoint, scored with its phase's method."""
+
+    model: Any  # the trainer's model, in eval mode; its weights are the checkpoint's
+    tokenizer: Any
+    folder: Path  # the checkpoint folder (its antlm_state.json record)
+    tasks: str
+    scoring: str  # the phase's method: clm, pll or mntp
+    limit: int | None
+    device: str
+    data_dir: Path | None
+    run_info: Any  # results.tables.RunInfo: the run columns of every row
+    checkpoint_info: Any  # results.tables.CheckpointInfo: the checkpoint columns
+    seed: int
+    convention: str
+    fast: bool  # the BabyLM 2025 fast suite (--eval-every words)
+
+
+class PhaseScorer(Protocol):
+    """Scores a checkpoint for ``--eval-every``: returns its rows, an Arrow table of ``SCORE_SCHEMA`` (the trainer
+    commits them to the run folder's store and prints the task aggregates)."""
+
+    def __call__(self, request: ScoreRequest) -> Any: ...
+
+
+def default_scorer() -> PhaseScorer:
+    module, name = DEFAULT_SCORER
+    return getattr(importlib.import_module(module), name)
 
 
 @dataclass
@@ -88,6 +126,7 @@ class Reporting:
 
     config: Any
     console: Any
+    scorer: PhaseScorer | None
     output: Path
     dist: Any
     recipe: Any
@@ -192,44 +231,52 @@ class Reporting:
     def _evaluate(self, folder: Path) -> None:
         """Score a checkpoint with its phase's own method; its rows replace any earlier rows of that checkpoint."""
         if self.dist.main:
-            from antlm_bench.evaluate import evaluate
-            from antlm_bench.results.tables import CheckpointInfo, RunInfo, append_index
+            from antlm_bench.locking import fault_point
+            from antlm_bench.results.store import commit_results
+            from antlm_bench.results.tables import append_index
             from antlm_bench.training.checkpoint_state import read_state
 
             state = read_state(folder)
             method, _ = auto_scoring_method(state, is_masked_lm=False)
             name = str(folder.relative_to(self.output))
-            run = RunInfo(run_id=self.output.name, recipe=self.recipe.name, architecture=self.recipe.architecture,
-                          preset=self.config.preset, schedule=self.schedule.canonical, seed=self.config.seed,
-                          data_hash=self.corpus.data_hash)
-            checkpoint = CheckpointInfo(checkpoint=name, phase_index=state["phase_index"],
-                                        phase_objective=state["phase_objective"], epoch=state["epoch"],
-                                        tokens_seen=state["tokens_seen"])
             self.model.eval()
             try:
-                out = evaluate(self.model, self.config.eval_tasks, scoring=method, limit=self.config.eval_limit,
-                               device=str(self.device), data_dir=self.config.data_dir, run_info=run,
-                               checkpoint_info=checkpoint, progress=False, tokenizer=self.tokenizer,
-                               model_path=folder, seeds=[self.config.seed], convention=self.config.convention,
-                               fast=self.config.eval_every == "words")
+                scores = self._scorer()(self._score_request(folder, name, state, method))
             finally:
                 self.model.train()
-            from antlm_bench.locking import fault_point
-            from antlm_bench.results.store import commit_results
-
             # one event of the run folder's store, committed with one rename; a re-scored checkpoint's newer
             # event replaces its rows when read (no read-modify-write of the scores here)
-            event = commit_results(self.output, out.scores, None, {
+            event = commit_results(self.output, scores, None, {
                 "kind": "phase-score", "checkpoint": name, "scoring": method, "tasks": self.config.eval_tasks,
                 "limit": self.config.eval_limit, "step": state["step"], "epoch": state["epoch"]})
             fault_point("train.index")
             append_index(self.output, {"checkpoint": name, "scores": SCORES, "scoring": method, "event": event,
                                        "tasks": self.config.eval_tasks, "step": state["step"],
                                        "epoch": state["epoch"], "created_at": _now()})
-            aggregate = [r for r in out.scores.to_pylist() if r["subtask"] == "" and r["metric"] == "accuracy"]
+            aggregate = [r for r in scores.to_pylist() if r["subtask"] == "" and r["metric"] == "accuracy"]
             shown = ", ".join(f"{r['task']} {r['value']:.3f}" for r in aggregate)
             self._say(f"scored {name} with {method}: {shown}")
         self.dist.barrier()
+
+    def _scorer(self) -> PhaseScorer:
+        if self.scorer is None:
+            self.scorer = default_scorer()
+        return self.scorer
+
+    def _score_request(self, folder: Path, name: str, state: dict[str, Any], method: str) -> ScoreRequest:
+        from antlm_bench.results.tables import CheckpointInfo, RunInfo
+
+        config = self.config
+        run = RunInfo(run_id=self.output.name, recipe=self.recipe.name, architecture=self.recipe.architecture,
+                      preset=config.preset, schedule=self.schedule.canonical, seed=config.seed,
+                      data_hash=self.corpus.data_hash)
+        checkpoint = CheckpointInfo(checkpoint=name, phase_index=state["phase_index"],
+                                    phase_objective=state["phase_objective"], epoch=state["epoch"],
+                                    tokens_seen=state["tokens_seen"])
+        return ScoreRequest(model=self.model, tokenizer=self.tokenizer, folder=folder, tasks=config.eval_tasks,
+                            scoring=method, limit=config.eval_limit, device=str(self.device), data_dir=config.data_dir,
+                            run_info=run, checkpoint_info=checkpoint, seed=config.seed, convention=config.convention,
+                            fast=config.eval_every == "words")
 
     def _missing_evals(self) -> list[Path]:
         """Checkpoints an interrupted run saved but never scored (resume scores them first)."""

@@ -2,21 +2,113 @@
 accumulated so that the step's gradient is the mean over every labelled token of the global batch, whatever the
 micro-batch size or the number of processes (under DDP gradients are all-reduced at the last micro-batch only);
 and the optimizer policy at a phase's first step (the LR schedule restarts; AdamW's moments too where the recipe
-says ``optimizer_at_phase: reset``).
+says ``optimizer_at_phase: reset``). Also here: the device (``check_device``), the DDP process group (``_Dist``),
+AdamW (``_optimizer``), and SIGINT / SIGTERM, which stop the run after the step under way (``StopOnSignal``; the
+processes agree in the step's all-reduce).
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import math
+import os
+import re
+import signal
+import threading
 from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
+from antlm_bench.errors import UserError
+from antlm_bench.recipes import Recipe
 from antlm_bench.training.lr_schedules import describe, phase_scheduler
 from antlm_bench.training.objectives import Batch, MixedBatch
 from antlm_bench.training.plan import PhasePlan
+
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+
+
+def check_device(name: str) -> str:
+    """``--device`` as given, if torch can use it here: auto, cpu, mps, cuda or cuda:N."""
+    if not _DEVICE.fullmatch(name):
+        raise UserError(f"--device {name}: unknown; use auto, cpu, cuda or cuda:N")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
+    if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
+        raise UserError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                        f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise UserError("--device mps: not available on this machine; use --device cpu")
+    return name
+
+
+
+def _resolve_device(name: str, local_rank: int) -> torch.device:
+    check_device(name)
+    if name == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
+        if device.index is None:
+            device = torch.device(f"cuda:{local_rank}")
+    return device
+
+
+class _Dist:
+    """The process group, if ``torchrun`` / ``accelerate launch`` started us in one."""
+
+    def __init__(self, device_kind: str) -> None:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.started_here = False
+        if world > 1 and not dist.is_initialized():
+            backend = "nccl" if device_kind == "cuda" else "gloo"
+            dist.init_process_group(backend=backend, timeout=_dt.timedelta(hours=2))
+            self.started_here = True
+        self.enabled = dist.is_initialized() and dist.get_world_size() > 1
+        self.rank = dist.get_rank() if self.enabled else 0
+        self.world = dist.get_world_size() if self.enabled else 1
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.enabled:
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor
+
+    def gather(self, obj: Any) -> list[Any]:
+        if not self.enabled:
+            return [obj]
+        out: list[Any] = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
+    def close(self) -> None:
+        if self.started_here and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _optimizer(model: torch.nn.Module, recipe: Recipe, device: torch.device) -> torch.optim.AdamW:
+    """AdamW; no weight decay on biases and norm gains (one-dimensional parameters)."""
+    decay, no_decay = [], []
+    for _, param in model.named_parameters():
+        if param.requires_grad:
+            (decay if param.ndim >= 2 else no_decay).append(param)
+    spec = recipe.optimizer
+    groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    extra = {"fused": True} if device.type == "cuda" else {}
+    return torch.optim.AdamW(groups, lr=spec.lr, betas=spec.betas, eps=spec.eps, **extra)
 
 
 def _split_rows(n_rows: int, parts: int) -> list[np.ndarray]:
@@ -110,3 +202,36 @@ class ObjectiveStep:
         else:
             grad_norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
         return loss, grad_norm, wanted > 0
+
+
+class StopOnSignal:
+    """SIGINT / SIGTERM: finish the step under way, write a resume point, stop (mixed into ``Trainer``; the flag
+    travels in ``ObjectiveStep._train_step``'s all-reduce)."""
+
+    dist: Any
+    _signal: int | None
+    stop_requested: bool
+
+    def _catch_signals(self) -> dict[int, Any]:
+        """SIGINT and SIGTERM (what a cluster scheduler sends before pre-emption) end the loop after the current
+        step, with a resume point (``TrainingInterrupted``); a second one interrupts at once. Only the main thread
+        can install handlers: elsewhere (a trainer run in a worker thread) signals keep their defaults."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def handler(signum: int, frame: Any) -> None:
+            if self._signal is not None:
+                raise KeyboardInterrupt  # impatient: the second signal stops now (the last resume point stays)
+            self._signal = signum
+
+        return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def _stopping(self) -> bool:
+        """Stop after this step: one process alone decides only when it is alone (else all agree in the step's
+        all-reduce, so every process stops after the same step)."""
+        return self.stop_requested or (not self.dist.enabled and self._signal is not None)
+
+    @staticmethod
+    def _restore_signals(previous: dict[int, Any]) -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -4,9 +4,11 @@
 
 ``Trainer`` is the loop (``Trainer._run``, one screen) over four parts, each readable alone in
 ``antlm_bench.training``: ``plan`` (the schedule as global steps; which rows and objective a step trains),
-``step`` (one optimizer step's gradients in micro-batches, accumulation and DDP; the optimizer at a phase's start),
-``checkpoints`` (the run folder, checkpoints, resume) and ``reporting`` (progress, metrics, run.json, per-phase
-scoring). Each step:
+``step`` (one optimizer step's gradients in micro-batches, accumulation and DDP; the optimizer at a phase's start;
+stopping on a signal), ``checkpoints`` (the run folder, checkpoints, resume) and ``reporting`` (progress, metrics,
+run.json, per-phase scoring). Per-phase scores come from a scorer the caller passes in (``PhaseScorer``): training
+imports no evaluation code; ``antlm_bench.pipeline.score_checkpoint`` (on ``antlm_bench.evaluate``) is the one
+``train`` / ``run`` pass, and the default. Each step:
 
 1. builds the WHOLE global batch for its objective (``objectives.BatchBuilder``; masks keyed by (seed, step); MIX
    splits it row by row), takes this process's rows, and runs them in micro-batches: the step's gradient is the
@@ -24,13 +26,10 @@ computed. bf16 autocast is used on CUDA only; on CPU everything is float32.
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import json
 import math
 import os
-import re
 import signal
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -40,11 +39,10 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from antlm_bench.errors import DivergedError, UserError
-from antlm_bench.recipes import Recipe, load_recipe
+from antlm_bench.recipes import load_recipe
 from antlm_bench.training.checkpoint import LAST, write_json_atomic
 from antlm_bench.training.checkpoints import (  # noqa: F401  (re-exported: the trainer's public names)
     CHECKPOINTS,
@@ -64,11 +62,24 @@ from antlm_bench.training.plan import (  # noqa: F401  (re-exported)
     epoch_order,
     plan_phases,
 )
-from antlm_bench.training.reporting import Reporting, StepInfo, _Reporters, read_metrics  # noqa: F401
+from antlm_bench.training.reporting import (  # noqa: F401  (re-exported)
+    PhaseScorer,
+    Reporting,
+    ScoreRequest,
+    StepInfo,
+    _Reporters,
+    read_metrics,
+)
 from antlm_bench.training.schedule import parse_schedule
-from antlm_bench.training.step import ObjectiveStep, _split_rows  # noqa: F401
-
-_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+from antlm_bench.training.step import (  # noqa: F401  (re-exported)
+    ObjectiveStep,
+    StopOnSignal,
+    _Dist,
+    _optimizer,
+    _resolve_device,
+    _split_rows,
+    check_device,
+)
 
 
 class TrainingDiverged(DivergedError):
@@ -150,97 +161,18 @@ class TrainResult:
 
 
 
-class _Dist:
-    """The process group, if ``torchrun`` / ``accelerate launch`` started us in one."""
-
-    def __init__(self, device_kind: str) -> None:
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        self.started_here = False
-        if world > 1 and not dist.is_initialized():
-            backend = "nccl" if device_kind == "cuda" else "gloo"
-            dist.init_process_group(backend=backend, timeout=_dt.timedelta(hours=2))
-            self.started_here = True
-        self.enabled = dist.is_initialized() and dist.get_world_size() > 1
-        self.rank = dist.get_rank() if self.enabled else 0
-        self.world = dist.get_world_size() if self.enabled else 1
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def barrier(self) -> None:
-        if self.enabled:
-            dist.barrier()
-
-    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.enabled:
-            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-        return tensor
-
-    def gather(self, obj: Any) -> list[Any]:
-        if not self.enabled:
-            return [obj]
-        out: list[Any] = [None] * self.world
-        dist.all_gather_object(out, obj)
-        return out
-
-    def close(self) -> None:
-        if self.started_here and dist.is_initialized():
-            dist.destroy_process_group()
-
-
-
-def check_device(name: str) -> str:
-    """``--device`` as given, if torch can use it here: auto, cpu, mps, cuda or cuda:N."""
-    if not _DEVICE.fullmatch(name):
-        raise UserError(f"--device {name}: unknown; use auto, cpu, cuda or cuda:N")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
-    if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
-        raise UserError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s), "
-                        f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
-    if name == "mps" and not torch.backends.mps.is_available():
-        raise UserError("--device mps: not available on this machine; use --device cpu")
-    return name
-
-
-
-def _resolve_device(name: str, local_rank: int) -> torch.device:
-    check_device(name)
-    if name == "auto":
-        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-    device = torch.device(name)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise UserError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
-        if device.index is None:
-            device = torch.device(f"cuda:{local_rank}")
-    return device
-
-
-
-def _optimizer(model: torch.nn.Module, recipe: Recipe, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; no weight decay on biases and norm gains (one-dimensional parameters)."""
-    decay, no_decay = [], []
-    for _, param in model.named_parameters():
-        if param.requires_grad:
-            (decay if param.ndim >= 2 else no_decay).append(param)
-    spec = recipe.optimizer
-    groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    extra = {"fused": True} if device.type == "cuda" else {}
-    return torch.optim.AdamW(groups, lr=spec.lr, betas=spec.betas, eps=spec.eps, **extra)
-
-
-
-class Trainer(StepPlan, ObjectiveStep, CheckpointAndResume, Reporting):
-    """The loop; its parts are the mixed-in classes of ``antlm_bench.training`` (see the module docstring)."""
+class Trainer(StepPlan, ObjectiveStep, StopOnSignal, CheckpointAndResume, Reporting):
+    """The loop; its parts are the mixed-in classes of ``antlm_bench.training`` (see the module docstring).
+    ``scorer`` scores the checkpoints ``--eval-every`` asks for (``reporting.PhaseScorer``; None: the top layer's
+    default, ``antlm_bench.pipeline.score_checkpoint``, looked up when first needed)."""
 
     def __init__(self, config: TrainConfig, *, tokenizer: Any = None, corpus: Any = None,
-                 callbacks: list[Callable[[StepInfo], None]] | None = None, console: Any = None) -> None:
+                 callbacks: list[Callable[[StepInfo], None]] | None = None, console: Any = None,
+                 scorer: PhaseScorer | None = None) -> None:
         self.config = config
         self.callbacks = list(callbacks or [])
         self.console = console
+        self.scorer = scorer
         requested = check_device(config.device)  # first: a bad --device must not leave a folder behind
         kind = "cuda" if requested.startswith("cuda") or (requested == "auto" and torch.cuda.is_available()) else "cpu"
         self.dist = _Dist(kind)
@@ -413,30 +345,6 @@ class Trainer(StepPlan, ObjectiveStep, CheckpointAndResume, Reporting):
         self.dist.close()
         return TrainResult(self.output, final if finished else None, self.step, losses, stopped_early=not finished)
 
-    def _catch_signals(self) -> dict[int, Any]:
-        """SIGINT and SIGTERM (what a cluster scheduler sends before pre-emption) end the loop after the current
-        step, with a resume point (``TrainingInterrupted``); a second one interrupts at once. Only the main thread
-        can install handlers: elsewhere (a trainer run in a worker thread) signals keep their defaults."""
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-
-        def handler(signum: int, frame: Any) -> None:
-            if self._signal is not None:
-                raise KeyboardInterrupt  # impatient: the second signal stops now (the last resume point stays)
-            self._signal = signum
-
-        return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def _stopping(self) -> bool:
-        """Stop after this step: one process alone decides only when it is alone (else all agree in the step's
-        all-reduce, so every process stops after the same step)."""
-        return self.stop_requested or (not self.dist.enabled and self._signal is not None)
-
-    @staticmethod
-    def _restore_signals(previous: dict[int, Any]) -> None:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
     def _diverged(self, plan: PhasePlan, loss: float, grad_norm: float) -> None:
         what = f"loss {loss}" if not math.isfinite(loss) else f"gradient norm {grad_norm}"
         last = self.output / LAST
@@ -454,7 +362,8 @@ class Trainer(StepPlan, ObjectiveStep, CheckpointAndResume, Reporting):
 
 
 def train(config: TrainConfig, **kwargs: Any) -> TrainResult:
-    """Train ``config.model`` at ``config.preset`` through its schedule (see the module docstring).
+    """Train ``config.model`` at ``config.preset`` through its schedule (see the module docstring); ``kwargs`` go to
+    ``Trainer`` (``scorer=``, ``console=``, ``callbacks=``, ``tokenizer=`` and ``corpus=``).
 
     The main process holds the run folder's lock throughout (``antlm_bench.locking``): a second ``train`` or
     ``run`` into the same folder is refused at once, naming this pid, and a failure that leaves the folder this
