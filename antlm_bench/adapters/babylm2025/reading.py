@@ -3,6 +3,13 @@
 Word surprisal by the official sub-token chain; two metrics, ``eye_tracking`` (mean of the four eye-tracking
 measures) and ``self_paced_reading`` (one-word spill-over), each ΔR² / (1 − R²_base) stored as a fraction (the
 official report prints 100 × that).
+
+Intervals: a 95% percentile cluster bootstrap over sentences (``sent_id``; 205 sentences of 4-14 words), B=1000,
+each replicate refitting every regression of both metrics on the resampled sentences (weighted normal equations
+over per-sentence moments, so a replicate costs a few small solves). Words of one sentence share its reader and
+context, so they are resampled together. On simulated reading times with a known population gain (1% and 3%; 300
+data sets each, tests/test_reading_intervals.py) the intervals covered 92-95% of the time: slightly short of 95%,
+as cluster bootstraps with about 200 clusters tend to be. Efron's bias correction and BCa did no better there.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import io
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +48,7 @@ class ReadingData:
     prev_item: list[str | None]  # None where pandas read NaN (no repair, as the official code)
     prev_word: list[str | None]
     columns: dict[str, np.ndarray]  # the numeric columns, NaN where missing
+    sentence: list[str] = field(default_factory=list)  # sent_id: the bootstrap's clusters (empty: one per row)
 
 
 def read_reading_csv(path: Path) -> ReadingData:
@@ -84,6 +92,7 @@ def read_reading_csv(path: Path) -> ReadingData:
         prev_item=[text(row, "prev_item") for row in rows], prev_word=[text(row, "prev_word") for row in rows],
         columns={c: np.asarray([number(row[at[c]], line, c) for line, row in enumerate(rows, start=2)])
                  for c in NUMERIC},
+        sentence=[row[header.index("sent_id")] for row in rows] if "sent_id" in header else [],
     )
 
 
@@ -96,19 +105,52 @@ def r_squared(y: np.ndarray, design: np.ndarray) -> float:
     return float(1.0 - residual @ residual / (centred @ centred))
 
 
+def _formula(dv: np.ndarray, terms: dict[str, np.ndarray], pairs: list[tuple[str, str]],
+             extra: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(y, design, rows kept) of one formula: main effects, pairwise products, ``extra``; the complete rows of its
+    own variables (the official dropna)."""
+    names = list(terms)
+    columns = [terms[n] for n in names] + [terms[a] * terms[b] for a, b in pairs]
+    variables = [dv, *(terms[n] for n in names)] + ([] if extra is None else [extra])
+    keep = np.all(np.isfinite(np.column_stack(variables)), axis=1)
+    design = np.column_stack(columns + ([] if extra is None else [extra]))
+    return dv[keep], design[keep], keep
+
+
 def _gain(dv: np.ndarray, terms: dict[str, np.ndarray], pairs: list[tuple[str, str]], pred: np.ndarray) -> float:
     """100-free gain of adding ``pred``: (R²_model - R²_base) / (1 - R²_base), each fit on its own complete rows
     (the official dropna over the variables of that formula)."""
-    names = list(terms)
+    base = r_squared(*_formula(dv, terms, pairs, None)[:2])
+    model = r_squared(*_formula(dv, terms, pairs, pred)[:2])
+    return (model - base) / (1.0 - base)
 
-    def fit(extra: np.ndarray | None) -> float:
-        columns = [terms[n] for n in names] + [terms[a] * terms[b] for a, b in pairs]
-        variables = [dv, *(terms[n] for n in names)] + ([] if extra is None else [extra])
-        keep = np.all(np.isfinite(np.column_stack(variables)), axis=1)
-        design = np.column_stack(columns + ([] if extra is None else [extra]))
-        return r_squared(dv[keep], design[keep])
 
-    base, model = fit(None), fit(pred)
+def _bootstrap_r_squared(y: np.ndarray, design: np.ndarray, cluster: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """R² of the OLS fit in each bootstrap replicate: ``counts`` (B, n_clusters) says how often each cluster was
+    drawn; a row's weight is its cluster's count. Per-cluster moments make a replicate a (p, p) solve."""
+    x = np.column_stack([np.ones(len(y)), (design - design.mean(0)) / (design.std(0) + 1e-300)])
+    n_clusters = counts.shape[1]
+    xtx = np.zeros((n_clusters, x.shape[1], x.shape[1]))
+    np.add.at(xtx, cluster, x[:, :, None] * x[:, None, :])
+    xty = np.zeros((n_clusters, x.shape[1]))
+    np.add.at(xty, cluster, x * y[:, None])
+    yty, sy = np.bincount(cluster, y * y, n_clusters), np.bincount(cluster, y, n_clusters)
+    weights = counts.astype(np.float64)
+    a, b = np.einsum("bc,cij->bij", weights, xtx), weights @ xty
+    beta = np.linalg.pinv(a) @ b[:, :, None]
+    total_y, total_y2, total_n = weights @ sy, weights @ yty, weights @ np.bincount(cluster, None, n_clusters)
+    residual = total_y2 - np.einsum("bi,bi->b", beta[:, :, 0], b)
+    centred = total_y2 - total_y ** 2 / total_n
+    return 1.0 - residual / centred
+
+
+def _bootstrap_gain(dv: np.ndarray, terms: dict[str, np.ndarray], pairs: list[tuple[str, str]], pred: np.ndarray,
+                    cluster: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    fits = []
+    for extra in (None, pred):
+        y, design, keep = _formula(dv, terms, pairs, extra)
+        fits.append(_bootstrap_r_squared(y, design, cluster[keep], counts))
+    base, model = fits
     return (model - base) / (1.0 - base)
 
 
@@ -127,6 +169,40 @@ def reading_scores(data: ReadingData, pred: np.ndarray, prev_pred: np.ndarray) -
     spill_pairs = [(names[i], names[j]) for i in range(len(names)) for j in range(i + 1, len(names))]
     gains[SELF_PACED] = _gain(c[SELF_PACED], spill, spill_pairs, pred)
     return float(np.mean([gains[dv] for dv in EYE_TRACKING])), gains[SELF_PACED], gains
+
+
+def _regressions(data: ReadingData, prev_pred: np.ndarray) -> dict[str, tuple]:
+    """measure -> (dv, terms, pairs) of its regression."""
+    c = data.columns
+    terms = {"S": c["Subtlex_log10"], "L": c["length"], "C": c["context_length"]}
+    pairs = [("S", "L"), ("S", "C"), ("L", "C")]
+    out = {dv: (c[dv], terms, pairs) for dv in EYE_TRACKING}
+    spill = {**terms, "PL": c["prev_length"], "PP": prev_pred}
+    names = list(spill)
+    out[SELF_PACED] = (c[SELF_PACED], spill, [(names[i], names[j]) for i in range(len(names))
+                                             for j in range(i + 1, len(names))])
+    return out
+
+
+BOOTSTRAP_REPLICATES = 1000
+INTERVAL_METHOD = "95% percentile cluster bootstrap over sentences (sent_id), B=1000"
+
+
+
+def reading_intervals(data: ReadingData, pred: np.ndarray, prev_pred: np.ndarray,
+                      n_boot: int = BOOTSTRAP_REPLICATES, seed: int = 0) -> tuple[tuple[float, float], ...]:
+    """95% percentile intervals of (eye_tracking, self_paced_reading): sentences resampled with replacement, every
+    regression refitted on each replicate (see the module docstring)."""
+    labels = data.sentence or [str(i) for i in range(len(data.word))]
+    _, cluster = np.unique(np.asarray(labels), return_inverse=True)
+    n_clusters = int(cluster.max()) + 1
+    rng = np.random.default_rng(seed)
+    counts = np.stack([np.bincount(rng.integers(0, n_clusters, n_clusters), minlength=n_clusters)
+                       for _ in range(n_boot)])
+    gains = {dv: _bootstrap_gain(*spec, pred, cluster, counts)
+             for dv, spec in _regressions(data, prev_pred).items()}
+    eye = np.mean([gains[dv] for dv in EYE_TRACKING], axis=0)
+    return tuple((float(np.percentile(g, 2.5)), float(np.percentile(g, 97.5))) for g in (eye, gains[SELF_PACED]))
 
 
 def word_surprisals(tokenizer, contexts: list[str | None], words: list[str | None], method: str,
@@ -173,7 +249,9 @@ class ReadingTask(_Task):
                                score)
         pred, prev_pred = both[:n], both[n:]
         eye, spr, gains = reading_scores(data, pred, prev_pred)
-        notes = notes_holder[0] + "; word tokenized alone (no leading space), official sub-token chain"
+        eye_ci, spr_ci = reading_intervals(data, pred, prev_pred)
+        notes = (notes_holder[0] + "; word tokenized alone (no leading space), official sub-token chain; interval: "
+                 + INTERVAL_METHOD)
         detail = ", ".join(f"{k}={v:.6f}" for k, v in gains.items())
         n_eye = int(np.sum(np.isfinite(np.column_stack([data.columns[c] for c in
                                                         ("Subtlex_log10", "length", "context_length")])).all(axis=1)))
@@ -181,8 +259,8 @@ class ReadingTask(_Task):
                                                SELF_PACED)] + [prev_pred]
         n_spr = int(np.all(np.isfinite(np.column_stack(spr_cols)), axis=1).sum())
         rows = [
-            _row(self.name, "", "eye_tracking", eye, n_eye, method, ctx, notes + "; gains " + detail),
-            _row(self.name, "", "self_paced_reading", spr, n_spr, method, ctx, notes),
+            _row(self.name, "", "eye_tracking", eye, n_eye, method, ctx, notes + "; gains " + detail, ci=eye_ci),
+            _row(self.name, "", "self_paced_reading", spr, n_spr, method, ctx, notes, ci=spr_ci),
         ]
         result_notes = []
         if ctx.limit is not None:  # a regression on a handful of rows fits them exactly: no number at all
