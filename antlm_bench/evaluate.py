@@ -179,7 +179,8 @@ def checkpoint_info_from_state(state: dict[str, Any] | None, model_path: Path | 
     if state is None:
         return CheckpointInfo(checkpoint=where)
     return CheckpointInfo(checkpoint=where, phase_index=state.get("phase_index"), epoch=state.get("epoch"),
-                          phase_objective=str(state.get("phase_objective", "")), tokens_seen=state.get("tokens_seen"))
+                          phase_objective=str(state.get("phase_objective", "")), tokens_seen=state.get("tokens_seen"),
+                          words_seen=state.get("words_seen"))
 
 
 def _model_source(model: Any, tokenizer: Any, config: EvalConfig) -> tuple[Path | None, Any, Any]:

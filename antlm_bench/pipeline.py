@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from antlm_bench.data import atomic_write_bytes, hash_files
 from antlm_bench.errors import UserError
@@ -53,7 +53,21 @@ class RunConfig(BaseModel):
     corpus: Path | None = None
     cache_dir: Path | None = None
     max_words: int | None = Field(None, gt=0)
-    eval_every: str = "phase"
+    eval_every: Literal["none", "phase", "epoch", "words"] = "phase"
+    save_at_words: list[int] = Field(default_factory=list)  # checkpoints/chck_<N>M (train --save-at-words)
+
+    @field_validator("save_at_words", mode="before")
+    @classmethod
+    def _words(cls, value: Any) -> Any:
+        from antlm_bench.training.plan import parse_save_at_words
+
+        return parse_save_at_words(value) if isinstance(value, str) or value is None else value
+
+    @model_validator(mode="after")
+    def _words_need_counts(self) -> RunConfig:
+        if self.eval_every == "words" and not self.save_at_words:
+            raise ValueError("--eval-every words needs --save-at-words")
+        return self
     eval_limit: int | None = Field(None, gt=0)  # per-phase scoring; default: the preset's eval_limit
     limit: int | None = Field(None, gt=0)  # final minimal-pair evaluation: first N items per subtask
     glue: dict[str, Any] = Field(default_factory=dict)  # GLUE options (epochs, max_train_examples, probe, ...)
@@ -107,7 +121,8 @@ def checkpoint_hash(folder: Path) -> str:
     return hash_files(files)
 
 
-def _finished_training(folder: Path, recipe: Recipe, preset: str, schedule: str, seed: int) -> bool:
+def _finished_training(folder: Path, recipe: Recipe, preset: str, schedule: str, seed: int,
+                       save_at_words: list[int]) -> bool:
     record_path = folder / "run.json"
     if not record_path.is_file():
         return False
@@ -121,6 +136,11 @@ def _finished_training(folder: Path, recipe: Recipe, preset: str, schedule: str,
         raise UserError(f"{folder}: holds a finished run with other settings ({record.get('recipe')}, "
                         f"{record.get('preset')}, {record.get('schedule')}, seed {record.get('seed')}); "
                         "use another --output")
+    saved = (record.get("config") or {}).get("save_at_words") or []
+    if record.get("status") == "finished" and saved != save_at_words:
+        shown = ",".join(map(str, saved)) or "none"
+        raise UserError(f"{folder}: a finished run saved with --save-at-words {shown}; this command asks for "
+                        f"{','.join(map(str, save_at_words)) or 'none'}; use another --output")
     return record.get("status") == "finished"
 
 
@@ -166,7 +186,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
         folder = output / run_folder_name(recipe.name, preset, schedule, seed)
         # one live `run` (or `train`) per run folder: a second one into it is refused, naming this pid
         with output_folder(folder, "run"):
-            if _finished_training(folder, recipe, preset, schedule, seed):
+            if _finished_training(folder, recipe, preset, schedule, seed, config.save_at_words):
                 status = "reused"
                 say(f"seed {seed}: training already finished in {folder}; reusing it")
             else:
@@ -176,7 +196,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                     corpus=config.corpus, cache_dir=config.cache_dir, seed=seed, max_words=config.max_words,
                     resume=status == "resumed", eval_every=config.eval_every if minimal_pair_tasks else "none",
                     eval_tasks=",".join(minimal_pair_tasks) or "blimp", eval_limit=eval_limit, device=config.device,
-                    convention=config.convention, progress=config.progress,
+                    convention=config.convention, progress=config.progress, save_at_words=config.save_at_words,
                 )
                 result = train(train_config, console=console, scorer=score_checkpoint)
                 if result.final_checkpoint is None:

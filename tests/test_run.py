@@ -93,3 +93,37 @@ def test_cli_rejects_bad_schedule_and_task_before_training(tmp_path):
     result = runner.invoke(app, ["run", "--schedule", "4_CLM+x_MLM", "--output", str(tmp_path), "--preset", "tiny"])
     assert result.exit_code != 0
     assert not any(tmp_path.iterdir())
+
+
+def test_run_by_words_seen_draws_curves_over_words(real_data_dir, tmp_path):
+    """`run --save-at-words --eval-every words`: each seed's chck_<N>K checkpoints are scored with the fast suite,
+    their rows carry words_seen, the board's curves average the seeds at each words count, and the run writes
+    the figure over words seen."""
+    from antlm_bench.results.leaderboard import build_leaderboard, read_results
+    from antlm_bench.results.leaderboard.definition import LeaderboardDefinition
+
+    args = ["run", "--model", "antlm-babyllama", "--tasks", "blimp", "--preset", "tiny", "--schedule", "1_CLM",
+            "--seeds", "1,2", "--output", str(tmp_path / "out"), "--data-dir", str(real_data_dir), "--max-words",
+            "3000", "--eval-every", "words", "--save-at-words", "1K,2K", "--eval-limit", "2", "--limit", "4",
+            "--quiet"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    figure = tmp_path / "out" / "curves-words.png"
+    assert f"curves over words seen (fast suite): {figure}" in " ".join(result.output.split())
+    assert figure.read_bytes().startswith(b"\x89PNG")
+    results = read_results([tmp_path / "out"])
+    fast = [r for r in results.rows if r["eval_set"] == "fast"]
+    assert {r["checkpoint"].rsplit("/", 1)[-1] for r in fast} == {"chck_1K", "chck_2K"}
+    assert all(r["words_seen"] >= 1000 for r in fast)
+    board = build_leaderboard(results, LeaderboardDefinition(tasks=["blimp"], macro_tasks=[],
+                                                             filters={"eval_set": ["fast"]}))
+    (row,) = board.rows
+    points = row.curves["blimp"]
+    assert len(points) == 2 and all(p.n_seeds == 2 for p in points)
+    assert points[0].words_seen < points[1].words_seen
+
+
+def test_eval_every_words_needs_word_counts(tmp_path):
+    result = CliRunner().invoke(app, ["run", "--eval-every", "words", "--output", str(tmp_path), "--preset", "tiny"])
+    assert result.exit_code != 0
+    assert "--eval-every words needs --save-at-words" in result.output and "Traceback" not in result.output

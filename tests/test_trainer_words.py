@@ -112,20 +112,15 @@ def test_words_checkpoints_and_resume(tmp_path: Path) -> None:
     assert [m["words_seen"] for m in read_metrics(other)] == [m["words_seen"] for m in read_metrics(run)]
 
 
-def test_eval_every_words_scores_each_with_the_fast_suite(tmp_path: Path) -> None:
+def test_eval_every_words_scores_each_with_the_fast_suite(tmp_path: Path, real_data_dir: Path) -> None:
     import pyarrow.parquet as pq
 
-    from antlm_bench.data import resolve_data_dir
-
-    try:
-        fast = (resolve_data_dir() / "fast_eval").is_dir()
-    except UserError:
-        fast = False
-    if not fast:
-        pytest.skip("no fast_eval data (set ANTLM_BENCH_DATA)")
     config = tiny_config(tmp_path, tmp_path / "run", schedule="1_CLM", save_at_words="2K,5K",
-                         eval_every="words", eval_tasks="blimp", eval_limit=2)
+                         eval_every="words", eval_tasks="blimp", eval_limit=2, data_dir=real_data_dir)
     train(config)
     rows = pq.read_table(tmp_path / "run" / "scores.parquet").to_pylist()
     assert {r["checkpoint"] for r in rows} == {"checkpoints/chck_2K", "checkpoints/chck_5K"}
     assert {r["eval_set"] for r in rows} == {"fast"}
+    assert {r["checkpoint"]: r["words_seen"] for r in rows} == {
+        f"checkpoints/{name}": read_state(tmp_path / "run" / "checkpoints" / name)["words_seen"]
+        for name in ("chck_2K", "chck_5K")}

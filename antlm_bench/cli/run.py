@@ -36,6 +36,13 @@ def run(
     max_words: int | None = typer.Option(None, help="Cap the pre-training corpus (default: the preset's cap)."),
     eval_limit: int | None = typer.Option(None, help="Items per subtask when scoring each phase (default: the "
                                                     "preset's; the final evaluation uses all items)."),
+    eval_every: str = typer.Option("phase", "--eval-every", help="Score the minimal-pair tasks during training: "
+                                   "at every phase end (phase), epoch end (epoch), at each --save-at-words "
+                                   "checkpoint with the fast suite (words; the run then draws curves over words "
+                                   "seen), or not at all (none)."),
+    save_at_words: str | None = typer.Option(None, "--save-at-words", help="Checkpoints chck_<N>M at these words "
+                                             "seen (repeats counted): 1M,2M,... or babylm (every 1M to 10M, then "
+                                             "every 10M to 100M)."),
     limit: int | None = typer.Option(None, help="Final minimal-pair evaluation on the first N items per subtask "
                                                "(a quick look; rows record it)."),
     glue_epochs: int | None = typer.Option(None, help="GLUE fine-tuning epochs (default: 10, 30 for WSC; the tiny "
@@ -69,6 +76,7 @@ def run(
     config = RunConfig(
         model=model, tasks=tasks, preset=preset, schedule=schedule, seeds=_seeds(seeds), output=output,
         data_dir=data_dir, corpus=corpus, max_words=max_words, eval_limit=eval_limit, limit=limit, glue=glue,
+        eval_every=eval_every, save_at_words=save_at_words,
         device=device, convention=convention, progress=not quiet,
     )
     from antlm_bench.training.trainer import TrainingInterrupted
@@ -87,6 +95,12 @@ def run(
         explanation = score_explanation(column)
         if explanation:
             console.print(f"note: {explanation}", soft_wrap=True)
+    if config.eval_every == "words":
+        from antlm_bench.results.leaderboard import write_words_curves
+
+        curves = write_words_curves([r.folder for r in summary.runs], summary.output)
+        if curves is not None:
+            console.print(f"curves over words seen (fast suite): {curves}")
     console.print(f"tables: {', '.join(str(r.folder) for r in summary.runs)}")
     console.print(f"compare schedules: antlm-bench leaderboard {summary.output}")
 

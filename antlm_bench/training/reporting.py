@@ -272,7 +272,7 @@ class Reporting:
                       data_hash=self.corpus.data_hash)
         checkpoint = CheckpointInfo(checkpoint=name, phase_index=state["phase_index"],
                                     phase_objective=state["phase_objective"], epoch=state["epoch"],
-                                    tokens_seen=state["tokens_seen"])
+                                    tokens_seen=state["tokens_seen"], words_seen=state.get("words_seen"))
         return ScoreRequest(model=self.model, tokenizer=self.tokenizer, folder=folder, tasks=config.eval_tasks,
                             scoring=method, limit=config.eval_limit, device=str(self.device), data_dir=config.data_dir,
                             run_info=run, checkpoint_info=checkpoint, seed=config.seed, convention=config.convention,

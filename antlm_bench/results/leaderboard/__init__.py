@@ -29,6 +29,7 @@ from antlm_bench.results.leaderboard.output import (
     format_for,
     leaderboard_from_paths,
     write_leaderboard,
+    write_words_curves,
 )
 from antlm_bench.results.leaderboard.plots import plot_curves
 from antlm_bench.results.leaderboard.results import Results, read_results
@@ -49,8 +50,9 @@ from antlm_bench.results.leaderboard.text import (
 __all__ = [
     "DEFAULT_GROUP_BY", "DEFAULT_TASKS", "FORMATS", "GROUP_KEYS", "MACRO", "BoardRow", "Cell", "Comparison",
     "CurvePoint", "Leaderboard", "LeaderboardDefinition", "Results", "board_table", "build_leaderboard",
-    "cell_text", "apply_holm", "compare", "compare_cells", "comparison_text", "design_text", "mde_text", "definition_result_paths", "format_for",
+    "cell_text", "apply_holm", "compare", "compare_cells", "comparison_text", "design_text", "mde_text",
+    "definition_result_paths", "format_for",
     "key_text", "leaderboard_from_paths", "load_definition", "macro_cell", "method_lines", "p_text", "pct",
     "plot_curves", "read_results", "render_html", "render_markdown", "render_terminal", "verdict",
-    "write_leaderboard",
+    "write_leaderboard", "write_words_curves",
 ]

@@ -141,3 +141,27 @@ def _relative(path: Path, base: Path) -> Path:
         return path.resolve().relative_to(base.resolve())
     except ValueError:
         return path.resolve()
+
+
+WORDS_CURVES_FILE = "curves-words.png"
+
+
+def write_words_curves(folders: Sequence[Path], output: Path) -> Path | None:
+    """``run --eval-every words``: the runs' fast-suite scores at their words-seen checkpoints, drawn over words
+    seen (one panel per task, one line per configuration, seeds averaged), written to ``output``; None when no
+    checkpoint was scored by words."""
+    from antlm_bench.data import atomic_write_bytes
+
+    results = read_results(folders)
+    tasks = sorted({row["task"] for row in results.rows
+                    if row.get("eval_set") == "fast" and row.get("words_seen") is not None})
+    if not tasks:
+        return None
+    definition = LeaderboardDefinition(name="words", description="fast suite at words-seen checkpoints",
+                                       tasks=tasks, macro_tasks=[], filters={"eval_set": ["fast"]})
+    image = plot_curves(build_leaderboard(results, definition), "png", x="words")
+    if image is None:
+        return None
+    path = output / WORDS_CURVES_FILE
+    atomic_write_bytes(path, image)
+    return path
