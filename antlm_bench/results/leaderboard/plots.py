@@ -30,6 +30,13 @@ BAND_NOTE = ("bands: 95% item interval of each point (mean over the row's seeds 
              "spread is in the table's intervals, not in the bands)")
 
 
+def words_label(value: float, _position: object = None) -> str:
+    """A words axis tick: 500K, 1M, 2.5M (BabyLM names its checkpoints by millions of words)."""
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:g}M"
+    return f"{value / 1e3:g}K" if value else "0"
+
+
 def chance_of(panel: str) -> float | None:
     return CHANCE.get(panel.split(":")[0])
 
@@ -154,7 +161,8 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
         if values:
             ax.set_ylim(*y_limits(values, chance))
         subset = panel_subset(board, panel)
-        title = panel + (f"\nper-phase points: first {subset} items per subtask" if subset else "")
+        points = "fast-suite points" if x == "words" else "per-phase points"
+        title = panel + (f"\n{points}: first {subset} items per subtask" if subset else "")
         if panel in final_only:
             title = panel + "\nfinal only: the table's score and interval per row"
             ax.set_xticks([])
@@ -163,7 +171,7 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
         else:
             ax.set_xlabel(x_label)
             if x == "words":
-                ax.xaxis.set_major_formatter(lambda value, _: f"{value / 1e6:g}M")
+                ax.xaxis.set_major_formatter(words_label)
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("score (%)")
         ax.grid(alpha=0.3)
@@ -180,7 +188,7 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
         handles.append(Patch(color="gray", alpha=0.3, label="95% item interval (mean of the seeds' bounds)"))
     if any_chance:
         handles.append(Line2D([], [], color="black", linestyle="--", linewidth=0.9, label="chance (50%)"))
-    ncol = min(3, len(handles))
+    ncol = min(3, len(handles), ncols)  # a one-panel figure stacks its legend: a wide row would be cut off
     fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.03 + 0.035 * math.ceil(len(handles) / ncol), 1, 1))
     buffer = io.BytesIO()
