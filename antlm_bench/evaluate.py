@@ -37,8 +37,7 @@ from antlm_bench import __version__
 from antlm_bench.adapters.base import EvalContext
 from antlm_bench.data import atomic_write_bytes, resolve_data_dir
 from antlm_bench.errors import UserError
-from antlm_bench.locking import output_folder
-from antlm_bench.results.store import commit_results
+from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, now_utc, score_table
 from antlm_bench.scoring import METHODS, ScoringModel, load_scoring_model, resolve_device_dtype, wrap_model
 from antlm_bench.tasks import resolve_tasks

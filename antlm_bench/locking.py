@@ -1,7 +1,7 @@
 """One live writer per output folder, test hooks at commit points, and tidy failures.
 
-``output_folder(path, "train")`` is what ``train``, ``run`` (per run folder) and ``eval --output`` hold while they
-write: an advisory ``fcntl.flock`` on ``<folder>/.antlm-bench.lock``, taken without waiting. A second command into
+``folder_lock(path, "train")`` is what ``train``, ``run`` (per run folder) and ``eval --output`` hold while they
+write (through ``antlm_bench.results.store.output_folder``, which also makes and tidies the folder): an advisory ``fcntl.flock`` on ``<folder>/.antlm-bench.lock``, taken without waiting. A second command into
 the same folder is refused at once with one line naming the holder's pid (written into the lock file, for people;
 the lock itself is the kernel's, so a ``kill -9`` never leaves it stale). The same process may take it again
 (``run`` holds its run folder while ``train`` inside it asks for the same one).
@@ -101,40 +101,3 @@ def folder_lock(folder: Path, command: str) -> Iterator[None]:
             else:
                 del _held[key]
                 _release(path, fd)
-
-
-def _missing_parents(folder: Path) -> list[Path]:
-    """``folder`` and those of its parents that do not exist yet, deepest first."""
-    missing = []
-    current = folder
-    while not current.exists() and current != current.parent:
-        missing.append(current)
-        current = current.parent
-    return missing
-
-
-@contextlib.contextmanager
-def output_folder(folder: str | Path, command: str, *, lock: bool = True) -> Iterator[Path]:
-    """Create ``folder`` if needed, hold its lock and tidy it (staging of killed writers) for the block.
-
-    If the block fails and ``folder`` did not exist before, the folders this call created are removed again when
-    the failure left them empty: a failing command leaves no empty output folder behind.
-    """
-    from antlm_bench.results.store import tidy_results
-
-    path = Path(folder).expanduser()
-    created = _missing_parents(path)
-    path.mkdir(parents=True, exist_ok=True)
-    ok = False
-    try:
-        with folder_lock(path, command) if lock else contextlib.nullcontext():
-            tidy_results(path)
-            yield path
-            ok = True
-    finally:
-        if not ok:
-            for made in created:  # deepest first; stops at the first one that is not empty
-                try:
-                    made.rmdir()
-                except OSError:
-                    break

@@ -24,9 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from antlm_bench.data import atomic_write_bytes, hash_files
 from antlm_bench.errors import UserError
-from antlm_bench.locking import fault_point, output_folder
+from antlm_bench.locking import fault_point
 from antlm_bench.recipes import Recipe, load_recipe
-from antlm_bench.results.store import commit_results
+from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORES_FILE, append_index
 from antlm_bench.training.schedule import parse_schedule
 

@@ -17,7 +17,7 @@ import pytest
 from leaderboard_tables import write_run
 
 from antlm_bench.errors import UserError
-from antlm_bench.locking import LOCK_FILE, folder_lock, output_folder
+from antlm_bench.locking import LOCK_FILE, folder_lock
 from antlm_bench.results.store import (
     EVENT_PART,
     ITEMS_PART,
@@ -26,6 +26,7 @@ from antlm_bench.results.store import (
     STAGING_PREFIX,
     commit_results,
     find_results,
+    output_folder,
     read_results_folder,
     tidy_results,
 )

@@ -369,7 +369,7 @@ def train(config: TrainConfig, **kwargs: Any) -> TrainResult:
     ``run`` into the same folder is refused at once, naming this pid, and a failure that leaves the folder this
     call created empty removes it. Other DDP processes (``RANK`` > 0) do not take it: they share the run.
     """
-    from antlm_bench.locking import output_folder
+    from antlm_bench.results.store import output_folder
 
     if int(os.environ.get("RANK", "0") or 0) != 0:
         return Trainer(config, **kwargs).run()

@@ -33,6 +33,7 @@ points the fault-injection tests kill at.
 """
 
 
+from antlm_bench.results.store.folder import output_folder  # noqa: F401
 from antlm_bench.results.store.layout import (  # noqa: F401
     EVENT_PART,
     ITEM_GROUP,

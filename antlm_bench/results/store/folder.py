@@ -1,0 +1,46 @@
+"""A command's output folder: made on first use, locked for the command, tidied of killed writers' staging, and
+removed again when the command fails before writing anything into a folder it made."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from antlm_bench.locking import folder_lock
+from antlm_bench.results.store.write import tidy_results
+
+
+def _missing_parents(folder: Path) -> list[Path]:
+    """``folder`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    current = folder
+    while not current.exists() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    return missing
+
+
+@contextlib.contextmanager
+def output_folder(folder: str | Path, command: str, *, lock: bool = True) -> Iterator[Path]:
+    """Create ``folder`` if needed, hold its lock and tidy it (staging of killed writers) for the block.
+
+    If the block fails and ``folder`` did not exist before, the folders this call created are removed again when
+    the failure left them empty: a failing command leaves no empty output folder behind.
+    """
+    path = Path(folder).expanduser()
+    created = _missing_parents(path)
+    path.mkdir(parents=True, exist_ok=True)
+    ok = False
+    try:
+        with folder_lock(path, command) if lock else contextlib.nullcontext():
+            tidy_results(path)
+            yield path
+            ok = True
+    finally:
+        if not ok:
+            for made in created:  # deepest first; stops at the first one that is not empty
+                try:
+                    made.rmdir()
+                except OSError:
+                    break
