@@ -106,3 +106,14 @@ def list_zip_members(zip_path: str | os.PathLike, folder: str, suffix: str = ".j
     except (zipfile.BadZipFile, EOFError) as err:
         raise _zip_problem(zip_path, err) from None
     return sorted(n for n in names if n.startswith(folder.rstrip("/") + "/") and n.endswith(suffix))
+
+
+def read_json(path: Path, what: str, fix: str) -> Any:
+    """A JSON file's value; a file that does not parse is one UserError line naming the file (and line), what it
+    is (``what``, e.g. "corrupt config") and what to do (``fix``)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}:{err.lineno}: {what} ({err.msg}); {fix}") from None
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: {what} (not UTF-8 at byte {err.start}); {fix}") from None

@@ -24,7 +24,6 @@ prefix-tree rows, as clm scoring builds them).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
 from antlm_bench.models import babyllama, hf, ltgbert  # noqa: F401  (registers the backends)
 from antlm_bench.models.babyllama import BabyLlamaForCausalLM, BabyLlamaForSequenceClassification
@@ -138,13 +138,7 @@ def _read_config(path: Path) -> dict[str, Any]:
     config_file = path / "config.json"
     if not config_file.is_file():
         raise UserError(f"{path}: no config.json; pass a Hugging Face model folder (an antlm-bench checkpoint)")
-    try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise UserError(f"{config_file}:{err.lineno}: corrupt config ({err.msg}); re-save the checkpoint") from None
-    except UnicodeDecodeError as err:
-        raise UserError(f"{config_file}: corrupt config (not UTF-8 at byte {err.start}); re-save the checkpoint"
-                        ) from None
+    config = read_json(config_file, "corrupt config", "re-save the checkpoint")
     if not isinstance(config, dict):
         raise UserError(f"{config_file}: corrupt config (a JSON {type(config).__name__}, not an object); "
                         "re-save the checkpoint")

@@ -6,11 +6,11 @@ to pick the scoring method of ``--scoring auto``: the method that matches how th
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
+from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
 
 STATE_FILE = "antlm_state.json"
@@ -24,13 +24,7 @@ def read_state(checkpoint: str | Path) -> dict[str, Any] | None:
     path = Path(checkpoint) / STATE_FILE
     if not path.is_file():
         return None
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}:{err.lineno}: corrupt checkpoint record ({err.msg}); re-save the checkpoint") from None
-    except UnicodeDecodeError as err:
-        raise UserError(f"{path}: corrupt checkpoint record (not UTF-8 at byte {err.start}); re-save the checkpoint"
-                        ) from None
+    state = read_json(path, "corrupt checkpoint record", "re-save the checkpoint")
     if not isinstance(state, dict) or "phase_objective" not in state:
         raise UserError(f"{path}: field phase_objective missing; not an antlm-bench checkpoint record")
     return state
