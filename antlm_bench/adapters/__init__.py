@@ -5,22 +5,13 @@ the supplement, EWoK), the BabyLM 2025 zero-shot tasks (``babylm2025/``), GLUE f
 ``antlm_bench.lm_eval_plugin``; imported on demand, as it needs lm-eval). Importing this package registers the
 shipped adapter classes by name. Adapters may import ``scoring``, ``models``, the data-level modules (``data``),
 the result row schema and statistics (``results.tables``, ``results.stats``), ``errors``, ``registry`` and
-``tasks``; never ``cli``, ``pipeline``, ``training`` or the leaderboard (one exception until it moves:
-``training.checkpoint_state``, the checkpoint's record that ``scoring=auto`` reads).
+``tasks``, and the checkpoint's record (``training.checkpoint_state``, which ``scoring=auto`` reads and every
+stage that reads a checkpoint shares); never ``cli``, ``pipeline``, the trainer or the leaderboard.
 """
 
 from __future__ import annotations
 
-import importlib
-
+from antlm_bench.adapters import babylm2025, glue, minimal_pairs  # noqa: F401  (register the shipped classes)
 from antlm_bench.adapters.base import EvalContext, TaskAdapter, TaskResult
-
-# modules whose classes the shipped task specs name; a module not written yet is skipped
-for _module in ("antlm_bench.adapters.minimal_pairs", "antlm_bench.adapters.glue", "antlm_bench.adapters.babylm2025"):
-    try:
-        importlib.import_module(_module)
-    except ModuleNotFoundError as _err:
-        if _err.name != _module:
-            raise
 
 __all__ = ["EvalContext", "TaskAdapter", "TaskResult"]
