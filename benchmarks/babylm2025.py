@@ -6,8 +6,10 @@ official method, same machine, same model objects, one run.
 The batch-1 side is tests/babylm2025_reference.py (written from EVAL-2025.md): one sentence per forward pass,
 full logits and a log-softmax over every position, as the official ``sentence_zero_shot`` and ``reading`` code
 do (the official sentence tasks pad batches of 64; reading runs one context at a time). Ours: token-budget
-batches, the LM head at scored positions only, entity tracking's five options as one prefix-tree row (the ~300
-token prefix goes through the body once), reading's queries deduplicated and packed as prefix trees.
+batches, the LM head at scored positions only, reading's queries deduplicated and packed as prefix trees; entity
+tracking's sentences tokenized from their shared pieces (scoring/offsets.py: exact, checked), and, for BabyLlama,
+the beginnings that items and scenarios share run once per batch with the options' rows continuing their keys
+and values (scoring/shared_bases.py); models without that path get one prefix-tree row per item or scenario.
 
 Models: the recipes' ``tiny`` preset (BabyLlama: 2 layers, hidden 64, max_seq_len 64, so entity tracking's
 ~400-token inputs run beyond the configured positions, which rotary positions allow), seeded random weights,
@@ -36,10 +38,29 @@ items in 1,840 rows; the body's time 8.0 -> 5.8 s) and with the tokenizer's work
     antlm-babyllama clm entity_tracking 3152 items  ours 10.82 s  batch-1 73.69 s   6.8x  max|diff| 2.9e-06
     antlm-babyllama clm reading         1726 words  ours  0.20 s  batch-1  3.24 s  15.9x  max|diff| 1.4e-06
 
-Entity tracking still misses the 10x target: about 5 of our 14 s are the tokenizer (15,760 strings of ~1,300
-characters, tokenized whole as the official offsets rule needs; the batch-1 side pays the same 5 s), and at hidden
-size 64 the body is cheap next to the head, which both sides run at different places only. PLL has nothing to
-share between masked copies; its gain is batching alone. Differences are float32 rounding of the sums.
+That run still missed the 10x target: about 4.5 of our 10.8 s were the tokenizer (15,760 strings of ~1,300
+characters, tokenized whole as the official offsets rule needs; the batch-1 side pays the same), and the body's
+prefix-tree rows spent half their attention on blocked pairs and ran each scenario's ~220-token prefix again
+although the 1,840 rows' 397k prefix tokens hold only 64k distinct ones (scenarios start from the same boxes).
+
+Recorded 2026-11-30, after (1) tokenizing each distinct piece once (cuts before a space, where a byte-level BPE
+provably gives the whole string's tokens; 9.0M characters -> 0.39M; a sample is checked against whole
+tokenization): the tokenizer 4.5 -> ~1.1 s; (2) BabyLlama continuing shared bases' keys and values (runs of
+sorted prefixes chosen by dynamic programming, rows of <= 128 continuation tokens): scoring 6.0 -> 3.7-4.5 s;
+(3) reading's words tokenized by the Rust tokenizer directly. Two runs of ``OMP_NUM_THREADS=1 python3
+benchmarks/babylm2025.py --items 3152 --reading-rows 1726`` back to back (2-core AMD EPYC shared with other jobs,
+load average 1.9 -> 2.2 over the runs, 1 thread, process CPU time):
+
+    antlm-babyllama clm entity_tracking 3152 items  ours  5.03 s  batch-1 66.92 s  13.3x  max|diff| 3.3e-06
+    antlm-babyllama clm reading         1726 words  ours  0.15 s  batch-1  2.82 s  18.5x  max|diff| 1.4e-06
+    antlm-babyllama clm entity_tracking 3152 items  ours  4.93 s  batch-1 73.53 s  14.9x  max|diff| 3.3e-06
+    antlm-babyllama clm reading         1726 words  ours  0.15 s  batch-1  3.59 s  24.1x  max|diff| 1.4e-06
+    (entity tracking: the same prediction on every item in both runs)
+
+An earlier run at the same load gave 4.87 s vs 74.41 s (15.3x). Of our ~5 s, ~1.1 s is tokenization, ~0.2 s
+building the rows' index arrays, and the rest the body (linear layers and attention, about even) and the head.
+PLL has nothing to share between masked copies; its gain is batching alone. Differences are float32 rounding of
+the sums.
 """
 
 from __future__ import annotations

@@ -97,6 +97,7 @@ def eager_attention(q, k, v, mask, is_causal: bool, dropout: float, scale: float
 
 
 ATTENTION_FUNCTIONS: dict[str, Callable[..., torch.Tensor]] = {"sdpa": sdpa_attention, "eager": eager_attention}
+KeyValues = tuple[torch.Tensor, torch.Tensor]  # one layer's keys and values, [B, kv_heads, T, head_dim]
 
 
 class Attention(nn.Module):
@@ -115,12 +116,18 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, config.hidden_size, bias=bias)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None,
-                is_causal: bool) -> torch.Tensor:
+                is_causal: bool, past: KeyValues | None = None, keep: list[KeyValues] | None = None) -> torch.Tensor:
+        """``past``: keys and values of earlier tokens, attended before this call's own; ``keep``: a list this
+        call's keys and values (rotary applied) are appended to."""
         batch, length, _ = x.shape
         q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if keep is not None:
+            keep.append((k, v))
+        if past is not None:
+            k, v = torch.cat((past[0], k), dim=2), torch.cat((past[1], v), dim=2)
         dropout = self.dropout if self.training else 0.0
         out = self.kernel(q, k, v, mask, is_causal, dropout, self.scale)  # [B, H, T, d]
         return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
@@ -149,8 +156,9 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.mlp = MLP(config)
 
-    def forward(self, x, cos, sin, mask, is_causal: bool) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, is_causal)
+    def forward(self, x, cos, sin, mask, is_causal: bool, past: KeyValues | None = None,
+                keep: list[KeyValues] | None = None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, is_causal, past, keep)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -198,20 +206,30 @@ class BabyLlamaModel(BabyLlamaPreTrainedModel):
         self.embed_tokens = value
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                attention_mode: str = "causal", position_ids: torch.Tensor | None = None) -> torch.Tensor:
+                attention_mode: str = "causal", position_ids: torch.Tensor | None = None,
+                past_key_values: list[KeyValues] | None = None,
+                keep_key_values: list[KeyValues] | None = None) -> torch.Tensor:
         """``attention_mask``: [B, T] (1 = token, 0 = padding), or a [B, 1, T, T] boolean mask (True = may attend)
-        used as given, with ``position_ids`` [B, T]: packed or prefix-tree rows."""
+        used as given, with ``position_ids`` [B, T]: packed or prefix-tree rows.
+
+        ``past_key_values`` (one (keys, values) pair per layer, [B, kv_heads, P, d] with rotary applied, as
+        ``keep_key_values`` collects them from an earlier call) are keys the tokens attend before their own; the
+        mask is then [B, 1, T, P + T] and ``position_ids`` are needed."""
         length = input_ids.shape[1]
         x = self.embed_tokens(input_ids)
         cos, sin = self.rotary_emb(length, x.device, x.dtype, position_ids)
+        if past_key_values is not None and (attention_mask is None or attention_mask.dim() != 4
+                                            or position_ids is None):
+            raise ValueError("past_key_values need a [B, 1, T, P + T] attention mask and position_ids")
         if attention_mask is not None and attention_mask.dim() == 4:
             check_mode(attention_mode)
             mask, is_causal = attention_mask.bool(), False
         else:
             mask = boolean_mask(attention_mask, attention_mode, length, x.device)
             is_causal = mask is None and attention_mode == "causal"
-        for layer in self.layers:
-            x = layer(x, cos, sin, mask, is_causal)
+        for index, layer in enumerate(self.layers):
+            past = None if past_key_values is None else past_key_values[index]
+            x = layer(x, cos, sin, mask, is_causal, past, keep_key_values)
         return self.norm(x)
 
 
@@ -252,6 +270,23 @@ class BabyLlamaForCausalLM(BabyLlamaPreTrainedModel):
                       attention_mode: str = "causal", position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """[B, T, H] after the final norm (masks and positions as in :meth:`BabyLlamaModel.forward`)."""
         return self.model(input_ids, attention_mask, attention_mode, position_ids)
+
+    def prefix_hidden_states(self, prefix_ids: torch.Tensor, input_ids: torch.Tensor, position_ids: torch.Tensor,
+                             attention_mask: torch.Tensor, prefix_rows: torch.Tensor | None = None
+                             ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Causal hidden states of rows that continue a prefix: the prefixes [N, P] run first (causal, padded on
+        the right), then ``input_ids`` [B, T] at ``position_ids`` attend the keys and values of their prefix
+        (``prefix_rows`` [B]: which one; row b's own by default) and their own, as the boolean
+        ``attention_mask`` [B, T, P + T] allows. Returns both hidden states, [N, P, H] and [B, T, H].
+
+        A prefix shared by several continuations goes through the body once, and no attention is spent on pairs
+        that one prefix-tree row would block (one continuation against another)."""
+        kept: list[KeyValues] = []
+        prefix = self.model(prefix_ids, None, "causal", keep_key_values=kept)
+        if prefix_rows is not None:
+            kept = [(k[prefix_rows], v[prefix_rows]) for k, v in kept]
+        rest = self.model(input_ids, attention_mask[:, None], "causal", position_ids, past_key_values=kept)
+        return prefix, rest
 
     def lm_features(self, hidden: torch.Tensor) -> torch.Tensor:
         """The LM head's input: the hidden states themselves (the final norm is part of ``hidden_states``)."""

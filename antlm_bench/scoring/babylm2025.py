@@ -19,6 +19,7 @@ import numpy as np
 
 from antlm_bench.errors import UserError
 from antlm_bench.scoring.encode import Seq
+from antlm_bench.scoring.offsets import encode_with_offsets, plain_backend
 
 N_READING_MASKS = 3  # evaluation_functions.py: number_of_mask_tokens_to_append
 
@@ -36,21 +37,11 @@ def span_seqs(tokenizer, sentences: Sequence[str], completions: Sequence[str], m
                         "and mntp only; use one of them or auto")
     if method != "clm" and tokenizer.mask_token_id is None:
         raise UserError(f"--scoring {method} needs a mask token, and this tokenizer has none; use --scoring clm")
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None and backend.truncation is None and backend.padding is None:
-        # the Rust encodings directly: the same ids and offsets as tokenizer(..., return_offsets_mapping=True)
-        # without transformers' conversion of every encoding (a sixth of the time on 15,760 long strings)
-        encodings = backend.encode_batch(list(sentences), add_special_tokens=True)
-        pairs = [(e.ids, e.offsets) for e in encodings]
-    else:
-        encoded = tokenizer(list(sentences), return_offsets_mapping=True)
-        pairs = list(zip(encoded["input_ids"], encoded["offset_mapping"]))
     out = []
-    for (token_ids, offsets), sentence, completion in zip(pairs, sentences, completions):
-        ids = np.asarray(token_ids, dtype=np.int64)
-        start_char = len(sentence) - len(completion) + (offsets[0][0] if len(offsets) else 0)
-        ends = np.asarray([end for _, end in offsets], dtype=np.int64)
-        scored = np.flatnonzero(ends > start_char).astype(np.int64)
+    # the whole sentences' ids and offsets; their shared beginnings tokenized once where that is exact (offsets.py)
+    for (ids, offsets), sentence, completion in zip(encode_with_offsets(tokenizer, sentences), sentences, completions):
+        start_char = len(sentence) - len(completion) + (int(offsets[0, 0]) if len(offsets) else 0)
+        scored = np.flatnonzero(offsets[:, 1] > start_char).astype(np.int64)
         if method in ("clm", "mntp"):
             scored = scored[scored >= 1]  # clm: position 0 has no context; mntp: nothing sits before it
         out.append(Seq(ids, scored))
@@ -59,6 +50,9 @@ def span_seqs(tokenizer, sentences: Sequence[str], completions: Sequence[str], m
 
 def word_pieces(tokenizer, word: str) -> list[int]:
     """The word tokenized alone, without special tokens and without a leading space (the official behaviour)."""
+    backend = plain_backend(tokenizer)  # the Rust tokenizer directly: the same ids, a tenth of the time per word
+    if backend is not None:
+        return list(backend.encode(word, add_special_tokens=False).ids)
     return list(tokenizer(word, add_special_tokens=False)["input_ids"])
 
 

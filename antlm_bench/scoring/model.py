@@ -10,7 +10,7 @@ full ``[batch x length x vocab]`` logits are never built. This module finds body
   output-embedding head (``lm_head``), causal only;
 - a plain masked LM (BERT, RoBERTa, ...) runs its ``base_model`` and the child module that owns the output
   embedding (``cls`` / ``lm_head``: transform, norm, decoder), bidirectional only. Heads spread over several
-  children have an explicit entry in ``_SPLIT_HEADS``. Logit soft-capping and scaling that a config declares
+  children have an explicit entry in ``heads._SPLIT_HEADS``. Logit soft-capping and scaling that a config declares
   (Gemma 2, Cohere, Granite) are applied after the head.
 
 A Hugging Face model is checked once when wrapped: with the body's output replaced by large random hidden
@@ -20,7 +20,10 @@ exact but builds full logits (noted in ``notes``).
 
 Causal models may also take prefix-tree rows, ``tree_hidden(ids, position_ids, mask)``: checked once, on first
 use, against the plain forward of the tree's sequences (``tree_mask_format``); a model that fails is scored one
-sequence per row.
+sequence per row. An antlm-bench model with ``prefix_hidden_states`` (BabyLlama) may also continue prefixes'
+keys and values, ``prefix_hidden(...)``: checked once the same way (``keeps_prefixes``).
+
+Finding and checking a Hugging Face model's head is in ``heads.py``.
 """
 
 from __future__ import annotations
@@ -37,17 +40,10 @@ import torch
 from torch import nn
 
 from antlm_bench.errors import UserError
+from antlm_bench.scoring.heads import find_head, head_self_check, logits_close, with_config_transforms
 
 CAUSAL, BIDIRECTIONAL = "causal", "bidirectional"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-# heads made of several children of the top model: (the child that first sees the hidden states, composition)
-_SPLIT_HEADS: dict[str, tuple[str, Callable[[nn.Module, torch.Tensor], torch.Tensor]]] = {
-    "DistilBertForMaskedLM": (
-        "vocab_transform", lambda m, h: m.vocab_projector(m.vocab_layer_norm(m.activation(m.vocab_transform(h))))),
-    "ModernBertForMaskedLM": ("head", lambda m, h: m.decoder(m.head(h))),
-    "ElectraForMaskedLM": ("generator_predictions", lambda m, h: m.generator_lm_head(m.generator_predictions(h))),
-}
 
 
 def _is_antlm(model: nn.Module) -> bool:
@@ -158,6 +154,22 @@ class ScoringModel:
     def shares_prefixes(self) -> bool:
         return self.tree_mask_format is not None
 
+    @functools.cached_property
+    def keeps_prefixes(self) -> bool:
+        """Whether the model runs a prefix once and continuations against its keys and values
+        (``prefix_hidden_states``, BabyLlama): checked once, on first use, against plain forwards."""
+        if not (self.kind == "antlm" and CAUSAL in self.modes and hasattr(self.module, "prefix_hidden_states")):
+            return False
+        return _prefix_check(self)
+
+    def prefix_hidden(self, prefix_ids: torch.Tensor, prefix_rows: torch.Tensor, input_ids: torch.Tensor,
+                      position_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Final hidden states of prefixes [N, P] and of rows [B, T] that continue them (row b continues prefix
+        ``prefix_rows[b]``; ``mask`` [B, T, P + T] is True where a row token may attend a prefix or row token),
+        as one flat row [1, N * P + B * T, H]: the prefixes' positions, then the rows'."""
+        prefix, rest = self.module.prefix_hidden_states(prefix_ids, input_ids, position_ids, mask, prefix_rows)
+        return torch.cat((prefix.flatten(0, 1), rest.flatten(0, 1)))[None]
+
     def tree_hidden(self, input_ids: torch.Tensor, position_ids: torch.Tensor, mask: torch.Tensor,
                     mask_format: str | None = None) -> torch.Tensor:
         """Final hidden states of prefix-tree rows; ``mask`` [B, T, T] is True where token i may attend token j."""
@@ -179,95 +191,6 @@ class ScoringModel:
         if self.head_fn is None:
             return hidden
         return self.head_fn(hidden)
-
-
-def _find_head(model: nn.Module) -> tuple[Callable[[torch.Tensor], torch.Tensor], nn.Module] | None:
-    """(head function, the module that first receives the hidden states), if the model's head is found."""
-    for cls in type(model).__mro__:
-        if cls.__name__ in _SPLIT_HEADS:
-            entry, recipe = _SPLIT_HEADS[cls.__name__]
-            return functools.partial(recipe, model), getattr(model, entry)
-    output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if output is None:
-        return None
-    base = model.base_model
-    owners = []
-    for _, child in model.named_children():
-        if child is base:
-            continue
-        if child is output or any(module is output for module in child.modules()):
-            owners.append(child)
-    return (owners[0], owners[0]) if len(owners) == 1 else None
-
-
-def _with_config_transforms(model: nn.Module, head: Callable[[torch.Tensor], torch.Tensor]
-                            ) -> Callable[[torch.Tensor], torch.Tensor]:
-    """What some models do to the head's logits in their forward, as their config declares it (checked after)."""
-    config = model.config
-    cap = getattr(config, "final_logit_softcapping", None)  # Gemma 2 / 3
-    scale = getattr(config, "logit_scale", None)  # Cohere
-    divisor = getattr(config, "logits_scaling", None)  # Granite
-    if not (cap or isinstance(scale, (int, float)) and scale != 1 or isinstance(divisor, (int, float)) and divisor != 1):
-        return head
-
-    def transformed(hidden: torch.Tensor) -> torch.Tensor:
-        logits = head(hidden)
-        if isinstance(scale, (int, float)) and scale != 1:
-            logits = logits * scale
-        if isinstance(divisor, (int, float)) and divisor != 1:
-            logits = logits / divisor
-        if cap:
-            logits = torch.tanh(logits / cap) * cap
-        return logits
-
-    return transformed
-
-
-def _close(ours: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype) -> bool:
-    if ours.shape != reference.shape:
-        return False
-    tolerance = 1e-4 if dtype == torch.float32 else 2e-2
-    return float((ours - reference).abs().max()) <= tolerance * max(1.0, float(reference.abs().max()))
-
-
-def _self_check(sm: ScoringModel, entry: nn.Module) -> bool:
-    """The model's own forward equals ``head(hidden(ids))``, also where its logits are large.
-
-    First on a short random input: the body's output reaches the head unchanged. Then with the head's input
-    swapped (a hook) for large random hidden states: nothing after the head changes the logits. Logit
-    soft-capping (Gemma 2) or scaling is invisible on a freshly initialised model's small logits, not there.
-    """
-    module = sm.module
-    dtype = next(module.parameters()).dtype
-    generator = torch.Generator().manual_seed(0)
-    vocab = module.get_output_embeddings().weight.shape[0]
-    ids = torch.randint(0, vocab, (2, 7), generator=generator).to(sm.device)
-    probe: dict[str, torch.Tensor] = {}
-
-    def swap(_module: nn.Module, args: tuple) -> tuple | None:
-        if "busy" in probe:  # our own head call below passes through this hook too
-            return None
-        probe["busy"] = args[0]
-        noise = torch.randn(args[0].shape, generator=generator).to(args[0].device, args[0].dtype)
-        spread = sm.head(noise).float().std().clamp_min(1e-6)  # scaled so the logits spread over about +-100
-        probe["hidden"] = noise * (50.0 / spread).to(noise.dtype)
-        return (probe["hidden"], *args[1:])
-
-    try:
-        with torch.inference_mode():
-            if not _close(sm.head(sm.hidden(ids, None, sm.modes[0])).float(), module(input_ids=ids).logits.float(),
-                          dtype):
-                return False
-            handle = entry.register_forward_pre_hook(swap)
-            try:
-                reference = module(input_ids=ids).logits.float()
-            finally:
-                handle.remove()
-            if "hidden" not in probe:
-                return False
-            return _close(sm.head(probe["hidden"]).float(), reference, dtype)
-    except Exception:  # noqa: BLE001  (any failure means: do not trust the split)
-        return False
 
 
 def _tree_check(sm: ScoringModel, mask_format: str) -> bool:
@@ -297,8 +220,41 @@ def _tree_check(sm: ScoringModel, mask_format: str) -> bool:
             plain_second = sm.hidden(second[None].to(sm.device), None, CAUSAL).float()[0]
     except Exception:  # noqa: BLE001  (a model that rejects the inputs is scored one sequence per row)
         return False
-    return (_close(tree[0, :6], plain_first, dtype) and _close(tree[0, 6:], plain_second[3:], dtype)
-            and _close(tree[1, :7], plain_second, dtype))
+    return (logits_close(tree[0, :6], plain_first, dtype) and logits_close(tree[0, 6:], plain_second[3:], dtype)
+            and logits_close(tree[1, :7], plain_second, dtype))
+
+
+def _prefix_check(sm: ScoringModel) -> bool:
+    """Two prefixes (5 tokens; 3 and padding) continued by three rows, against plain forwards of the whole
+    sequences: row 0 continues prefix 0 by two tails, row 1 prefix 1 by one tail and padding, row 2 prefix 0."""
+    vocab = int(getattr(sm.module.config, "vocab_size", 0) or 0)
+    if vocab < 2:
+        return False
+    t = torch.randint(0, vocab, (18,), generator=torch.Generator().manual_seed(0))
+    prefix = torch.stack([t[:5], torch.cat([t[5:8], t[:2]])])
+    rows = torch.stack([t[8:13], torch.cat([t[13:16], t[:2]]), torch.cat([t[16:18], t[:3]])])
+    positions = torch.tensor([[5, 6, 7, 5, 6], [3, 4, 5, 0, 0], [5, 6, 0, 0, 0]])
+    mask = torch.zeros(3, 5, 10, dtype=torch.bool)
+    mask[0, :, :5] = mask[2, :2, :5] = True
+    mask[1, :3, :3] = True
+    mask[0, :3, 5:8] = mask[1, :3, 5:8] = torch.ones(3, 3, dtype=torch.bool).tril()
+    mask[0, 3:, 8:] = mask[2, :2, 5:7] = torch.ones(2, 2, dtype=torch.bool).tril()
+    mask[1, 3:, 8:] = torch.eye(2, dtype=torch.bool)
+    mask[2, 2:, 7:] = torch.eye(3, dtype=torch.bool)
+    wholes = [torch.cat([t[:5], t[8:11]]), torch.cat([t[:5], t[11:13]]), torch.cat([t[5:8], t[13:16]]),
+              torch.cat([t[:5], t[16:18]])]
+    dtype = next(sm.module.parameters()).dtype
+    device = sm.device
+    try:
+        with torch.inference_mode():
+            got = sm.prefix_hidden(prefix.to(device), torch.tensor([0, 1, 0], device=device), rows.to(device),
+                                   positions.to(device), mask.to(device))[0].float()
+            plain = [sm.hidden(w[None].to(device), None, CAUSAL).float()[0] for w in wholes]
+    except Exception:  # noqa: BLE001  (a model that rejects the inputs keeps the prefix-tree rows)
+        return False
+    return (logits_close(got[:5], plain[0][:5], dtype) and logits_close(got[10:13], plain[0][5:], dtype)
+            and logits_close(got[13:15], plain[1][5:], dtype) and logits_close(got[5:8], plain[2][:3], dtype)
+            and logits_close(got[15:18], plain[2][3:], dtype) and logits_close(got[20:22], plain[3][5:], dtype))
 
 
 _WRAPPED: weakref.WeakKeyDictionary[nn.Module, ScoringModel] = weakref.WeakKeyDictionary()
@@ -316,9 +272,9 @@ def wrap_model(model: nn.Module, tokenizer: Any) -> ScoringModel:
             raise UserError(f"{type(model).__name__} is an encoder-decoder model; give a causal or masked LM")
         masked = _is_masked_class(model)
         sm = ScoringModel(model, tokenizer, "masked" if masked else "causal", (BIDIRECTIONAL,) if masked else (CAUSAL,))
-        found = _find_head(model)
-        sm.head_fn = None if found is None else _with_config_transforms(model, found[0])
-        if found is None or not _self_check(sm, found[1]):
+        found = find_head(model)
+        sm.head_fn = None if found is None else with_config_transforms(model, found[0])
+        if found is None or not head_self_check(sm, found[1]):
             sm.head_fn = None
             sm.notes.append(
                 f"{type(model).__name__}: LM head not separable from the forward pass; scored with full logits "
