@@ -248,9 +248,21 @@ def test_span_seqs_equal_whole_tokenization(real_data_dir) -> None:
         assert seq.scored.tolist() == [i for i, (_, end) in enumerate(encoded["offset_mapping"]) if end > start and i]
 
 
-def test_babyllama_past_key_values_equal_the_whole_forward() -> None:
-    model, _ = babyllama()
-    copy_ = copy.deepcopy(model)
+@pytest.mark.parametrize("kv_heads,kernel", [(None, "sdpa"), (None, "eager"), (1, "sdpa"), (1, "eager")])
+def test_babyllama_past_key_values_equal_the_whole_forward(kv_heads, kernel) -> None:
+    """Keys and values kept from a first part, continued by the rest: the whole forward's hidden states, with
+    grouped-query attention and with the eager kernel too; and the prefix check passes for each."""
+    model, tok = babyllama()
+    config = copy.deepcopy(model.config)
+    config.antlm_attention = kernel
+    if kv_heads:
+        config.num_key_value_heads = kv_heads
+    torch.manual_seed(1)
+    copy_ = type(model)(config).eval().double()
+    with torch.no_grad():
+        for name, parameter in copy_.named_parameters():
+            if "norm" not in name:
+                parameter.mul_(10)
     ids = torch.randint(5, 100, (2, 12), generator=torch.Generator().manual_seed(0))
     whole = copy_.hidden_states(ids)
     kept: list = []
@@ -260,3 +272,4 @@ def test_babyllama_past_key_values_equal_the_whole_forward() -> None:
     torch.testing.assert_close(torch.cat([first, rest], 1), whole, atol=1e-10, rtol=0)
     with pytest.raises(ValueError, match="past_key_values"):
         copy_.model(ids[:, 7:], past_key_values=kept)
+    assert wrap_model(copy_, tok).keeps_prefixes
