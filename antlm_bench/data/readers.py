@@ -117,3 +117,20 @@ def read_json(path: Path, what: str, fix: str) -> Any:
         raise UserError(f"{path}:{err.lineno}: {what} ({err.msg}); {fix}") from None
     except UnicodeDecodeError as err:
         raise UserError(f"{path}: {what} (not UTF-8 at byte {err.start}); {fix}") from None
+
+
+def broken_json_message(path: Path) -> str | None:
+    """One line naming the first JSON file of a model folder that does not parse (config.json, the tokenizer's
+    files), or None when they all parse."""
+    for name in ("config.json", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json"):
+        file = Path(path) / name
+        if not file.is_file():
+            continue
+        try:
+            json.loads(file.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            return f"{file}: not UTF-8 text; re-save it (e.g. with save_pretrained)"
+        except json.JSONDecodeError as err:
+            return (f"{file}:{err.lineno}:{err.colno}: not valid JSON ({err.msg}); fix the file or re-save the "
+                    "model with save_pretrained")
+    return None

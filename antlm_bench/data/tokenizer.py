@@ -23,6 +23,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from antlm_bench.data.readers import broken_json_message
 from antlm_bench.errors import UserError
 
 PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
@@ -89,8 +90,6 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
     try:
         return AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError) as err:
-        from antlm_bench.scoring.model import broken_json_message
-
         broken = broken_json_message(path)  # name the broken file (config.json is read too), not the tokenizer
         if broken is not None:
             raise UserError(broken) from None

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from antlm_bench.data.readers import broken_json_message
 from antlm_bench.errors import UserError
 from antlm_bench.scoring.heads import find_head, head_self_check, logits_close, with_config_transforms
 
@@ -296,25 +297,6 @@ def resolve_device_dtype(device: str, dtype: str) -> tuple[torch.device, torch.d
     if device == "cpu" and dtype != "float32":
         raise UserError(f"--dtype {dtype} on cpu is far slower than float32 here; use --dtype float32 on cpu")
     return torch.device(device), DTYPES[dtype]
-
-
-def broken_json_message(path: Path) -> str | None:
-    """One line naming the first JSON file of a model folder that does not parse (config.json, the tokenizer's
-    files), or None when they all parse."""
-    import json
-
-    for name in ("config.json", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json"):
-        file = Path(path) / name
-        if not file.is_file():
-            continue
-        try:
-            json.loads(file.read_text(encoding="utf-8"))
-        except UnicodeDecodeError:
-            return f"{file}: not UTF-8 text; re-save it (e.g. with save_pretrained)"
-        except json.JSONDecodeError as err:
-            return (f"{file}:{err.lineno}:{err.colno}: not valid JSON ({err.msg}); fix the file or re-save the "
-                    "model with save_pretrained")
-    return None
 
 
 def load_tokenizer_from(path: Path) -> Any:

@@ -188,7 +188,7 @@ def _load_model(context: EvalContext) -> tuple[Any, Any]:
         try:
             tokenizer = AutoTokenizer.from_pretrained(context.model_path)
         except (OSError, ValueError) as err:
-            from antlm_bench.scoring.model import broken_json_message
+            from antlm_bench.data.readers import broken_json_message
 
             broken = broken_json_message(Path(context.model_path))  # name a broken config.json, not the tokenizer
             if broken is not None:
