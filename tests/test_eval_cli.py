@@ -154,3 +154,26 @@ def test_full_data_run(kind, tasks, method, llama_dir, bert_dir, real_data_dir):
     items = out.items.to_pandas()
     assert items["score_good"].notna().all() and (items["score_good"] < 0).all()
     assert len(items) == sum(expected[t][1] for t in tasks.split(","))
+
+
+def test_summary_names_metrics_other_than_accuracy():
+    """reading has two task-level rows (eye_tracking, self_paced_reading) and wug_adj a Spearman: the summary says
+    which number each line is, rather than printing "reading" twice."""
+    import io
+
+    import pyarrow as pa
+    from rich.console import Console
+
+    from antlm_bench.cli.eval import summary_table
+
+    def row(task, metric, value):
+        return {"task": task, "subtask": "", "metric": metric, "value": value, "ci_low": None, "ci_high": None,
+                "n": 10, "n_ties": 0, "scoring": "clm", "limit": None}
+
+    scores = pa.Table.from_pylist([row("blimp", "accuracy", 0.6), row("wug_adj", "spearman", 0.5),
+                                   row("reading", "eye_tracking", 0.01), row("reading", "self_paced_reading", 0.02)])
+    buffer = io.StringIO()
+    Console(file=buffer, width=200).print(summary_table(scores))
+    text = buffer.getvalue()
+    assert "wug_adj (spearman)" in text and "reading (eye_tracking)" in text
+    assert "reading (self_paced_reading)" in text and "blimp (accuracy)" not in text

@@ -135,7 +135,8 @@ def parse_seeds(text: str | None) -> list[int] | None:
 
 
 def summary_table(scores) -> Table:
-    """One line per task: subtask count, score (accuracy; GLUE: its own mean), 95% CI, n, ties, method."""
+    """One line per task and metric: subtask count, score x100 (accuracy; GLUE: its own mean; other metrics named
+    after the task, e.g. ``wug_adj (spearman)``), 95% CI, n, ties, method."""
     rows = scores.to_pylist()
     limits = sorted({r["limit"] for r in rows if r["limit"]})
     title = "antlm-bench eval" + (f" (--limit {limits[0]}: a quick look, not a full score)" if limits else "")
@@ -148,6 +149,7 @@ def summary_table(scores) -> Table:
             continue
         subtasks = sum(1 for r in rows if r["task"] == row["task"] and r["subtask"] != "" and r["metric"] == row["metric"])
         ci = "" if row["ci_low"] is None else f"[{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]"
-        table.add_row(row["task"], str(subtasks), f"{100 * row['value']:.2f}", ci, f"{row['n']:,}",
+        name = row["task"] if row["metric"] in ("accuracy", "score") else f"{row['task']} ({row['metric']})"
+        table.add_row(name, str(subtasks), f"{100 * row['value']:.2f}", ci, f"{row['n']:,}",
                       str(row["n_ties"] or 0), row["scoring"])
     return table
