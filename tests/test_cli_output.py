@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from antlm_bench.cli.app import PIPE_WIDTH, WholeLineConsole
 
 
@@ -52,3 +54,18 @@ def test_console_width_follows_the_stream(monkeypatch):
     assert WholeLineConsole(file=io.StringIO()).width == 100  # an explicit width still wins
     terminal = WholeLineConsole(file=io.StringIO(), force_terminal=True, width=90)
     assert terminal.width == 90
+
+
+@pytest.mark.parametrize("command,param,quiet_value", [("eval", "progress", False), ("train", "no_progress", True),
+                                                         ("run", "quiet", True)])
+def test_every_long_command_takes_quiet(command, param, quiet_value):
+    """eval, train and run all take -q / --quiet for "no progress bars" (they had three spellings)."""
+    import typer.main
+
+    from antlm_bench.cli import app
+
+    cli = typer.main.get_command(app).commands[command]
+    required = {"eval": ["--model", "m", "--tasks", "blimp"], "train": ["--output", "o"], "run": []}[command]
+    for flag in ("-q", "--quiet"):
+        context = cli.make_context(command, [*required, flag])
+        assert context.params[param] is quiet_value

@@ -59,7 +59,8 @@ def eval_command(
                                        "--convention babylm-2024."),
     data_dir: Path | None = DataDirOption,
     include_path: list[Path] | None = IncludePathOption,
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", " /--quiet", " /-q",
+                                  help="Show a progress bar on stderr (--quiet: none)."),
     fast: bool = typer.Option(False, "--fast", help="The official BabyLM 2025 fast subsets (BLiMP, supplement, EWoK "
                               "fast files; entity tracking `regular` only; WUG and reading unchanged; GLUE left "
                               "out); rows record eval_set=fast and are never mixed with full ones."),

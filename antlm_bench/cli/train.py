@@ -44,7 +44,8 @@ def train_command(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1 ..."),
     deterministic: bool = typer.Option(False, "--deterministic", help="Deterministic kernels (bit-exact reruns)."),
     report_to: list[str] | None = typer.Option(None, "--report-to", help="tensorboard and/or wandb (if installed)."),
-    no_progress: bool = typer.Option(False, "--no-progress", help="No live progress bar."),
+    no_progress: bool = typer.Option(False, "--no-progress", "--quiet", "-q",
+                                     help="No live progress bar."),
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
     """Train MODEL at PRESET through its schedule; `torchrun --nproc-per-node N` runs it with DDP."""
