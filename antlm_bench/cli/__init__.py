@@ -1,4 +1,8 @@
-"""``antlm-bench``: a thin command layer over the library. Each module below adds its commands to ``app``."""
+"""``antlm-bench``: a thin command layer over the library. Each module below adds its commands to ``app``.
+
+The top of the flow: commands may import any stage (most do so inside the command, to start fast), and nothing
+in the library imports ``cli`` (docs/layout.md).
+"""
 
 from __future__ import annotations
 

@@ -15,4 +15,8 @@
     written after a step (``CheckpointAndResume``).
   - ``reporting``: progress, metrics.jsonl, TensorBoard / W&B, run.json and per-phase scoring (``Reporting``),
     with a scorer the caller passes in (``PhaseScorer``): nothing here imports the evaluation stage.
+
+Training may import ``models``, ``data``, the result rows and store it writes per-phase scores into
+(``results.tables``, ``results.store``) and the shared modules (errors, locking, registry, recipes); never
+``evaluate``, ``adapters``, ``scoring``, ``pipeline`` or ``cli`` (tests/test_layout.py).
 """
