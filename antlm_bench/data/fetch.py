@@ -21,7 +21,7 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from antlm_bench.data.files import sha256_file
+from antlm_bench.data.files import missing_folders, remove_empty_folders, sha256_file
 from antlm_bench.data.resolve import default_cache_dir
 from antlm_bench.errors import UserError
 
@@ -132,26 +132,6 @@ _NETWORK_ERRNOS = {errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, err
                    errno.ENETUNREACH, errno.EPIPE}
 
 
-def _missing_ancestors(path: Path) -> list[Path]:
-    """The folders ``path.mkdir(parents=True)`` would create, deepest first."""
-    missing = []
-    for folder in (path, *path.parents):
-        if folder.exists():
-            break
-        missing.append(folder)
-    return missing
-
-
-def _remove_if_empty(folders: list[Path]) -> None:
-    for folder in folders:  # deepest first
-        try:
-            folder.rmdir()
-        except FileNotFoundError:
-            continue
-        except OSError:  # not empty (a .part kept for the next try), or not ours to remove
-            return
-
-
 def fetch(url: str, sha256: str | None, dest_dir: Path | None = None, timeout: float = 60.0) -> Path:
     """Download an archive (resumably, via HTTP Range + If-Range) into the cache, verify it, unpack it atomically.
 
@@ -166,7 +146,7 @@ def fetch(url: str, sha256: str | None, dest_dir: Path | None = None, timeout: f
             raise UserError(f"--sha256 {sha256!r}: must be 64 hex characters")
     dest_dir = Path(dest_dir or default_cache_dir())
     downloads = dest_dir.parent / ".downloads"
-    created = _missing_ancestors(downloads)
+    created = missing_folders(downloads)
     downloads.mkdir(parents=True, exist_ok=True)
     done, part, record_path = _cache_names(url, downloads)
     try:
@@ -188,7 +168,7 @@ def fetch(url: str, sha256: str | None, dest_dir: Path | None = None, timeout: f
             done.unlink(missing_ok=True)  # refused or damaged: never reuse it
             raise
     except BaseException:
-        _remove_if_empty([downloads, *(c for c in created if c != downloads)])
+        remove_empty_folders([downloads, *(c for c in created if c != downloads)])
         raise
     return dest_dir
 
@@ -200,7 +180,7 @@ def _archive_damaged(archive: Path, err: BaseException) -> UserError:
 
 def _unpack(archive: Path, dest_dir: Path) -> None:
     staging = Path(tempfile.mkdtemp(dir=dest_dir.parent, prefix=".unpack."))
-    created = _missing_ancestors(dest_dir)
+    created = missing_folders(dest_dir)
     try:
         try:
             if zipfile.is_zipfile(archive):
@@ -233,7 +213,7 @@ def _unpack(archive: Path, dest_dir: Path) -> None:
                 shutil.rmtree(target)
             os.replace(entry, target)
     except BaseException:
-        _remove_if_empty(created)
+        remove_empty_folders(created)
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)

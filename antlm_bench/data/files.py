@@ -49,3 +49,25 @@ def atomic_write_bytes(path: Path, payload: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def missing_folders(path: Path) -> list[Path]:
+    """The folders ``path.mkdir(parents=True)`` would create, deepest first."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    return missing
+
+
+def remove_empty_folders(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) while they are empty: undo a ``missing_folders`` mkdir that a failure
+    left with nothing in it; stop at the first folder that holds something or is not ours to remove."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return

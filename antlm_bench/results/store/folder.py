@@ -7,18 +7,9 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from antlm_bench.data.files import missing_folders, remove_empty_folders
 from antlm_bench.locking import folder_lock
 from antlm_bench.results.store.write import tidy_results
-
-
-def _missing_parents(folder: Path) -> list[Path]:
-    """``folder`` and those of its parents that do not exist yet, deepest first."""
-    missing = []
-    current = folder
-    while not current.exists() and current != current.parent:
-        missing.append(current)
-        current = current.parent
-    return missing
 
 
 @contextlib.contextmanager
@@ -29,7 +20,7 @@ def output_folder(folder: str | Path, command: str, *, lock: bool = True) -> Ite
     the failure left them empty: a failing command leaves no empty output folder behind.
     """
     path = Path(folder).expanduser()
-    created = _missing_parents(path)
+    created = missing_folders(path)
     path.mkdir(parents=True, exist_ok=True)
     ok = False
     try:
@@ -39,8 +30,4 @@ def output_folder(folder: str | Path, command: str, *, lock: bool = True) -> Ite
             ok = True
     finally:
         if not ok:
-            for made in created:  # deepest first; stops at the first one that is not empty
-                try:
-                    made.rmdir()
-                except OSError:
-                    break
+            remove_empty_folders(created)
