@@ -81,3 +81,29 @@ def test_rank_split_in_process(monkeypatch, kind, method):
     monkeypatch.setattr(engine, "_sum_over_ranks", lambda values, world: values + captured["r1"])
     two = engine.score_seqs(sm, seqs, method, batch_tokens=64)
     assert np.array_equal(one, two)
+
+
+def test_rank_split_in_process_with_shared_bases(monkeypatch):
+    """BabyLlama's shared-base rows (entity tracking's path: bases run once, rows continue from their keys and
+    values) split over two ranks give exactly the one-process scores, batch by batch."""
+    import numpy as np
+    from test_scoring_shared_prefix import _random_groups, babyllama
+
+    from antlm_bench.scoring import engine, wrap_model
+    from antlm_bench.scoring.encode import dedupe
+
+    model, tok = babyllama()
+    sm = wrap_model(model, tok)
+    assert sm.keeps_prefixes
+    seqs, groups = _random_groups(0)
+    unique, index = dedupe(seqs)
+    groups = [np.unique(index[g]) for g in groups]
+    one = engine.score_seqs(sm, unique, "clm", batch_tokens=256, groups=groups)
+    captured = {}
+    monkeypatch.setattr(engine, "shard", lambda: (1, 2))
+    monkeypatch.setattr(engine, "_sum_over_ranks", lambda values, world: captured.setdefault("r1", values.clone()))
+    engine.score_seqs(sm, unique, "clm", batch_tokens=256, groups=groups)
+    monkeypatch.setattr(engine, "shard", lambda: (0, 2))
+    monkeypatch.setattr(engine, "_sum_over_ranks", lambda values, world: values + captured["r1"])
+    two = engine.score_seqs(sm, unique, "clm", batch_tokens=256, groups=groups)
+    assert np.array_equal(one, two)
