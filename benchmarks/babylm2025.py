@@ -57,7 +57,8 @@ load average 1.9 -> 2.2 over the runs, 1 thread, process CPU time):
     antlm-babyllama clm reading         1726 words  ours  0.15 s  batch-1  3.59 s  24.1x  max|diff| 1.4e-06
     (entity tracking: the same prediction on every item in both runs)
 
-An earlier run at the same load gave 4.87 s vs 74.41 s (15.3x). Of our ~5 s, ~1.1 s is tokenization, ~0.2 s
+An earlier run at the same load gave 4.87 s vs 74.41 s (15.3x); a later one on the idle machine (load 0.8) gave
+entity tracking 5.90 s vs 76.96 s (13.0x), reading 0.15 s vs 3.04 s (20.7x). Of our ~5 s, ~1.1 s is tokenization, ~0.2 s
 building the rows' index arrays, and the rest the body (linear layers and attention, about even) and the head.
 PLL has nothing to share between masked copies; its gain is batching alone. Differences are float32 rounding of
 the sums.
