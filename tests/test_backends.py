@@ -237,7 +237,8 @@ def test_hf_roberta_resume_after_kill_is_bit_identical(tmp_path):
     import signal
 
     from safetensors.torch import load_file
-    from test_trainer_resume import ENV, KILLER, _cli
+    from test_trainer_resume import _cli
+    from trainer_support import ENV, KILLER
 
     common = dict(model="hf-roberta", schedule="1_CLM+1_MLM", save_every_steps=3, deterministic=True)
     reference = tiny_config(tmp_path, tmp_path / "reference", **common)

@@ -16,13 +16,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from archive_support import make_tar
 from loopback_http import Server
 from typer.testing import CliRunner
 
@@ -84,28 +84,13 @@ def _ewok_zip(tmp: Path, member: bytes, damage: str | None = None) -> None:
     _write(tmp / "data" / "mini.zip", bytes(raw))
 
 
-def _tar(members: list[tuple[str, str, bytes | str]]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for name, kind, payload in members:
-            info = tarfile.TarInfo(name)
-            if kind == "file":
-                assert isinstance(payload, bytes)
-                info.size = len(payload)
-                archive.addfile(info, io.BytesIO(payload))
-            else:
-                info.type, info.linkname = (tarfile.SYMTYPE if kind == "sym" else tarfile.LNKTYPE), str(payload)
-                archive.addfile(info)
-    return buffer.getvalue()
-
-
-GOOD_TAR = _tar([("data/blimp_filtered/a.jsonl", "file", PAIR.encode() * 50)])
+GOOD_TAR = make_tar([("data/blimp_filtered/a.jsonl", "file", PAIR.encode() * 50)])
 ARCHIVES = {
     "/good.tar.gz": GOOD_TAR,
-    "/link-up.tar.gz": _tar([("data/a.txt", "file", b"x"), ("data/up", "sym", "..")]),
-    "/link-abs.tar.gz": _tar([("data/a.txt", "file", b"x"), ("data/etc", "sym", "/etc")]),
-    "/hard-out.tar.gz": _tar([("data/a.txt", "file", b"x"), ("data/h", "hard", "../../etc/passwd")]),
-    "/dotdot.tar.gz": _tar([("data/a.txt", "file", b"x"), ("data/../../evil.txt", "file", b"x")]),
+    "/link-up.tar.gz": make_tar([("data/a.txt", "file", b"x"), ("data/up", "sym", "..")]),
+    "/link-abs.tar.gz": make_tar([("data/a.txt", "file", b"x"), ("data/etc", "sym", "/etc")]),
+    "/hard-out.tar.gz": make_tar([("data/a.txt", "file", b"x"), ("data/h", "hard", "../../etc/passwd")]),
+    "/dotdot.tar.gz": make_tar([("data/a.txt", "file", b"x"), ("data/../../evil.txt", "file", b"x")]),
     "/truncated.tar.gz": GOOD_TAR[: len(GOOD_TAR) // 2],
     "/junk.bin": b"neither a zip nor a tar" * 10,
 }
@@ -519,7 +504,7 @@ def test_file_size_limit_during_fetch_is_exit_4_naming_the_file(tmp_path):
     exit 4, the file being written named; the download folder keeps nothing half-unpacked."""
     import resource
 
-    big = _tar([("data/big.bin", "file", os.urandom(400_000))])
+    big = make_tar([("data/big.bin", "file", os.urandom(400_000))])
     limit = 100_000
 
     def cap() -> None:

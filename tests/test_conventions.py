@@ -4,7 +4,6 @@ every row; old tables read as babylm-2025; a leaderboard never ranks two convent
 from __future__ import annotations
 
 import json
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -91,15 +90,11 @@ def test_a_board_of_2024_rows_only_is_that_convention(tmp_path, real_data_dir) -
 
 
 def _run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str]:
-    from antlm_bench.cli import main
+    """(exit code, stderr)."""
+    from cli_support import run_cli
 
-    monkeypatch.setattr(sys, "argv", ["antlm-bench", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exit_:
-        code = exit_.code or 0
-    return code, capsys.readouterr().err
+    code, _, err = run_cli(monkeypatch, capsys, *args)
+    return code, err
 
 
 def test_the_cli_takes_the_convention_and_refuses_an_unknown_one(llama_dir, tmp_path, real_data_dir, monkeypatch,

@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pyarrow.parquet as pq
 import pytest
 import torch
+from cli_support import run_cli
 from tiny_models import build_tiny_llama, build_tiny_tokenizer
 
-from antlm_bench.cli import main
 from antlm_bench.data import hash_files
 from antlm_bench.evaluate import evaluate
 from antlm_bench.results.tables import ITEM_SCHEMA, SCORE_SCHEMA
 from antlm_bench.scoring import load_scoring_model, score_pairs
-
-
-def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["antlm-bench", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exit_:
-        code = exit_.code or 0
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_eval_writes_scores_items_and_run_record(llama_dir, real_data_dir, tmp_path, monkeypatch, capsys):

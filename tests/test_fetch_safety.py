@@ -7,11 +7,11 @@ from __future__ import annotations
 import hashlib
 import io
 import stat
-import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
+from archive_support import make_tar, make_zip
 from loopback_http import Server
 
 from antlm_bench import data
@@ -26,40 +26,6 @@ def _tree(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _tar(members: list[tuple[str, str, object]], mode: str = "w:gz") -> bytes:
-    """Hand-made tar: (name, kind, payload) with kind file (bytes), dir, sym / hard (link target), chr, fifo."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode=mode) as archive:
-        for name, kind, payload in members:
-            info = tarfile.TarInfo(name)
-            if kind == "file":
-                assert isinstance(payload, bytes)
-                info.size = len(payload)
-                archive.addfile(info, io.BytesIO(payload))
-                continue
-            info.type = {"dir": tarfile.DIRTYPE, "sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE,
-                         "chr": tarfile.CHRTYPE, "fifo": tarfile.FIFOTYPE}[kind]
-            if kind in ("sym", "hard"):
-                info.linkname = str(payload)
-            if kind == "dir":
-                info.mode = 0o755
-            archive.addfile(info)
-    return buffer.getvalue()
-
-
-def _zip(members: list[tuple[str, bytes, int | None]]) -> bytes:
-    """Hand-made zip: (name, payload, unix mode or None)."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, payload, mode in members:
-            info = zipfile.ZipInfo(name)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            if mode is not None:
-                info.external_attr = mode << 16
-            archive.writestr(info, payload)
-    return buffer.getvalue()
-
-
 # incompressible bytes, so a download cut after a few KiB really is cut halfway
 NOISE = b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(2000))
 GOOD = [("data/blimp_filtered/a.jsonl", "file", b'{"sentence_good": "x"}\n' * 500), ("data/README.md", "file", b"hi\n"),
@@ -70,7 +36,7 @@ GOOD = [("data/blimp_filtered/a.jsonl", "file", b'{"sentence_good": "x"}\n' * 50
 
 
 def test_other_url_with_the_same_file_name_is_downloaded_not_reused(tmp_path):
-    v1, v2 = _tar([("data/v.txt", "file", b"one")]), _tar([("data/v.txt", "file", b"two")])
+    v1, v2 = make_tar([("data/v.txt", "file", b"one")]), make_tar([("data/v.txt", "file", b"two")])
     with Server(v1, paths={"/v2/data.tar.gz": v2}) as server:
         dest = data.fetch(server.base + "/data.tar.gz", None, tmp_path / "data", timeout=10)
         assert (dest / "v.txt").read_bytes() == b"one"
@@ -82,8 +48,8 @@ def test_other_url_with_the_same_file_name_is_downloaded_not_reused(tmp_path):
 
 
 def test_dropped_download_is_not_resumed_by_another_url(tmp_path):
-    v1 = _tar(GOOD)
-    v2 = _tar([("data/v.txt", "file", b"two" * 1000)])
+    v1 = make_tar(GOOD)
+    v2 = make_tar([("data/v.txt", "file", b"two" * 1000)])
     with Server(v1, cut_first_after=len(v1) // 2, paths={"/v2/data.tar.gz": v2}) as server:
         with pytest.raises(UserError, match="again to resume"):
             data.fetch(server.url, None, tmp_path / "data", timeout=10)
@@ -93,7 +59,7 @@ def test_dropped_download_is_not_resumed_by_another_url(tmp_path):
 
 
 def test_resume_after_the_file_changed_starts_over(tmp_path):
-    old, new = _tar(GOOD), _tar([*GOOD, ("data/extra.txt", "file", b"new" * 300)])
+    old, new = make_tar(GOOD), make_tar([*GOOD, ("data/extra.txt", "file", b"new" * 300)])
     with Server(old, cut_first_after=len(old) // 2) as server:
         with pytest.raises(UserError):
             data.fetch(server.url, None, tmp_path / "data", timeout=10)
@@ -105,7 +71,7 @@ def test_resume_after_the_file_changed_starts_over(tmp_path):
 
 
 def test_no_validator_no_resume(tmp_path):
-    payload = _tar(GOOD)
+    payload = make_tar(GOOD)
     with Server(payload, cut_first_after=1000, validators=False) as server:
         with pytest.raises(UserError):
             data.fetch(server.url, None, tmp_path / "data", timeout=10)
@@ -115,7 +81,7 @@ def test_no_validator_no_resume(tmp_path):
 
 
 def test_last_modified_is_the_validator_when_there_is_no_strong_etag(tmp_path, monkeypatch):
-    payload = _tar(GOOD)
+    payload = make_tar(GOOD)
     with Server(payload, cut_first_after=1000) as server:
         with pytest.raises(UserError):
             data.fetch(server.url, None, tmp_path / "data", timeout=10)
@@ -168,7 +134,7 @@ def test_unsafe_tar_members_are_refused_and_nothing_changes(tmp_path, case):
     dest = tmp_path / "data"
     dest.mkdir()
     (dest / "keep.txt").write_text("previous")
-    payload = _tar(members)
+    payload = make_tar(members)
     with Server(payload) as server, pytest.raises(UserError, match=message):
         data.fetch(server.url, None, dest, timeout=10)
     assert _tree(dest) == {"keep.txt": b"previous"} and not [p for p in dest.iterdir() if p.is_symlink()]
@@ -176,7 +142,7 @@ def test_unsafe_tar_members_are_refused_and_nothing_changes(tmp_path, case):
 
 
 def test_links_inside_the_folder_unpack(tmp_path):
-    payload = _tar([*GOOD, ("data/alias", "sym", "blimp_filtered"), ("data/copy.md", "hard", "data/README.md"),
+    payload = make_tar([*GOOD, ("data/alias", "sym", "blimp_filtered"), ("data/copy.md", "hard", "data/README.md"),
                     ("data/blimp_filtered/self", "sym", "../README.md")])
     with Server(payload) as server:
         dest = data.fetch(server.url, _sha(payload), tmp_path / "data", timeout=10)
@@ -196,7 +162,7 @@ BAD_ZIPS = {
 @pytest.mark.parametrize("case", sorted(BAD_ZIPS))
 def test_unsafe_zip_members_are_refused(tmp_path, case):
     members, message = BAD_ZIPS[case]
-    payload = _zip(members)
+    payload = make_zip(members)
     with Server(payload, name="data.zip") as server, pytest.raises(UserError, match=message):
         data.fetch(server.url, None, tmp_path / "data", timeout=10)
     assert list(tmp_path.iterdir()) == []
@@ -204,14 +170,14 @@ def test_unsafe_zip_members_are_refused(tmp_path, case):
 
 def _damaged(kind: str) -> tuple[bytes, str]:
     if kind == "truncated tar.gz":
-        payload = _tar(GOOD)
+        payload = make_tar(GOOD)
         return payload[: len(payload) * 2 // 3], "data.tar.gz"
     if kind == "truncated plain tar":
-        payload = _tar(GOOD, mode="w")
+        payload = make_tar(GOOD, mode="w")
         return payload[:1500], "data.tar"
     if kind == "not gzip":
         return b"\x1f\x8b" + b"\x00" * 600, "data.tar.gz"
-    payload = bytearray(_zip([("data/a.jsonl", b'{"a": 1}\n' * 400, None)]))
+    payload = bytearray(make_zip([("data/a.jsonl", b'{"a": 1}\n' * 400, None)]))
     start = payload.index(b"data/a.jsonl") + len("data/a.jsonl")  # the compressed bytes follow the local header name
     if kind == "zip bad CRC":
         with zipfile.ZipFile(io.BytesIO(bytes(payload))) as z:

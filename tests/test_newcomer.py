@@ -5,26 +5,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 
 import pytest
 import torch
+from cli_support import run_cli
 
-from antlm_bench.cli import main
 from antlm_bench.errors import UserError
 from antlm_bench.evaluate import choose_threads, evaluate
 from antlm_bench.scoring import load_scoring_model
-
-
-def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["antlm-bench", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exit_:
-        code = exit_.code or 0
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -11,12 +10,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file
-from trainer_support import cli_args, tiny_config
+from trainer_support import ENV, cli_args, tiny_config
 
 from antlm_bench.training.checkpoint_state import read_state
 from antlm_bench.training.trainer import read_metrics
-
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def _free_port() -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -13,28 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from trainer_support import cli_args, tiny_config
+from trainer_support import ENV, KILLER, cli_args, tiny_config
 
 from antlm_bench.training.checkpoint_state import read_state
 from antlm_bench.training.trainer import read_metrics, train
-
-# one thread: bit-identical results need the same kernels in the same order in every process
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
-
-
-
-KILLER = """
-import os, signal, sys
-from antlm_bench.training.trainer import TrainConfig, Trainer
-config = TrainConfig.model_validate_json(sys.argv[1])
-kill_at = int(sys.argv[2])
-def kill(info):
-    if info.step == kill_at:
-        os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, no flush: what kill -9 does
-Trainer(config, callbacks=[kill]).run()
-"""
 
 
 def _cli(config) -> subprocess.CompletedProcess:

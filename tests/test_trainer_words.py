@@ -4,7 +4,6 @@ and a kill -9 / --resume that neither skips nor duplicates one (bit-identical we
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,24 +13,13 @@ import pytest
 import torch
 from pydantic import ValidationError
 from safetensors.torch import load_file
-from trainer_support import tiny_config
+from trainer_support import ENV, KILLER, tiny_config
 
 from antlm_bench.errors import UserError
 from antlm_bench.training.checkpoint_state import read_state
 from antlm_bench.training.plan import BABYLM_WORDS, parse_save_at_words, words_checkpoint_name
 from antlm_bench.training.trainer import TrainConfig, read_metrics, train
 
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-KILLER = """
-import os, signal, sys
-from antlm_bench.training.trainer import TrainConfig, Trainer
-config = TrainConfig.model_validate_json(sys.argv[1])
-kill_at = int(sys.argv[2])
-def kill(info):
-    if info.step == kill_at:
-        os.kill(os.getpid(), signal.SIGKILL)
-Trainer(config, callbacks=[kill]).run()
-"""
 WORDS = "1K,2.5K,5K,6000,9K,11K,500K"  # about 6700 words an epoch, two epochs: 500K is never reached
 
 

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Any
 
 from antlm_bench.training.trainer import TrainConfig
+
+# one thread: bit-identical results need the same kernels in the same order in every process
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+# a training process that kills itself (kill -9: no cleanup, no flush) after step argv[2] of config argv[1]
+KILLER = """
+import os, signal, sys
+from antlm_bench.training.trainer import TrainConfig, Trainer
+config = TrainConfig.model_validate_json(sys.argv[1])
+kill_at = int(sys.argv[2])
+def kill(info):
+    if info.step == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, no flush: what kill -9 does
+Trainer(config, callbacks=[kill]).run()
+"""
 
 _SYLLABLES = ["ka", "lo", "mi", "ter", "sun", "pa", "dri", "vel", "on", "ba", "chi", "rum", "es", "tor", "ni"]
 _FUNCTION = ["the", "a", "and", "of", "to", "in", "that", "with", "is", "was", "on", "for", "it", "he", "she"]
