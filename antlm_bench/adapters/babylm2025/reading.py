@@ -154,23 +154,6 @@ def _bootstrap_gain(dv: np.ndarray, terms: dict[str, np.ndarray], pairs: list[tu
     return (model - base) / (1.0 - base)
 
 
-def reading_scores(data: ReadingData, pred: np.ndarray, prev_pred: np.ndarray) -> tuple[float, float, dict[str, float]]:
-    """(eye_tracking, self_paced_reading, per-measure gains), as fractions (the official report: ×100).
-
-    Eye tracking: per RT measure ``dv ~ S + L + C + S:L + S:C + L:C`` against the same + surprisal, the mean of
-    the four gains. Self-paced reading: the five main effects S, L, C, PL, PP and all 10 pairwise products."""
-    c = data.columns
-    s, length, context = c["Subtlex_log10"], c["length"], c["context_length"]
-    terms = {"S": s, "L": length, "C": context}
-    pairs = [("S", "L"), ("S", "C"), ("L", "C")]
-    gains = {dv: _gain(c[dv], terms, pairs, pred) for dv in EYE_TRACKING}
-    spill = {"S": s, "L": length, "C": context, "PL": c["prev_length"], "PP": prev_pred}
-    names = list(spill)
-    spill_pairs = [(names[i], names[j]) for i in range(len(names)) for j in range(i + 1, len(names))]
-    gains[SELF_PACED] = _gain(c[SELF_PACED], spill, spill_pairs, pred)
-    return float(np.mean([gains[dv] for dv in EYE_TRACKING])), gains[SELF_PACED], gains
-
-
 def _regressions(data: ReadingData, prev_pred: np.ndarray) -> dict[str, tuple]:
     """measure -> (dv, terms, pairs) of its regression."""
     c = data.columns
@@ -182,6 +165,15 @@ def _regressions(data: ReadingData, prev_pred: np.ndarray) -> dict[str, tuple]:
     out[SELF_PACED] = (c[SELF_PACED], spill, [(names[i], names[j]) for i in range(len(names))
                                              for j in range(i + 1, len(names))])
     return out
+
+
+def reading_scores(data: ReadingData, pred: np.ndarray, prev_pred: np.ndarray) -> tuple[float, float, dict[str, float]]:
+    """(eye_tracking, self_paced_reading, per-measure gains), as fractions (the official report: ×100).
+
+    Eye tracking: per RT measure ``dv ~ S + L + C + S:L + S:C + L:C`` against the same + surprisal, the mean of
+    the four gains. Self-paced reading: the five main effects S, L, C, PL, PP and all 10 pairwise products."""
+    gains = {dv: _gain(*spec, pred) for dv, spec in _regressions(data, prev_pred).items()}
+    return float(np.mean([gains[dv] for dv in EYE_TRACKING])), gains[SELF_PACED], gains
 
 
 BOOTSTRAP_REPLICATES = 1000
