@@ -87,7 +87,8 @@ def run(
         console.print(f"interrupted at step {stop.step}; run the same command again to resume", highlight=False,
                       markup=False)
         raise typer.Exit(stop.exit_code) from None
-    board = build_leaderboard(read_results([r.folder for r in summary.runs]))
+    results = read_results([r.folder for r in summary.runs])
+    board = build_leaderboard(results)
     render_terminal(board, console)
     for note in summary.notes:
         console.print(f"note: {note}")
@@ -98,7 +99,7 @@ def run(
     if config.eval_every == "words":
         from antlm_bench.results.leaderboard import write_words_curves
 
-        curves = write_words_curves([r.folder for r in summary.runs], summary.output)
+        curves = write_words_curves(results, summary.output)
         if curves is not None:
             console.print(f"curves over words seen (fast suite): {curves}")
     console.print(f"tables: {', '.join(str(r.folder) for r in summary.runs)}")

@@ -22,7 +22,7 @@ from antlm_bench.results.leaderboard.definition import (
 from antlm_bench.results.leaderboard.html import render_html
 from antlm_bench.results.leaderboard.model import Leaderboard
 from antlm_bench.results.leaderboard.plots import plot_curves
-from antlm_bench.results.leaderboard.results import read_results
+from antlm_bench.results.leaderboard.results import Results, read_results
 from antlm_bench.results.leaderboard.text import key_text, render_markdown, render_terminal
 
 
@@ -146,13 +146,12 @@ def _relative(path: Path, base: Path) -> Path:
 WORDS_CURVES_FILE = "curves-words.png"
 
 
-def write_words_curves(folders: Sequence[Path], output: Path) -> Path | None:
+def write_words_curves(results: Results, output: Path) -> Path | None:
     """``run --eval-every words``: the runs' fast-suite scores at their words-seen checkpoints, drawn over words
     seen (one panel per task, one line per configuration, seeds averaged), written to ``output``; None when no
     checkpoint was scored by words."""
     from antlm_bench.data import atomic_write_bytes
 
-    results = read_results(folders)
     tasks = sorted({row["task"] for row in results.rows
                     if row.get("eval_set") == "fast" and row.get("words_seen") is not None})
     if not tasks:
