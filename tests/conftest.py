@@ -10,6 +10,11 @@ import torch
 
 _FALLBACK = Path(__file__).resolve().parents[2] / "shared" / "data"
 
+# `ANTLM_BENCH_DATA=../shared/data python3 -m pytest` means the folder as seen from where pytest started; the tool
+# reads a relative value against its own working folder, and many tests run it from a temporary one
+if os.environ.get("ANTLM_BENCH_DATA") and not os.path.isabs(os.environ["ANTLM_BENCH_DATA"]):
+    os.environ["ANTLM_BENCH_DATA"] = os.path.abspath(os.environ["ANTLM_BENCH_DATA"])
+
 
 @pytest.fixture(scope="session")
 def real_data_dir() -> Path:
