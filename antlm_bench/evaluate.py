@@ -41,7 +41,7 @@ from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, now_utc, score_table
 from antlm_bench.scoring import METHODS, ScoringModel, load_scoring_model, resolve_device_dtype, wrap_model
 from antlm_bench.tasks import resolve_tasks
-from antlm_bench.training.checkpoint_state import auto_scoring_method, read_state
+from antlm_bench.runs.record import auto_scoring_method, read_state
 
 RUN_FILE = "run.json"
 DEFAULT_BATCH_TOKENS = 4096

@@ -28,7 +28,7 @@ from antlm_bench.locking import fault_point
 from antlm_bench.recipes import Recipe, load_recipe
 from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORES_FILE, append_index
-from antlm_bench.training.schedule import parse_schedule
+from antlm_bench.runs.schedule import parse_schedule
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -272,7 +272,7 @@ def _final_checkpoint(folder: Path) -> Path:
 def _checkpoint_info(folder: Path, final: Path):
     """Name the checkpoint as the trainer's per-phase rows do, so the final rows replace the phase's quick look."""
     from antlm_bench.evaluate import checkpoint_info_from_state
-    from antlm_bench.training.checkpoint_state import read_state
+    from antlm_bench.runs.record import read_state
 
     return checkpoint_info_from_state(read_state(final), final.relative_to(folder))
 
@@ -280,6 +280,6 @@ def _checkpoint_info(folder: Path, final: Path):
 def _run_info(folder: Path, final: Path):
     """The run's identity as the trainer recorded it, so final rows join the per-phase rows of the same run."""
     from antlm_bench.evaluate import run_info_from_state
-    from antlm_bench.training.checkpoint_state import read_state
+    from antlm_bench.runs.record import read_state
 
     return replace(run_info_from_state(read_state(final) or {}, final), run_id=folder.name)

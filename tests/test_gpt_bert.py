@@ -8,7 +8,7 @@ import torch
 from trainer_support import tiny_config
 
 from antlm_bench.recipes import load_recipe
-from antlm_bench.training.schedule import parse_schedule
+from antlm_bench.runs.schedule import parse_schedule
 from antlm_bench.training.trainer import train
 
 

@@ -24,8 +24,8 @@ MAX_CLASS_LINES = 200
 # and the two records that cross stages: the schedule grammar and a checkpoint's state record (written by the
 # trainer, read by every scorer and by the leaderboard).
 SHARED = {"antlm_bench", "antlm_bench._moved", "antlm_bench.errors", "antlm_bench.locking", "antlm_bench.registry",
-          "antlm_bench.recipes", "antlm_bench.tasks", "antlm_bench.conventions", "antlm_bench.training.schedule",
-          "antlm_bench.training.checkpoint_state"}
+          "antlm_bench.recipes", "antlm_bench.tasks", "antlm_bench.conventions", "antlm_bench.runs.schedule",
+          "antlm_bench.runs.record", "antlm_bench.runs"}
 RESULT_ROWS = {"antlm_bench.results.tables", "antlm_bench.results.store", "antlm_bench.results.stats"}
 # stage -> the stages (module-name prefixes) it may import, besides itself and SHARED. The flow:
 # cli -> pipeline -> (training, evaluate) -> (adapters -> scoring) -> models -> data; result rows are written by
@@ -158,7 +158,7 @@ def test_old_paths_warn_and_name_the_new_place():
             "assert board is new and parse_schedule('2_CLM').canonical\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "antlm_bench.schedule has moved to antlm_bench.training.schedule" in done.stderr
+    assert "antlm_bench.schedule has moved to antlm_bench.runs.schedule" in done.stderr
     assert "antlm_bench.leaderboard has moved to antlm_bench.results.leaderboard" in done.stderr
 
 

@@ -11,7 +11,7 @@ from trainer_support import tiny_config
 
 from antlm_bench.recipes import Masking, load_recipe
 from antlm_bench.training.objectives import BatchBuilder, MixedBatch, mix_rows
-from antlm_bench.training.schedule import parse_schedule, phase_end_steps
+from antlm_bench.runs.schedule import parse_schedule, phase_end_steps
 from antlm_bench.training.trainer import plan_phases, read_metrics, train
 
 

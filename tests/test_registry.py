@@ -11,7 +11,7 @@ from antlm_bench import registry
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import load_recipe
 from antlm_bench.tasks import resolve_tasks
-from antlm_bench.training.checkpoint_state import auto_scoring_method, dominant_objective, read_state
+from antlm_bench.runs.record import auto_scoring_method, dominant_objective, read_state
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from antlm_bench.errors import UserError
-from antlm_bench.training.schedule import Phase, Repeat, Schedule, ScheduleError, format_number, parse_schedule
+from antlm_bench.runs.schedule import Phase, Repeat, Schedule, ScheduleError, format_number, parse_schedule
 
 
 @pytest.mark.parametrize(

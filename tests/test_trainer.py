@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import load_recipe
-from antlm_bench.training.checkpoint_state import auto_scoring_method, read_state
-from antlm_bench.training.schedule import parse_schedule
+from antlm_bench.runs.record import auto_scoring_method, read_state
+from antlm_bench.runs.schedule import parse_schedule
 from antlm_bench.training.trainer import (
     MAX_TOTAL_STEPS,
     TrainingDiverged,

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 from trainer_support import ENV, cli_args, tiny_config
 
-from antlm_bench.training.checkpoint_state import read_state
+from antlm_bench.runs.record import read_state
 from antlm_bench.training.trainer import read_metrics
 
 

@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from trainer_support import ENV, KILLER, tiny_config
 
 from antlm_bench.errors import UserError
-from antlm_bench.training.checkpoint_state import read_state
+from antlm_bench.runs.record import read_state
 from antlm_bench.training.plan import BABYLM_WORDS, parse_save_at_words, words_checkpoint_name
 from antlm_bench.training.trainer import TrainConfig, read_metrics, train
 

@@ -5,7 +5,7 @@ the supplement, EWoK), the BabyLM 2025 zero-shot tasks (``babylm2025/``), GLUE f
 ``antlm_bench.lm_eval_plugin``; imported on demand, as it needs lm-eval). Importing this package registers the
 shipped adapter classes by name. Adapters may import ``scoring``, ``models``, the data-level modules (``data``),
 the result row schema and statistics (``results.tables``, ``results.stats``), ``errors``, ``registry`` and
-``tasks``, and the checkpoint's record (``training.checkpoint_state``, which ``scoring=auto`` reads and every
+``tasks``, and the checkpoint's record (``runs.record``, which ``scoring=auto`` reads and every
 stage that reads a checkpoint shares); never ``cli``, ``pipeline``, the trainer or the leaderboard.
 """
 

@@ -51,7 +51,7 @@ from antlm_bench.scoring import check_method, load_scoring_model
 from antlm_bench.scoring.encode import Seq, dedupe, encode, prefix_token_id
 from antlm_bench.scoring.engine import score_seqs
 from antlm_bench.scoring.model import BIDIRECTIONAL, CAUSAL, ScoringModel
-from antlm_bench.training.checkpoint_state import auto_scoring_method, read_state
+from antlm_bench.runs.record import auto_scoring_method, read_state
 
 logger = logging.getLogger(__name__)
 MODEL_NAME = "antlm"

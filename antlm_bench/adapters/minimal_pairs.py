@@ -29,7 +29,7 @@ from antlm_bench.results.stats import bootstrap_macro, bootstrap_mean, win_score
 from antlm_bench.results.tables import ScoreRow
 from antlm_bench.scoring import ScoringModel, check_method, load_scoring_model, score_pairs, wrap_model
 from antlm_bench.tasks import TaskSpec
-from antlm_bench.training.checkpoint_state import auto_scoring_method, read_state
+from antlm_bench.runs.record import auto_scoring_method, read_state
 
 
 @dataclass

@@ -20,7 +20,7 @@ def schedule_command(
     from antlm_bench.recipes import load_recipe
     from antlm_bench.registry import add_include_path
     from antlm_bench.training.lr_schedules import describe
-    from antlm_bench.training.schedule import format_number, parse_schedule
+    from antlm_bench.runs.schedule import format_number, parse_schedule
 
     for folder in include_path or []:
         add_include_path(folder)

@@ -3,7 +3,7 @@
 - ``schedule``: ``4_CLM+16_MLM+4_CLM`` parsed into phases, with one canonical string each.
 - ``objectives``: the batches of each objective (CLM, MLM, MNTP, MIX) and the loss module.
 - ``lr_schedules``: per-objective learning-rate schedules, restarted at every phase.
-- ``checkpoint`` and ``checkpoint_state``: checkpoint folders and resume points, and their records.
+- ``checkpoint``: checkpoint folders and resume points (their record is ``antlm_bench.runs.record``).
 - ``trainer``: ``TrainConfig``, ``train`` and ``Trainer``, the loop over the trainer's parts, each readable alone:
 
   - ``plan``: the schedule as global steps (phase boundaries, LR layouts), and which rows and objective each step

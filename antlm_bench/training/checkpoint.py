@@ -39,7 +39,7 @@ import torch
 
 from antlm_bench.data import atomic_write_bytes
 from antlm_bench.errors import UserError
-from antlm_bench.training.checkpoint_state import STATE_FILE, read_state
+from antlm_bench.runs.record import STATE_FILE, read_state
 
 TRAINER_STATE_FILE = "trainer_state.pt"
 LAST = "last"

@@ -36,7 +36,7 @@ from antlm_bench.training.checkpoint import (
     write_resume_point,
 )
 from antlm_bench.training.plan import PhasePlan, words_checkpoint_name
-from antlm_bench.training.schedule import format_number
+from antlm_bench.runs.schedule import format_number
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"

@@ -20,7 +20,7 @@ from antlm_bench.errors import UserError
 from antlm_bench.recipes import Recipe
 from antlm_bench.training.lr_schedules import PhaseLR, build_phase_lr
 from antlm_bench.training.objectives import Batch, MixedBatch, draw_mix_objective
-from antlm_bench.training.schedule import Phase, Schedule, phase_end_steps
+from antlm_bench.runs.schedule import Phase, Schedule, phase_end_steps
 
 # a plan longer than this is a typo (1000000000000_MLM), refused before anything is built; 1000x the paper's run
 MAX_TOTAL_STEPS = 100_000_000

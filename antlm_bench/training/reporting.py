@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from antlm_bench import __version__
 from antlm_bench.errors import UserError
-from antlm_bench.training.checkpoint_state import auto_scoring_method
+from antlm_bench.runs.record import auto_scoring_method
 from antlm_bench.training.checkpoints import CHECKPOINTS, METRICS_FILE, SCORES, _now
 from antlm_bench.training.lr_schedules import describe
 from antlm_bench.training.plan import PhasePlan
@@ -234,7 +234,7 @@ class Reporting:
             from antlm_bench.locking import fault_point
             from antlm_bench.results.store import commit_results
             from antlm_bench.results.tables import append_index
-            from antlm_bench.training.checkpoint_state import read_state
+            from antlm_bench.runs.record import read_state
 
             state = read_state(folder)
             method, _ = auto_scoring_method(state, is_masked_lm=False)

@@ -70,7 +70,7 @@ from antlm_bench.training.reporting import (  # noqa: F401  (re-exported)
     _Reporters,
     read_metrics,
 )
-from antlm_bench.training.schedule import parse_schedule
+from antlm_bench.runs.schedule import parse_schedule
 from antlm_bench.training.step import (  # noqa: F401  (re-exported)
     ObjectiveStep,
     StopOnSignal,

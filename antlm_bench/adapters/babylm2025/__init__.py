@@ -5,7 +5,7 @@ adjective nominalization (``wug``: ``WugAdjTask``) and reading times (``reading`
 share (``common``: data files, the scoring method, batched scoring and its notes). Importing the package registers
 the three task classes. It may import ``adapters.base`` and ``adapters.minimal_pairs``, ``scoring``, ``data``,
 ``results.tables`` and ``results.stats``, ``errors``, ``registry`` and ``tasks``; never ``cli``, ``pipeline``,
-``training`` or the leaderboard (one exception until it moves: ``training.checkpoint_state``, the checkpoint's
+``training`` or the leaderboard (one exception until it moves: ``runs.record``, the checkpoint's
 record that ``scoring=auto`` reads).
 """
 

@@ -22,7 +22,7 @@ from antlm_bench.scoring.babylm2025 import merge_prefix_groups
 from antlm_bench.scoring.encode import Seq, dedupe
 from antlm_bench.scoring.engine import longest_input, score_seqs
 from antlm_bench.tasks import TaskSpec
-from antlm_bench.training.checkpoint_state import auto_scoring_method, read_state
+from antlm_bench.runs.record import auto_scoring_method, read_state
 
 CONVENTION = "babylm-2025"
 

@@ -17,7 +17,7 @@ from antlm_bench.results.leaderboard.definition import (
     LeaderboardDefinition,
 )
 from antlm_bench.results.leaderboard.results import Results
-from antlm_bench.training.checkpoint_state import SCORING_FOR_OBJECTIVE, dominant_objective
+from antlm_bench.runs.record import SCORING_FOR_OBJECTIVE, dominant_objective
 
 
 def column_of(task: str, scoring: str) -> str:

@@ -1,0 +1,10 @@
+"""The run's contract, shared by every stage: what a schedule is, what a checkpoint records, where a run keeps what.
+
+- ``schedule``: the grammar (``4_CLM+16_MLM+4_CLM``), parsed into phases with one canonical string.
+- ``record``: ``CheckpointRecord``, the ``antlm_state.json`` every AntLM checkpoint carries (written by the trainer,
+  read by every scorer, the exporter and the leaderboard), and the scoring method a checkpoint's last phase calls for.
+- ``layout``: ``RunLayout``, the files and folders of a run folder (checkpoints, the final and last ones, the run
+  file, metrics, the results store).
+
+This package sits at the bottom of the stack beside ``data``: it imports nothing of the stages above it.
+"""
