@@ -13,8 +13,11 @@ from antlm_bench.results.store.write import tidy_results
 
 
 @contextlib.contextmanager
-def output_folder(folder: str | Path, command: str, *, lock: bool = True) -> Iterator[Path]:
+def output_folder(folder: str | Path, command: str, *, lock: bool = True, shared: bool = False) -> Iterator[Path]:
     """Create ``folder`` if needed, hold its lock and tidy it (staging of killed writers) for the block.
+
+    ``shared``: the command only appends events to the results store (``eval``), so other such commands may write
+    into ``folder`` at the same time; ``train`` and ``run`` hold it alone (``antlm_bench.locking``).
 
     If the block fails and ``folder`` did not exist before, the folders this call created are removed again when
     the failure left them empty: a failing command leaves no empty output folder behind.
@@ -24,7 +27,7 @@ def output_folder(folder: str | Path, command: str, *, lock: bool = True) -> Ite
     path.mkdir(parents=True, exist_ok=True)
     ok = False
     try:
-        with folder_lock(path, command) if lock else contextlib.nullcontext():
+        with folder_lock(path, command, shared=shared) if lock else contextlib.nullcontext():
             tidy_results(path)
             yield path
             ok = True
