@@ -249,13 +249,12 @@ def evaluate(model: Any, config: EvalConfig | str | list[str] | None = None, *, 
              **fields: Any) -> EvalOutput:
     """Evaluate a model on tasks (see the module docstring). ``model``: a checkpoint folder, a ScoringModel,
     (model, tokenizer), or a model with ``tokenizer=``. ``config``: an ``EvalConfig`` or the task names; keyword
-    ``fields`` are EvalConfig's (they override ``config``'s). With ``output_dir``, other evaluations may append
-    into it at the same time while ``train``/``run`` writing it are refused (a shared lock), and a folder this call
-    made is removed again if it fails leaving it empty."""
+    ``fields`` are EvalConfig's (they override ``config``'s). With ``output_dir``, a second ``eval --output`` into
+    it is refused (naming this pid), and a folder this call made is removed again if it fails leaving it empty."""
     config = eval_config(config, **fields)
     if config.output_dir is None or _launch_rank() != 0:
         return _evaluate(model, tokenizer, config)
-    with output_folder(config.output_dir, "eval", shared=True):
+    with output_folder(config.output_dir, "eval"):
         return _evaluate(model, tokenizer, config)
 
 
@@ -265,7 +264,7 @@ def _select_tasks(config: EvalConfig) -> tuple[list[Any], list[Any], list[str]]:
     adapters = [request.adapter() for request in requests]
     if not config.fast:
         return requests, adapters, []
-    kept = [(r, a) for r, a in zip(requests, adapters) if hasattr(a, "eval_set")]
+    kept = [(r, a) for r, a in zip(requests, adapters) if a.has_fast_subset]
     notes = [f"--fast: {request.name} has no fast subset in the BabyLM 2025 pipeline; left out"
              for request in requests if all(request is not r for r, _ in kept)]
     if not kept:
@@ -279,7 +278,7 @@ def _select_tasks(config: EvalConfig) -> tuple[list[Any], list[Any], list[str]]:
 def _scoring_model(adapters: list[Any], loaded: Any, path: Path | None, tokenizer: Any, device: str,
                    dtype: str) -> ScoringModel | None:
     """The model loaded once for every task that scores minimal pairs (None when no task does)."""
-    if not any(getattr(adapter, "needs_scoring_model", False) for adapter in adapters):
+    if not any(adapter.needs_scoring_model for adapter in adapters):
         return None
     if loaded is None:
         return load_scoring_model(path, device, dtype)
@@ -312,8 +311,7 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
         progress, output_dir = False, None
     folder = resolve_data_dir(config.data_dir)
     for adapter in adapters:  # missing data fails here, before a model is loaded
-        if hasattr(adapter, "check_data"):
-            adapter.check_data(folder)
+        adapter.check_data(folder)
     state = read_state(path) if path is not None and path.is_dir() else None
     sm = _scoring_model(adapters, loaded, path, tokenizer, device, dtype)
     if sm is not None:
@@ -382,8 +380,7 @@ def _run_tasks(ctx: EvalContext, requests: list[Any], adapters: list[Any], run: 
             clock = time.perf_counter()
             result = adapter.run(ctx)
             seconds = time.perf_counter() - clock
-            data[request.name] = {"sha256": getattr(adapter, "data_hash", ""),
-                                  "files": list(getattr(adapter, "data_files", []))}
+            data[request.name] = {"sha256": adapter.data_hash, "files": list(adapter.data_files)}
             tables.append(score_table(run, checkpoint, result.rows, ctx.eval_set, convention))
             n_items = max((row.n for row in result.rows if row.subtask == ""), default=0)
             timing[request.name] = {"seconds": round(seconds, 3),

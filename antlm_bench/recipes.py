@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from antlm_bench.errors import UserError
-from antlm_bench.registry import discover
+from antlm_bench.registry import BACKENDS, discover
 
 Objective = Literal["CLM", "MLM", "MNTP"]
 
@@ -133,10 +133,7 @@ def load_recipe(name: str) -> Recipe:
         recipe = Recipe.model_validate({**document, "source": path})
     except ValidationError as err:
         raise UserError(_format_validation(path, err)) from None
-    from antlm_bench.registry import BACKENDS, load_backend_plugins  # the registry, plug-ins included
-
-    load_backend_plugins()
-    if recipe.architecture not in BACKENDS.names():
+    if recipe.architecture not in BACKENDS:
         raise UserError(f"{path}: field architecture: unknown backend {recipe.architecture!r}; known: "
                         f"{', '.join(BACKENDS.names())} (a plug-in announces more through the entry-point group "
                         "antlm_bench.backends)")

@@ -1,19 +1,23 @@
 """Registries of task specs and trainer recipes, lm-eval style.
 
-A task or recipe is a small YAML file (``tasks/*.yaml``, ``trainers/*.yaml``) that names a Python class
-registered with :func:`register_task_class` or :func:`register_backend`. Folders are searched in this order:
+A task or recipe is a small YAML file (``tasks/*.yaml``, ``trainers/*.yaml``) that names a Python class: a task's
+``class:`` is a name in :data:`TASK_CLASSES`, a recipe's ``architecture:`` one in :data:`BACKENDS`. YAML folders are
+searched in this order:
 the ``--include-path`` folders the user gives, folders that other packages announce through the entry point
 groups ``antlm_bench.tasks`` / ``antlm_bench.trainers`` (each entry point returns a folder path), and the
 folders shipped with antlm-bench (the checkout's top-level ``tasks/`` and ``trainers/``, or their copies
 bundled in the wheel). The first file that defines a name wins, so a user's folder can override a shipped spec.
 
-Model backends come from ``antlm_bench.models`` and from other packages through the entry-point group
-``antlm_bench.backends`` (see :func:`load_backend_plugins`).
+The class registries (:class:`ClassRegistry`) map names to ``"module:Class"`` strings for the shipped classes,
+imported on first lookup, and read the entry-point groups ``antlm_bench.task_classes`` / ``antlm_bench.backends``
+for third-party ones; :func:`register_task_class` / :func:`register_backend` add a class from code.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -88,59 +92,108 @@ def discover(kind: str) -> dict[str, tuple[Path, dict[str, Any]]]:
 
 
 class ClassRegistry:
-    """Name -> Python class, filled by decorators at import time."""
+    """Name -> Python class, resolved on first lookup, as lm-eval's ``MODEL_MAPPING``.
 
-    def __init__(self, what: str) -> None:
+    Three sources, in this order: classes registered from code with :meth:`register` (a user's script or a
+    plug-in's module), the shipped classes (``shipped``: name -> ``"module:Class"``, imported only when looked up,
+    so that importing the registry imports no stage), and third-party classes announced through the entry-point
+    group ``group`` (``name = "package.module:Class"``, loaded when that name is looked up). Every class must
+    derive from ``base`` (``"module:Class"``, the interface's abstract base class) and define its abstract methods;
+    one that does not, or a plug-in that fails to import, is one line naming it.
+    """
+
+    def __init__(self, what: str, shipped: dict[str, str], base: str, group: str) -> None:
         self.what = what
-        self._classes: dict[str, type] = {}
+        self.shipped = dict(shipped)
+        self.base = base
+        self.group = group
+        self._registered: dict[str, type] = {}
+        self._classes: dict[str, type] = {}  # resolved and checked, from any source
+        self._entry_points: dict[str, importlib.metadata.EntryPoint] | None = None  # the group, read once
 
     def register(self, name: str) -> Callable[[type[T]], type[T]]:
+        """A class decorator: ``@register(name)`` adds the class under ``name`` (before the shipped ones)."""
+
         def decorator(cls: type[T]) -> type[T]:
-            self._classes[name] = cls
+            self._registered[name] = cls
+            self._classes.pop(name, None)
             return cls
 
         return decorator
 
-    def get(self, name: str, where: str) -> type:
-        if name not in self._classes:
-            known = ", ".join(sorted(self._classes)) or "none"
-            raise UserError(f"{where}: unknown {self.what} {name!r}; known: {known}")
-        return self._classes[name]
+    def _plugins(self) -> dict[str, importlib.metadata.EntryPoint]:
+        if self._entry_points is None:
+            self._entry_points = {ep.name: ep for ep in importlib.metadata.entry_points(group=self.group)}
+        return self._entry_points
 
     def names(self) -> list[str]:
-        return sorted(self._classes)
+        """Every name a lookup accepts (nothing is imported to list them)."""
+        return sorted({*self._registered, *self.shipped, *self._plugins()})
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._registered or name in self.shipped or name in self._plugins()
+
+    def get(self, name: str, where: str) -> type:
+        """The class registered as ``name``; ``where`` (a file, a field) starts the line that refuses a name."""
+        if name not in self._classes:
+            self._classes[name] = self._checked(*self._load(name, where))
+        return self._classes[name]
+
+    def _load(self, name: str, where: str) -> tuple[object, str]:
+        """(what ``name`` names, how to call it in an error line)."""
+        if name in self._registered:
+            return self._registered[name], f"{self.what} {name!r}"
+        if name in self.shipped:
+            return _import_object(self.shipped[name]), f"{self.what} {name!r} ({self.shipped[name]})"
+        entry_point = self._plugins().get(name)
+        if entry_point is None:
+            raise UserError(f"{where}: unknown {self.what} {name!r}; known: {', '.join(self.names()) or 'none'}")
+        dist = getattr(entry_point.dist, "name", None) or "unknown distribution"
+        origin = f"{self.what} plug-in {entry_point.name} = {entry_point.value} ({dist})"
+        try:
+            return entry_point.load(), origin
+        except Exception as err:  # noqa: BLE001  (any failure of foreign code: name the plug-in, stop)
+            detail = " ".join(str(err).split())
+            raise UserError(f"{origin}: cannot import it ({type(err).__name__}: {detail}); fix or uninstall "
+                            "the plug-in") from None
+
+    def _checked(self, target: object, origin: str) -> type:
+        base = _import_object(self.base)
+        base_name = self.base.replace(":", ".")
+        if not (isinstance(target, type) and issubclass(target, base)):
+            shown = f"{target.__module__}.{target.__qualname__}" if isinstance(target, type) else repr(target)
+            raise UserError(f"{origin}: {shown} is not a subclass of {base_name}; derive it from that class")
+        missing = sorted(target.__abstractmethods__) if inspect.isabstract(target) else []
+        if missing:
+            raise UserError(f"{origin}: {target.__qualname__} does not define {', '.join(missing)} (abstract in "
+                            f"{base_name})")
+        return target
 
 
-TASK_CLASSES = ClassRegistry("task class")
-BACKENDS = ClassRegistry("architecture backend")
+def _import_object(path: str) -> object:
+    """The object that ``"package.module:Name"`` names."""
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+# the shipped classes, by the names that task specs (``class:``) and recipes (``architecture:``) give
+SHIPPED_TASK_CLASSES = {
+    "MinimalPairTask": "antlm_bench.adapters.minimal_pairs:MinimalPairTask",
+    "EwokTask": "antlm_bench.adapters.minimal_pairs:EwokTask",
+    "EntityTrackingTask": "antlm_bench.adapters.babylm2025.entity_tracking:EntityTrackingTask",
+    "WugAdjTask": "antlm_bench.adapters.babylm2025.wug:WugAdjTask",
+    "ReadingTask": "antlm_bench.adapters.babylm2025.reading:ReadingTask",
+    "GlueTask": "antlm_bench.adapters.glue:GlueTask",
+}
+SHIPPED_BACKENDS = {
+    "babyllama": "antlm_bench.models.babyllama:BabyLlamaBackend",
+    "ltgbert": "antlm_bench.models.ltgbert:LtgBertBackend",
+    "hf": "antlm_bench.models.hf:HfBackend",
+}
+
+TASK_CLASSES = ClassRegistry("task class", SHIPPED_TASK_CLASSES, base="antlm_bench.adapters.base:TaskAdapter",
+                             group="antlm_bench.task_classes")
+BACKENDS = ClassRegistry("architecture backend", SHIPPED_BACKENDS, base="antlm_bench.models.backend:Backend",
+                         group="antlm_bench.backends")
 register_task_class = TASK_CLASSES.register
 register_backend = BACKENDS.register
-
-
-BACKEND_GROUP = "antlm_bench.backends"
-_backend_plugins_loaded = False
-
-
-def load_backend_plugins() -> None:
-    """Register the shipped backends, then every entry point of ``antlm_bench.backends`` (once per process).
-
-    An entry point names a module (importing it registers its backends with ``@register_backend``) or a backend
-    class, registered under the entry point's name unless it registered itself. A plug-in that fails to import
-    is one line naming the entry point and its distribution.
-    """
-    global _backend_plugins_loaded
-    if _backend_plugins_loaded:
-        return
-    _backend_plugins_loaded = True  # set first: a plug-in importing antlm_bench.models comes back here
-    import antlm_bench.models  # noqa: F401  (the shipped backends register themselves)
-
-    for entry_point in importlib.metadata.entry_points(group=BACKEND_GROUP):
-        try:
-            target = entry_point.load()
-        except Exception as err:  # noqa: BLE001  (any failure of foreign code: name the plug-in, stop)
-            _backend_plugins_loaded = False
-            dist = getattr(entry_point.dist, "name", None) or "unknown distribution"
-            raise UserError(f"backend plug-in {entry_point.name} = {entry_point.value} ({dist}): cannot import it "
-                            f"({type(err).__name__}: {err}); fix or uninstall the plug-in") from None
-        if isinstance(target, type) and entry_point.name not in BACKENDS.names():
-            BACKENDS.register(entry_point.name)(target)

@@ -1,7 +1,7 @@
 """Task specs (``tasks/*.yaml``) and how a ``--tasks`` string resolves to them.
 
-A spec names its adapter class (``class:``), registered with :func:`antlm_bench.registry.register_task_class`;
-the class reads the data and knows how to score it. A group spec (``group:``) names several tasks.
+A spec names its adapter class (``class:``), a name in :data:`antlm_bench.registry.TASK_CLASSES`; the class
+reads the data and knows how to score it. A group spec (``group:``) names several tasks.
 ``--tasks blimp,glue:rte,mrpc,ewok`` selects BLiMP, two GLUE members and EWoK: names after ``task:`` that are
 not themselves tasks are members of that task.
 """
@@ -53,10 +53,9 @@ class TaskRequest:
         return self.spec.name
 
     def adapter(self) -> Any:
-        """Instantiate the spec's adapter class."""
-        import antlm_bench.adapters  # noqa: F401  (registers the shipped adapter classes)
-
-        cls = TASK_CLASSES.get(self.spec.class_name, where=str(self.spec.source))
+        """The spec's adapter: an instance of its ``class:`` (an ``antlm_bench.adapters.base.TaskAdapter``, looked up
+        in the registry, which imports a shipped class on first use)."""
+        cls = TASK_CLASSES.get(self.spec.class_name, where=f"{self.spec.source}: field class")
         return cls(self.spec, self.members)
 
 

@@ -177,7 +177,7 @@ def _install_plugin(root: Path) -> Path:
 def plugin_path(tmp_path, monkeypatch):
     root = _install_plugin(tmp_path / "site")
     monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setattr(registry, "_backend_plugins_loaded", False)
+    monkeypatch.setattr(registry.BACKENDS, "_entry_points", None)  # the group is read again, with the plug-in
     yield root
     registry.BACKENDS._classes.pop("tinyplug", None)
     sys.modules.pop("tinyplug", None)
@@ -193,9 +193,8 @@ def test_plugin_backend_is_listed_trained_and_scored(plugin_path, tmp_path, real
     assert rows and rows[0]["architecture"] == "tinyplug"
 
     from antlm_bench.evaluate import evaluate
-    from antlm_bench.models import architectures
 
-    assert "tinyplug" in architectures()
+    assert "tinyplug" in registry.BACKENDS.names()
     result = train(tiny_config(tmp_path, tmp_path / "run", model="tinyplug-lm", schedule="0.2_CLM"))
     folder = result.final_checkpoint
     assert json.loads((folder / "config.json").read_text())["antlm_architecture"] == "tinyplug"
@@ -216,18 +215,78 @@ def test_recipe_naming_an_unknown_backend_is_one_line(tmp_path, monkeypatch):
     assert "hf" in message and "antlm_bench.backends" in message
 
 
-def test_broken_plugin_is_one_line(tmp_path, monkeypatch):
-    root = tmp_path / "site"
-    info = root / "badplug-0.1.dist-info"
+def _install_entry_points(root: Path, name: str, entry_points: str) -> Path:
+    info = root / f"{name}-0.1.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: badplug\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[antlm_bench.backends]\nbadplug = no_such_module_xyz:Backend\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    return root
+
+
+@pytest.mark.parametrize("module, value, why", [
+    ("", "no_such_module_xyz:Backend", "cannot import it (ModuleNotFoundError"),
+    ("class NotABackend:\n    pass\n", "badplug_mod:NotABackend", "badplug_mod.NotABackend is not a subclass of "
+                                                                    "antlm_bench.models.backend.Backend"),
+    ("", "badplug_mod", "is not a subclass of antlm_bench.models.backend.Backend"),  # a module, not a class
+    ("from antlm_bench.models.backend import Backend\nclass Half(Backend):\n    lm_class = classifier_class = "
+     "object\n", "badplug_mod:Half", "Half does not define make_config"),
+])
+def test_broken_plugin_is_one_line_naming_it(tmp_path, monkeypatch, module, value, why):
+    root = _install_entry_points(tmp_path / "site", "badplug", f"[antlm_bench.backends]\nbadplug = {value}\n")
+    (root / "badplug_mod.py").write_text(module)
     monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setattr(registry, "_backend_plugins_loaded", False)
+    monkeypatch.setattr(registry.BACKENDS, "_entry_points", None)
+    assert "badplug" in registry.BACKENDS.names()  # listed without importing it
+    assert "babyllama" in registry.BACKENDS.names()  # a broken plug-in costs only its own name
     with pytest.raises(UserError) as err:
-        registry.load_backend_plugins()
-    assert "\n" not in str(err.value) and "badplug" in str(err.value)
-    monkeypatch.setattr(registry, "_backend_plugins_loaded", True)
+        registry.BACKENDS.get("badplug", "architecture")
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"architecture backend plug-in badplug = {value} (badplug)")
+    assert why in message
+    sys.modules.pop("badplug_mod", None)
+
+
+def test_backend_without_a_model_class_is_refused_when_defined():
+    from antlm_bench.models.backend import Backend
+
+    with pytest.raises(TypeError, match="set lm_class, or override both build and load_lm"):
+        type("NoModel", (Backend,), {"classifier_class": object, "build": classmethod(lambda cls, config: None)})
+    with pytest.raises(TypeError, match="set classifier_class, or override load_classifier"):
+        type("NoClassifier", (Backend,), {"lm_class": object})
+
+
+def test_registry_imports_a_shipped_backend_only_when_it_is_looked_up():
+    code = textwrap.dedent("""
+        import sys
+        from antlm_bench.recipes import load_recipe
+        from antlm_bench.registry import BACKENDS
+        load_recipe("antlm-ltgbert")  # checks the architecture's name: nothing imported
+        print(sorted(m for m in sys.modules if m.startswith("antlm_bench.models")))
+        BACKENDS.get("ltgbert", "test")
+        print(sorted(m for m in sys.modules if m.startswith("antlm_bench.models.")))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    before, after = done.stdout.splitlines()
+    assert before == "[]"
+    assert "'antlm_bench.models.ltgbert'" in after and "'antlm_bench.models.hf'" not in after
+
+
+def test_registered_backend_is_checked_and_found(monkeypatch):
+    from antlm_bench.models.babyllama import BabyLlamaBackend
+    from antlm_bench.models.backend import backend_of
+
+    class Renamed(BabyLlamaBackend):
+        pass
+
+    monkeypatch.setattr(registry.BACKENDS, "_registered", {})
+    monkeypatch.setattr(registry.BACKENDS, "_classes", {})
+    registry.register_backend("renamed")(Renamed)
+    assert backend_of({"antlm_architecture": "renamed"}) is Renamed
+    assert backend_of({"antlm_architecture": "nothing-made-me"}) is None
+    registry.register_backend("not-a-backend")(dict)
+    with pytest.raises(UserError, match=r"^architecture backend 'not-a-backend': builtins\.dict is not a subclass"):
+        registry.BACKENDS.get("not-a-backend", "architecture")
 
 
 @pytest.mark.slow

@@ -2,8 +2,8 @@
 interface (``base``: ``EvalContext``, ``TaskAdapter``, ``TaskResult``), minimal pairs (``minimal_pairs``: BLiMP,
 the supplement, EWoK), the BabyLM 2025 zero-shot tasks (``babylm2025/``), GLUE fine-tuning and its adapter
 (``glue/``, formerly ``antlm_bench.finetune``) and the lm-eval model ``antlm`` (``lm_eval``, formerly
-``antlm_bench.lm_eval_plugin``; imported on demand, as it needs lm-eval). Importing this package registers the
-shipped adapter classes by name. Adapters may import ``scoring``, ``models``, the data-level modules (``data``),
+``antlm_bench.lm_eval_plugin``; imported on demand, as it needs lm-eval). Task specs find the adapter classes through
+``antlm_bench.registry.TASK_CLASSES``, which imports a module when its class is first looked up. Adapters may import ``scoring``, ``models``, the data-level modules (``data``),
 the result row schema and statistics (``results.tables``, ``results.stats``), ``errors``, ``registry`` and
 ``tasks``, and the checkpoint's record (``runs.record``, which ``scoring=auto`` reads and every
 stage that reads a checkpoint shares); never ``cli``, ``pipeline``, the trainer or the leaderboard.
@@ -11,7 +11,6 @@ stage that reads a checkpoint shares); never ``cli``, ``pipeline``, the trainer 
 
 from __future__ import annotations
 
-from antlm_bench.adapters import babylm2025, glue, minimal_pairs  # noqa: F401  (register the shipped classes)
 from antlm_bench.adapters.base import EvalContext, TaskAdapter, TaskResult
 
 __all__ = ["EvalContext", "TaskAdapter", "TaskResult"]

@@ -4,15 +4,23 @@
 ``adapter.run(context)`` on each. An adapter reads its data through the context's data folder, scores or
 fine-tunes the context's model, and returns score rows (task-level aggregate row with ``subtask=""`` plus one row
 per subtask) and, when ``log_samples`` is on, item records for the items table.
+
+An adapter class derives from :class:`TaskAdapter`, which declares everything the loop uses, with its default. A
+task spec's ``class:`` names it in ``antlm_bench.registry.TASK_CLASSES`` (the shipped classes there as
+"module:Class" strings, imported on first lookup; third-party ones through the entry-point group
+``antlm_bench.task_classes``).
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
 from antlm_bench.results.tables import ScoreRow
+from antlm_bench.tasks import TaskSpec
 
 
 @dataclass
@@ -44,7 +52,24 @@ class TaskResult:
     notes: list[str] = field(default_factory=list)  # said once on the terminal (e.g. "BoolQ: split valid by id")
 
 
-class TaskAdapter(Protocol):
-    name: str
+class TaskAdapter(ABC):
+    """One task of a spec, with the members the user selected (None: all), as the evaluation loop drives it:
+    ``check_data`` for every task before a model is loaded, then ``run`` for each."""
 
-    def run(self, context: EvalContext) -> TaskResult: ...
+    needs_scoring_model: ClassVar[bool] = False  # evaluate() loads one scoring model for every task that says so
+    has_fast_subset: ClassVar[bool] = False  # the BabyLM 2025 pipeline has a fast subset of it (--fast)
+    eval_set: str = "full"  # evaluate() sets "fast" under --fast on a task with a fast subset
+    data_hash: str = ""  # sha256 of the data files read (check_data or run sets it), for the run's record
+    data_files: Sequence[str] = ()  # those files
+
+    def __init__(self, spec: TaskSpec, members: list[str] | None = None) -> None:
+        """``members``: the spec's members the user named (None: all); each task reads them its own way."""
+        self.spec = spec
+        self.name = spec.name
+
+    def check_data(self, data_dir: Path) -> None:  # noqa: B027  (a hook: most tasks read their data in run)
+        """Refuse missing or broken data with one line, before any model is loaded (default: nothing to check)."""
+
+    @abstractmethod
+    def run(self, context: EvalContext) -> TaskResult:
+        """Score (or fine-tune) the context's model on the task: the rows, and the items under ``log_samples``."""

@@ -21,10 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from antlm_bench.adapters.base import EvalContext, TaskResult
+from antlm_bench.adapters.base import EvalContext, TaskAdapter, TaskResult
 from antlm_bench.data import hash_files, list_zip_members, read_jsonl, read_zip_jsonl, sha256_file
 from antlm_bench.errors import UserError
-from antlm_bench.registry import register_task_class
 from antlm_bench.results.stats import bootstrap_macro, bootstrap_mean, win_score
 from antlm_bench.results.tables import ScoreRow
 from antlm_bench.scoring import ScoringModel, check_method, load_scoring_model, score_pairs, wrap_model
@@ -96,19 +95,16 @@ def aggregate(
     return rows
 
 
-class MinimalPairTask:
+class MinimalPairTask(TaskAdapter):
     """A folder of JSONL files of (good, bad) sentence pairs, one subtask per file."""
 
-    needs_scoring_model = True  # evaluate() loads the model once for every task that says so
+    needs_scoring_model = True
+    has_fast_subset = True
     keep_text_in_items = True
 
     def __init__(self, spec: TaskSpec, members: list[str] | None = None) -> None:
-        self.spec = spec
-        self.name = spec.name
-        self.data_hash = ""
-        self.data_files: list[str] = []
+        super().__init__(spec, members)
         self.seconds = 0.0
-        self.eval_set = "full"  # evaluate() sets "fast" under --fast
 
     @property
     def data(self) -> dict:
@@ -284,6 +280,3 @@ class EwokTask(MinimalPairTask):
             subtasks.append(sub)
         return subtasks
 
-
-register_task_class("MinimalPairTask")(MinimalPairTask)
-register_task_class("EwokTask")(EwokTask)

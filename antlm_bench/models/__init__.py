@@ -1,15 +1,16 @@
 """Model backends: a recipe preset -> a model, checkpoints -> a model, and parameter counts.
 
-Each backend lives in one file (``babyllama.py``, ``ltgbert.py``, ``hf.py``) and registers itself with
-``antlm_bench.registry.register_backend`` under the name that recipes give as ``architecture:``; other packages
-add backends through the entry-point group ``antlm_bench.backends`` (read when this package is imported; see
-docs/backends.md). Every dispatch goes through that registry. A backend class has
+Each backend lives in one file (``babyllama.py``, ``ltgbert.py``, ``hf.py``) as a subclass of
+:class:`~antlm_bench.models.backend.Backend` (``backend.py``: every member a backend has, with its default), named in
+``antlm_bench.registry.BACKENDS`` under the name that recipes give as ``architecture:`` and imported on first
+lookup; other packages add backends through the entry-point group ``antlm_bench.backends`` (docs/backends.md).
+Every dispatch goes through that registry and calls the backend's methods:
 
 - ``make_config(preset, special_ids)``: the model config of a recipe preset (it records ``antlm_architecture``);
-- ``lm_class`` and ``classifier_class``, or instead ``build(config)``, ``load_lm(path, **kwargs)`` and
-  ``load_classifier(path, **kwargs)`` when the class depends on the config (``hf``);
-- ``is_masked_lm``: a bool, or ``masked_lm(config) -> bool`` when it depends on the config;
-- optionally ``remote_code(config) -> (files, auto_map)``: the modeling code a checkpoint carries so that
+- ``build(config)``, ``load_lm(path, **kwargs)``, ``load_classifier(path, **kwargs)``: by default from
+  ``lm_class`` and ``classifier_class``; a backend whose class depends on the config overrides them (``hf``);
+- ``masked_lm(config)``: whether the model is an encoder, by default the class attribute ``is_masked_lm``;
+- ``remote_code(config) -> (files, auto_map) | None``: the modeling code a checkpoint carries so that
   transformers loads it with ``trust_remote_code=True`` and without antlm-bench (``checkpoint.py`` writes it).
 
 Importing this package also registers LTG-BERT with transformers' Auto classes.
@@ -41,8 +42,8 @@ from transformers import (
 
 from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
-from antlm_bench.models import babyllama, hf, ltgbert  # noqa: F401  (registers the backends)
 from antlm_bench.models.babyllama import BabyLlamaForCausalLM, BabyLlamaForSequenceClassification
+from antlm_bench.models.backend import backend_named, backend_of
 from antlm_bench.models.ltgbert import (
     LtgBertConfig,
     LtgBertForCausalLM,
@@ -50,32 +51,13 @@ from antlm_bench.models.ltgbert import (
     LtgBertForSequenceClassification,
 )
 from antlm_bench.recipes import Recipe
-from antlm_bench.registry import BACKENDS, load_backend_plugins
-
-
-def backend(architecture: str) -> Any:
-    """The registered backend class for ``architecture`` (shipped or from a plug-in)."""
-    load_backend_plugins()
-    return BACKENDS.get(architecture, "architecture")
-
-
-def architectures() -> list[str]:
-    """Names of every registered backend, plug-ins included."""
-    load_backend_plugins()
-    return BACKENDS.names()
 
 
 def masked_by_config(config: Any) -> bool | None:
     """Whether a model of this config (a config object or config.json's dict) is an encoder, as its backend says;
     None when no registered backend made it (a plain Hugging Face model: the caller reads its class names)."""
-    get = config.get if isinstance(config, dict) else lambda key, default=None: getattr(config, key, default)
-    architecture = get("antlm_architecture")
-    if not isinstance(architecture, str) or architecture not in architectures():
-        return None
-    chosen = backend(architecture)
-    if hasattr(chosen, "masked_lm"):
-        return bool(chosen.masked_lm(config))
-    return bool(chosen.is_masked_lm)
+    chosen = backend_of(config)
+    return None if chosen is None else bool(chosen.masked_lm(config))
 
 
 def special_token_ids(tokenizer: PreTrainedTokenizerBase | None) -> dict[str, int | None]:
@@ -99,10 +81,8 @@ def build_model(recipe: Recipe, preset_name: str, tokenizer: PreTrainedTokenizer
             f"recipe {recipe.name} preset {preset_name}: tokenizer has {len(tokenizer)} tokens but vocab_size is "
             f"{preset.vocab_size}; retrain the tokenizer at that size or raise presets.{preset_name}.vocab_size"
         )
-    chosen = backend(recipe.architecture)
-    config = chosen.make_config(preset, special_token_ids(tokenizer))
-    build = getattr(chosen, "build", None)
-    return build(config) if build is not None else chosen.lm_class(config)
+    chosen = backend_named(recipe.architecture, f"recipe {recipe.name}: architecture")
+    return chosen.build(chosen.make_config(preset, special_token_ids(tokenizer)))
 
 
 def count_parameters(recipe: Recipe, preset_name: str) -> int:
@@ -186,17 +166,14 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", dtype: torc
     path = Path(path)
     config = _read_config(path)
     load_config(path)  # a bad field is named here, before any weights are read
-    architecture = config.get("antlm_architecture")
+    chosen = backend_of(config)
     lm = {"dtype": dtype, "output_loading_info": True}  # an LM with a weight missing is not the checkpoint
     try:
-        if architecture in architectures():
-            chosen = backend(architecture)
+        if chosen is not None:
             if task == "classification":
-                load = getattr(chosen, "load_classifier", None) or chosen.classifier_class.from_pretrained
-                model = load(path, dtype=dtype, num_labels=num_labels or 2)
+                model = chosen.load_classifier(path, dtype=dtype, num_labels=num_labels or 2)
             else:
-                load = getattr(chosen, "load_lm", None) or chosen.lm_class.from_pretrained
-                model, info = load(path, **lm)
+                model, info = chosen.load_lm(path, **lm)
         elif task == "classification":
             from transformers import AutoModelForSequenceClassification
 
@@ -224,12 +201,8 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", dtype: torc
                             f"{', '.join(sorted(missing)[:3])}); re-save the checkpoint")
     return model.to(device).eval()
 
-
-# plug-ins last: one may import from this package, which must be whole by then
-load_backend_plugins()
-
 __all__ = [
     "AutoConfig", "BabyLlamaForCausalLM", "BabyLlamaForSequenceClassification", "LtgBertConfig",
-    "LtgBertForCausalLM", "LtgBertForMaskedLM", "LtgBertForSequenceClassification", "architectures", "backend", "build_model",
+    "LtgBertForCausalLM", "LtgBertForMaskedLM", "LtgBertForSequenceClassification", "build_model",
     "count_parameters", "masked_by_config", "is_masked_lm", "load_config", "load_model", "special_token_ids",
 ]

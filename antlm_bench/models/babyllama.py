@@ -22,10 +22,10 @@ from transformers import LlamaConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import CausalLMOutput, SequenceClassifierOutput
 
+from antlm_bench.models.backend import Backend
 from antlm_bench.models.loss import classification_loss, lm_loss
 from antlm_bench.models.masks import boolean_mask, check_mode
 from antlm_bench.recipes import Preset
-from antlm_bench.registry import register_backend
 
 ARCHITECTURE = "babyllama"
 
@@ -361,8 +361,7 @@ def make_config(*, vocab_size: int, hidden_size: int, n_layers: int, n_heads: in
     )
 
 
-@register_backend(ARCHITECTURE)
-class BabyLlamaBackend:
+class BabyLlamaBackend(Backend):
     """How a recipe preset becomes a BabyLlama (the registry entry `architecture: babyllama` names)."""
 
     lm_class = BabyLlamaForCausalLM

@@ -36,9 +36,9 @@ from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 from antlm_bench.errors import UserError
+from antlm_bench.models.backend import Backend
 from antlm_bench.models.masks import check_mode, full_mask
 from antlm_bench.recipes import Preset
-from antlm_bench.registry import register_backend
 
 ARCHITECTURE = "hf"
 
@@ -311,8 +311,7 @@ def make_config(preset: Preset, special_ids: dict[str, int | None]) -> PreTraine
     return config
 
 
-@register_backend(ARCHITECTURE)
-class HfBackend:
+class HfBackend(Backend):
     """Any transformers causal or masked LM (the registry entry `architecture: hf` names)."""
 
     @staticmethod

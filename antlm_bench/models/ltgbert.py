@@ -34,10 +34,10 @@ from transformers import (
 from transformers import initialization as init
 from transformers.modeling_outputs import CausalLMOutput, MaskedLMOutput, SequenceClassifierOutput
 
+from antlm_bench.models.backend import Backend
 from antlm_bench.models.loss import classification_loss, lm_loss
 from antlm_bench.models.masks import check_mode, full_mask
 from antlm_bench.recipes import Preset
-from antlm_bench.registry import register_backend
 
 ARCHITECTURE = "ltgbert"
 
@@ -500,8 +500,7 @@ AUTO_MAP = {
 }
 
 
-@register_backend(ARCHITECTURE)
-class LtgBertBackend:
+class LtgBertBackend(Backend):
     """How a recipe preset becomes an LTG-BERT (the registry entry `architecture: ltgbert` names)."""
 
     lm_class = LtgBertForMaskedLM
@@ -520,10 +519,12 @@ class LtgBertBackend:
     @staticmethod
     def remote_code(config: LtgBertConfig) -> tuple[dict[str, str], dict[str, str]]:
         """This module (with the helpers it imports) as the checkpoint's modeling file, and its ``auto_map``."""
-        from antlm_bench.models import loss, masks
+        import antlm_bench.models.loss as loss_module
+        import antlm_bench.models.masks as masks_module
         from antlm_bench.models.remote_code import module_source
 
-        return {f"{REMOTE_MODULE}.py": module_source(sys.modules[__name__], [masks, loss])}, dict(AUTO_MAP)
+        code = module_source(sys.modules[__name__], [masks_module, loss_module])
+        return {f"{REMOTE_MODULE}.py": code}, dict(AUTO_MAP)
 
 
 # importing antlm_bench.models registers the classes with the Auto factories (exist_ok: re-imports are harmless)

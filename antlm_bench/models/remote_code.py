@@ -3,7 +3,7 @@
 A backend whose classes are not in transformers (LTG-BERT) names its module and the modules it imports from
 antlm-bench; :func:`module_source` writes them out as one file at save time: the backend module's text with the
 helper modules inlined before it, every ``antlm_bench`` import removed, and everything after
-:data:`CUT_MARKER` (the backend's registry entry, the Auto registrations) left out. One source of truth: the file
+:data:`CUT_MARKER` (the backend class, the Auto registrations) left out. One source of truth: the file
 is generated from the package's own modules whenever a checkpoint is written, never kept as a second copy.
 
 :func:`write_remote_code` puts the file next to the weights and writes ``auto_map`` into config.json, which is
@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 import antlm_bench
+from antlm_bench.models.backend import backend_of
 
 CUT_MARKER = "# -- antlm-bench only below this line: not copied into checkpoints --"
 
@@ -82,15 +83,11 @@ def write_remote_code(folder: str | Path, files: dict[str, str], auto_map: dict[
 def write_model_code(folder: str | Path, config: Any) -> bool:
     """The backend's modeling code and ``auto_map`` into a saved model folder, if its backend has any (stock
     transformers classes need none). True when code was written."""
-    from antlm_bench.models import architectures, backend
-
-    architecture = getattr(config, "antlm_architecture", None)
-    if not isinstance(architecture, str) or architecture not in architectures():
-        return False
-    remote = getattr(backend(architecture), "remote_code", None)
+    chosen = backend_of(config)
+    remote = None if chosen is None else chosen.remote_code(config)
     if remote is None:
         return False
-    files, auto_map = remote(config)
+    files, auto_map = remote
     write_remote_code(folder, files, auto_map)
     return True
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from antlm_bench.adapters.base import EvalContext
+from antlm_bench.adapters.base import EvalContext, TaskAdapter
 from antlm_bench.adapters.minimal_pairs import subtask_name
 from antlm_bench.errors import UserError
 from antlm_bench.results.tables import ScoreRow
@@ -21,21 +21,14 @@ from antlm_bench.scoring import ScoringModel
 from antlm_bench.scoring.babylm2025 import merge_prefix_groups
 from antlm_bench.scoring.encode import Seq, dedupe
 from antlm_bench.scoring.engine import longest_input, score_seqs
-from antlm_bench.tasks import TaskSpec
 from antlm_bench.runs.record import auto_scoring_method, read_state
 
 CONVENTION = "babylm-2025"
 
 
-class _Task:
+class _Task(TaskAdapter):
     needs_scoring_model = True
-
-    def __init__(self, spec: TaskSpec, members: list[str] | None = None) -> None:
-        self.spec = spec
-        self.name = spec.name
-        self.data_hash = ""
-        self.data_files: list[str] = []
-        self.eval_set = "full"  # evaluate() sets "fast" under --fast
+    has_fast_subset = True
 
     @property
     def data(self) -> dict[str, Any]:

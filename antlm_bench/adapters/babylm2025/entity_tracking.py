@@ -20,7 +20,6 @@ from antlm_bench.adapters.base import EvalContext, TaskResult
 from antlm_bench.adapters.minimal_pairs import scoring_model_for, subtask_name
 from antlm_bench.data import hash_files, read_jsonl
 from antlm_bench.errors import UserError
-from antlm_bench.registry import register_task_class
 from antlm_bench.results.stats import bootstrap_macro
 from antlm_bench.scoring.babylm2025 import span_seqs
 
@@ -129,5 +128,3 @@ class EntityTrackingTask(_Task):
             result_notes.append(f"{self.name}: --limit {ctx.limit}: first {ctx.limit} items of each numops group")
         return TaskResult(rows=rows, items=items, notes=result_notes)
 
-
-register_task_class("EntityTrackingTask")(EntityTrackingTask)

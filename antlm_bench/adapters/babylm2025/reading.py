@@ -29,7 +29,6 @@ from antlm_bench.adapters.base import EvalContext, TaskResult
 from antlm_bench.adapters.minimal_pairs import scoring_model_for
 from antlm_bench.data import hash_files, open_text
 from antlm_bench.errors import UserError
-from antlm_bench.registry import register_task_class
 from antlm_bench.scoring.babylm2025 import next_token_seqs, reading_queries
 from antlm_bench.scoring.encode import Seq
 
@@ -263,5 +262,3 @@ class ReadingTask(_Task):
         self.seconds = time.perf_counter() - started
         return TaskResult(rows=rows, items=[], notes=result_notes)
 
-
-register_task_class("ReadingTask")(ReadingTask)

@@ -17,7 +17,6 @@ from antlm_bench.adapters.base import EvalContext, TaskResult
 from antlm_bench.adapters.minimal_pairs import scoring_model_for
 from antlm_bench.data import hash_files, read_jsonl
 from antlm_bench.errors import UserError
-from antlm_bench.registry import register_task_class
 from antlm_bench.scoring.babylm2025 import span_seqs
 
 
@@ -94,5 +93,3 @@ class WugAdjTask(_Task):
         self.seconds = time.perf_counter() - started
         return TaskResult(rows=rows, items=[], notes=result_notes)
 
-
-register_task_class("WugAdjTask")(WugAdjTask)
