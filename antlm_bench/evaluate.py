@@ -249,12 +249,13 @@ def evaluate(model: Any, config: EvalConfig | str | list[str] | None = None, *, 
              **fields: Any) -> EvalOutput:
     """Evaluate a model on tasks (see the module docstring). ``model``: a checkpoint folder, a ScoringModel,
     (model, tokenizer), or a model with ``tokenizer=``. ``config``: an ``EvalConfig`` or the task names; keyword
-    ``fields`` are EvalConfig's (they override ``config``'s). With ``output_dir``, a second ``eval --output`` into
-    it is refused (naming this pid), and a folder this call made is removed again if it fails leaving it empty."""
+    ``fields`` are EvalConfig's (they override ``config``'s). With ``output_dir``, other evaluations may append
+    into it at the same time while ``train``/``run`` writing it are refused (a shared lock), and a folder this call
+    made is removed again if it fails leaving it empty."""
     config = eval_config(config, **fields)
     if config.output_dir is None or _launch_rank() != 0:
         return _evaluate(model, tokenizer, config)
-    with output_folder(config.output_dir, "eval"):
+    with output_folder(config.output_dir, "eval", shared=True):
         return _evaluate(model, tokenizer, config)
 
 
