@@ -2,10 +2,9 @@
 
 A task or recipe is a small YAML file (``tasks/*.yaml``, ``trainers/*.yaml``) that names a Python class: a task's
 ``class:`` is a name in :data:`TASK_CLASSES`, a recipe's ``architecture:`` one in :data:`BACKENDS`. YAML folders are
-searched in this order:
-the ``--include-path`` folders the user gives, folders that other packages announce through the entry point
-groups ``antlm_bench.tasks`` / ``antlm_bench.trainers`` (each entry point returns a folder path), and the
-folders shipped with antlm-bench (the checkout's top-level ``tasks/`` and ``trainers/``, or their copies
+searched in this order: the ``--include-path`` folders the user gives, folders that other packages announce through
+the entry point groups ``antlm_bench.tasks`` / ``antlm_bench.trainers`` (each entry point returns a folder path),
+and the folders shipped with antlm-bench (the checkout's top-level ``tasks/`` and ``trainers/``, or their copies
 bundled in the wheel). The first file that defines a name wins, so a user's folder can override a shipped spec.
 
 The class registries (:class:`ClassRegistry`) map names to ``"module:Class"`` strings for the shipped classes,
