@@ -31,6 +31,8 @@ def _run(tmp_path):
                                  dropout=0.0, **ids)
     model = ltgbert.LtgBertForMaskedLM(config).eval()
     run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"schedule": "1_CLM+1_MLM"}))  # its final checkpoint: phase-1-MLM
     for name, step in (("phase-0-CLM", 5), ("phase-1-MLM", 10), ("chck_10M", 8), ("chck_1M", 2)):
         write_checkpoint(run / "checkpoints" / name, model, tokenizer, {"step": step},
                          trainer_state={"step": step} if name == "phase-1-MLM" else None)
@@ -67,3 +69,147 @@ def test_export_refuses_existing_output_and_non_models(tmp_path):
         export_babylm(tmp_path / "nothing", tmp_path / "out2")
     result = CliRunner().invoke(app, ["export", str(run), "--format", "zip", str(tmp_path / "out3")])
     assert result.exit_code == 2 and "unknown" in result.output
+
+
+# -- what an export passes on: only code antlm-bench generates, only weights eval would load -----------------------
+
+PLANTED = "import pathlib\npathlib.Path({marker!r}).write_text('ran')\n"
+
+
+def _plant_code(folder, marker):
+    """The checkpoint's modeling file replaced, and an evil.py named by auto_map, each writing ``marker`` if run."""
+    (folder / "modeling_ltgbert.py").write_text(PLANTED.format(marker=str(marker)) + (
+        folder / "modeling_ltgbert.py").read_text())
+    (folder / "evil.py").write_text(PLANTED.format(marker=str(marker)))
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "evil.EvilConfig", "AutoModelForMaskedLM": "evil.EvilModel",
+                          "AutoModelForCausalLM": "modeling_ltgbert.LtgBertForCausalLM"}
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def test_export_never_passes_on_a_checkpoints_own_code(tmp_path):
+    """A replaced modeling_ltgbert.py and an auto_map naming evil.py: the export holds only generated code, and
+    loading it as the BabyLM pipeline does (trust_remote_code=True) runs none of the planted code."""
+    from antlm_bench.models.backend import backend_of
+
+    run, model = _run(tmp_path)
+    marker = tmp_path / "planted-code-ran"
+    for name in ("phase-1-MLM", "chck_1M"):
+        _plant_code(run / "checkpoints" / name, marker)
+    out = tmp_path / "laundry_check"
+    export_babylm(run, out)
+    generated, auto_map = backend_of(model.config).remote_code(model.config)
+    for folder in (out, out / "chck_1M"):
+        assert sorted(p.name for p in folder.glob("*.py")) == sorted(generated)
+        assert all((folder / name).read_text() == text for name, text in generated.items())
+        assert json.loads((folder / "config.json").read_text())["auto_map"] == auto_map
+    loaded = AutoModelForMaskedLM.from_pretrained(out, trust_remote_code=True).eval()
+    assert not marker.exists()
+    ids = torch.tensor([[1, 5, 7, 9]])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=ids).logits, model(ids).logits)
+
+
+def test_export_refuses_foreign_auto_map_on_a_stock_model(tmp_path, llama_dir):
+    import shutil
+
+    source = tmp_path / "llama"
+    shutil.copytree(llama_dir, source)
+    (source / "evil.py").write_text("raise SystemExit('planted')\n")
+    config = json.loads((source / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForCausalLM": "evil.Evil"}
+    (source / "config.json").write_text(json.dumps(config))
+    result = CliRunner().invoke(app, ["export", str(source), str(tmp_path / "out")])
+    assert result.exit_code == 2 and "evil.py" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+    del config["auto_map"]
+    (source / "config.json").write_text(json.dumps(config))
+    settings = json.loads((source / "tokenizer_config.json").read_text())
+    settings["auto_map"] = {"AutoTokenizer": ["evil.EvilTokenizer", None]}
+    (source / "tokenizer_config.json").write_text(json.dumps(settings))
+    with pytest.raises(UserError, match="tokenizer_config.json: auto_map .*evil.py"):
+        export_babylm(source, tmp_path / "out")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith((".out", "out"))] == []
+
+
+def _damage_weights(folder, how):
+    from safetensors.torch import load_file, save_file
+
+    weights = folder / "model.safetensors"
+    if how == "truncated":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    elif how == "nan":
+        tensors = load_file(weights)
+        save_file({k: torch.full_like(v, float("nan")) for k, v in tensors.items()}, weights,
+                  metadata={"format": "pt"})
+    elif how == "half-written":  # a tensor the model needs is missing
+        tensors = load_file(weights)
+        save_file(dict(list(tensors.items())[: len(tensors) // 2]), weights, metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize(("how", "says"), [("truncated", "truncated or corrupt"), ("nan", "NaN"),
+                                           ("half-written", "lacks")])
+def test_export_refuses_weights_eval_refuses(tmp_path, llama_dir, how, says):
+    import shutil
+
+    source = tmp_path / "m"
+    shutil.copytree(llama_dir, source)
+    _damage_weights(source, how)
+    result = CliRunner().invoke(app, ["export", str(source), str(tmp_path / "out")])
+    assert result.exit_code == 2 and says in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # no OUT, no staging left
+
+
+# -- what --overwrite may replace: an earlier export, never the source ------------------------------------------------
+
+
+def _tree(folder):
+    return sorted((str(p.relative_to(folder)), p.lstat().st_size) for p in folder.rglob("*"))
+
+
+def test_export_into_its_own_run_is_refused_and_the_run_is_kept(tmp_path):
+    run, model = _run(tmp_path)
+    write_checkpoint(run / ".resume" / "step-10", model, train_tokenizer(TEXT, vocab_size=300), {"step": 10})
+    (run / "last").symlink_to(".resume/step-10")
+    before = _tree(run)
+    for source, out in [(run / "checkpoints" / "phase-1-MLM", run), (run, run / "checkpoints"),
+                        (run, run / "exported"), (run / "checkpoints" / "phase-0-CLM", run / "checkpoints"),
+                        (run, run / "last"), (run / "last", run), (run / "last", run / "last")]:
+        result = CliRunner().invoke(app, ["export", str(source), str(out), "--overwrite"])
+        assert result.exit_code == 2, (source, out, result.output)
+        assert len(result.output.strip().splitlines()) == 1 and result.output.startswith("error:"), result.output
+        assert _tree(run) == before, (source, out)
+
+
+def test_overwrite_replaces_only_an_earlier_export(tmp_path):
+    run, _ = _run(tmp_path)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    result = CliRunner().invoke(app, ["export", str(run), str(mine), "--overwrite"])
+    assert result.exit_code == 2 and "not an earlier antlm-bench export" in result.output
+    assert (mine / "notes.txt").read_text() == "keep me"
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "data.txt").write_text("precious")
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+    result = CliRunner().invoke(app, ["export", str(run), str(tmp_path / "link"), "--overwrite"])
+    assert result.exit_code == 2 and "symbolic link" in result.output
+    assert (tmp_path / "elsewhere" / "data.txt").read_text() == "precious" and (tmp_path / "link").is_symlink()
+    out = tmp_path / "out"
+    export_babylm(run / "checkpoints" / "phase-0-CLM", out)
+    assert json.loads((out / "antlm_export.json").read_text())["source"].endswith("phase-0-CLM")
+    export_babylm(run, out, overwrite=True)
+    assert json.loads((out / "antlm_export.json").read_text())["source"].endswith("phase-1-MLM")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "link", "mine", "out", "run"]
+
+
+def test_a_run_that_stopped_early_exports_its_resume_point_named_in_the_output(tmp_path):
+    run, model = _run(tmp_path)
+    (run / "run.json").write_text(json.dumps({"schedule": "1_CLM+1_MLM+1_CLM"}))  # phase-2 never saved
+    write_checkpoint(run / ".resume" / "step-12", model, train_tokenizer(TEXT, vocab_size=300), {"step": 12})
+    (run / "last").symlink_to(".resume/step-12")
+    result = CliRunner().invoke(app, ["export", str(run), str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "resume point last (step-12)" in result.output
+    assert json.loads((tmp_path / "out" / "antlm_state.json").read_text())["step"] == 12
