@@ -235,3 +235,100 @@ def test_manifest_not_utf8_is_one_line(tmp_path):
     (tmp_path / "MANIFEST.sha256").write_bytes(b"\xff\xfe junk\n")
     with pytest.raises(UserError, match="not UTF-8"):
         data.verify_manifest(tmp_path)
+
+
+# -- size caps: a zip bomb is refused before anything is written -------------------------------------------------------
+
+
+def _zeros_zip(total: int, members: int = 2) -> bytes:
+    """A real zip whose members are ``total`` bytes of zeros together (deflate: ~1000x smaller), written in chunks."""
+    buffer = io.BytesIO()
+    chunk = bytes(1 << 20)
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("data/README.md", b"hi\n")
+        for number in range(members):
+            with archive.open(f"data/zeros-{number}.bin", "w", force_zip64=True) as member:
+                for _ in range(total // members // len(chunk)):
+                    member.write(chunk)
+    return buffer.getvalue()
+
+
+def _zeros_tar(total: int) -> bytes:
+    import tarfile
+
+    class Zeros(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, view):  # type: ignore[override]
+            view[:] = bytes(len(view))
+            return len(view)
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as archive:
+        info = tarfile.TarInfo("data/zeros.bin")
+        info.size = total
+        archive.addfile(info, io.BufferedReader(Zeros()))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["zip", "tar.gz"])
+def test_a_zip_bomb_is_refused_by_its_ratio_and_nothing_is_written(tmp_path, kind):
+    payload = _zeros_zip(96 << 20) if kind == "zip" else _zeros_tar(96 << 20)
+    assert len(payload) < (96 << 20) // 100  # really a bomb: more than 100x
+    dest = tmp_path / "data"
+    with Server(payload, name=f"bomb.{kind}") as server, pytest.raises(UserError) as caught:
+        data.fetch(server.url, None, dest, timeout=30)
+    message = str(caught.value)
+    assert "zip bomb" in message and "nothing was written" in message and "\n" not in message
+    assert list(tmp_path.iterdir()) == []  # no staging, no folder, no archive kept
+
+
+def test_an_honest_archive_over_the_size_cap_is_refused(tmp_path, monkeypatch):
+    import importlib
+
+    fetch_module = importlib.import_module("antlm_bench.data.fetch")  # the package re-exports its function fetch
+
+    monkeypatch.setattr(fetch_module, "MAX_UNPACKED_BYTES", 20_000)
+    payload = make_tar(GOOD)  # ~80 kB unpacked, mostly incompressible
+    with Server(payload) as server, pytest.raises(UserError, match="more than the .* limit"):
+        data.fetch(server.url, None, tmp_path / "data", timeout=10)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(fetch_module, "MAX_UNPACKED_BYTES", 200_000)
+    with Server(payload) as server:
+        assert _tree(data.fetch(server.url, None, tmp_path / "data", timeout=10))["noise.bin"] == NOISE
+
+
+# -- a source registry of one's own writes only inside --dest ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("dest", ["../outside.txt", "/tmp/abs.txt", "a/../../b.txt", "ewok.zip::../m.jsonl", "",
+                                  "a//b.txt"])
+def test_a_registry_dest_outside_the_data_folder_is_refused(tmp_path, monkeypatch, dest):
+    from antlm_bench.data.sources import fetch_sources, load_registry
+
+    registry = tmp_path / "mine.tsv"
+    registry.write_text("source\tdest\trepo\tcommit\tpath\tchecksum\n"
+                        f"mine\t{dest}\towner/repo\tabc\tx.txt\tsha256:{_sha(b'x')}\n")
+    monkeypatch.setenv("ANTLM_BENCH_SOURCES", str(registry))
+    with pytest.raises(UserError, match=r"mine.tsv: row 2: dest .* leaves the data folder"):
+        load_registry()
+    with Server(b"x", name="x.txt") as server, pytest.raises(UserError, match="leaves the data folder"):
+        fetch_sources(["mine"], tmp_path / "d", server.base, progress=None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.tsv"]
+
+
+def test_a_registry_dest_through_a_link_in_the_data_folder_is_refused(tmp_path, monkeypatch):
+    from antlm_bench.data.sources import fetch_sources
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "d" / "sub").symlink_to(tmp_path / "elsewhere")
+    registry = tmp_path / "mine.tsv"
+    registry.write_text("source\tdest\trepo\tcommit\tpath\tchecksum\n"
+                        f"mine\tsub/x.txt\towner/repo\tabc\tx.txt\tsha256:{_sha(b'x')}\n")
+    monkeypatch.setenv("ANTLM_BENCH_SOURCES", str(registry))
+    with Server(b"", name="unused", paths={"/owner/repo/abc/x.txt": b"x"}) as server, pytest.raises(
+            UserError, match="outside .*through a symbolic link"):
+        fetch_sources(["mine"], tmp_path / "d", server.base, progress=None)
+    assert list((tmp_path / "elsewhere").iterdir()) == []

@@ -219,6 +219,26 @@ def _unpack(archive: Path, dest_dir: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+# what an archive may unpack to: data archives compress a few times (text ~4x under gzip, ~10x under xz), a zip
+# bomb thousands of times; the cap bounds a large archive that is honest about its ratio
+MAX_UNPACKED_BYTES = 20 * 1024**3
+MAX_RATIO = 100
+_RATIO_FLOOR = 64 * 1024**2  # below this, a high ratio (a file of zeros, a tiny README) harms no disk
+
+
+def _check_size(archive: Path, unpacked: int) -> None:
+    """Refuse before writing anything an archive whose members add up to more than the caps (the sizes are the
+    ones extraction writes: tar members hold their sizes, and zipfile reads no more than a member declares)."""
+    packed = max(archive.stat().st_size, 1)
+    if unpacked > MAX_UNPACKED_BYTES:
+        raise UserError(f"{archive}: would unpack to {unpacked / 1e9:.1f} GB, more than the "
+                        f"{MAX_UNPACKED_BYTES / 1e9:.0f} GB limit; refusing to unpack (nothing was written)")
+    if unpacked > _RATIO_FLOOR and unpacked > MAX_RATIO * packed:
+        raise UserError(f"{archive}: would unpack {packed / 1e6:.1f} MB into {unpacked / 1e6:.0f} MB "
+                        f"({unpacked / packed:.0f}x, more than {MAX_RATIO}x: a zip bomb?); refusing to unpack "
+                        "(nothing was written)")
+
+
 def _refuse(archive: Path, name: str, why: str) -> UserError:
     return UserError(f"{archive}: member {name!r} {why}; refusing to unpack (nothing was written)")
 
@@ -269,6 +289,7 @@ def _check_tar(archive: Path, members: list[tarfile.TarInfo]) -> None:
                 raise _refuse(archive, member.name, f"is a hard link to {member.linkname!r}, no file of the archive")
         elif not (member.isfile() or member.isdir()):
             raise _refuse(archive, member.name, "is neither a file, a folder nor a link")
+    _check_size(archive, sum(member.size for member in members if member.isfile()))
 
 
 def _check_zip(archive: Path, z: zipfile.ZipFile) -> None:
@@ -285,6 +306,7 @@ def _check_zip(archive: Path, z: zipfile.ZipFile) -> None:
             raise _refuse(archive, info.filename, "is a symlink; zip links are not unpacked, use a tar archive")
         if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
             raise _refuse(archive, info.filename, "is a device or fifo")
+    _check_size(archive, sum(info.file_size for info in infos))
 
 
 def _check_links_resolve_inside(archive: Path, root: Path) -> None:

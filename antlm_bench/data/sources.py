@@ -105,7 +105,18 @@ def load_registry(path: Path | None = None) -> list[SourceFile]:
         except (KeyError, TypeError):
             raise UserError(f"{path}: row {number} lacks a column; expected source, dest, repo, commit, path, "
                             "checksum") from None
+        _check_dest(path, number, files[-1].dest)
     return files
+
+
+def _check_dest(path: Path, number: int, dest: str) -> None:
+    """A registry row writes only inside the data folder: ``dest`` (and a zip member after ``::``) is a relative
+    path without ``..`` (a registry of one's own may come from anywhere)."""
+    for part in dest.split("::", 1):
+        pieces = part.replace("\\", "/").split("/")
+        if not part or part.startswith("/") or ".." in pieces or "" in pieces or ":" in pieces[0]:
+            raise UserError(f"{path}: row {number}: dest {dest!r} leaves the data folder (or is empty); give a "
+                            "relative path inside it, without '..'")
 
 
 def source_names(files: list[SourceFile] | None = None) -> list[str]:
@@ -264,6 +275,14 @@ def fetch_sources(names: list[str], dest: Path | None = None, mirror: str | None
         raise
 
 
+def _inside(dest: Path, name: str) -> None:
+    """Refuse a write that a link inside ``dest`` would carry out of it (``dest/blimp -> /etc``)."""
+    target = (dest / name).resolve()
+    if target != dest.resolve() and dest.resolve() not in target.parents:
+        raise UserError(f"{dest / name}: leads outside {dest} (through a symbolic link); nothing was written: "
+                        "remove the link or fetch into another --dest")
+
+
 def _fetch_into(dest: Path, chosen: list[str], files: list[SourceFile], base: str, timeout: float,
                 say: Callable[[str], None]) -> FetchReport:
     manifest = _read_manifest(dest)
@@ -286,6 +305,7 @@ def _fetch_into(dest: Path, chosen: list[str], files: list[SourceFile], base: st
                                 f"was kept of this file (a changed or damaged file, or a wrong --mirror)")
             size += len(payload)
             archive, _, member = item.dest.partition("::")
+            _inside(dest, archive)
             if member:
                 zips.setdefault(archive, []).append((member, payload))
             else:
