@@ -5,28 +5,32 @@
 - ``babylm-2024``: ``" " + text``, as the 2024 lm-eval-harness BLiMP / supplement / EWoK tasks that the AntLM
   paper used present them. On a tiny model this alone moved BLiMP from 51.2 to 52.4.
 
-Every score row records its convention (``convention`` column); a leaderboard ranks rows of one convention only,
-and says which rows it left out. Tables written before the column read as ``babylm-2025``, or ``babylm-2024``
-where the row's notes say ``leading_space`` (the old ``--leading-space`` option).
+The convention is resolved once, at the edge (``resolve_convention``), and handed down as a ``Convention``; every
+score row records its name (``convention`` column), and a leaderboard or a check compares rows of one convention
+only.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from antlm_bench.errors import UserError
 
+
+@dataclass(frozen=True)
+class Convention:
+    name: str
+    leading_space: bool  # minimal-pair texts are scored as " " + text
+
+
+CONVENTIONS = {c.name: c for c in (Convention("babylm-2025", False), Convention("babylm-2024", True))}
 DEFAULT_CONVENTION = "babylm-2025"
-# convention -> whether minimal-pair texts get a leading space
-CONVENTIONS: dict[str, bool] = {"babylm-2025": False, "babylm-2024": True}
 
 
-def resolve_convention(convention: str | None, leading_space: bool = False) -> tuple[str, bool]:
-    """(convention, leading_space) from ``--convention`` and the older ``--leading-space`` (which names
-    babylm-2024); a contradiction between the two is a user error."""
-    if convention is None:
-        return ("babylm-2024", True) if leading_space else (DEFAULT_CONVENTION, False)
-    if convention not in CONVENTIONS:
-        raise UserError(f"--convention {convention}: unknown; use {' or '.join(CONVENTIONS)}")
-    if leading_space and not CONVENTIONS[convention]:
-        raise UserError(f"--leading-space contradicts --convention {convention} (no leading space); drop one "
-                        "(--convention babylm-2024 scores with the leading space)")
-    return convention, CONVENTIONS[convention]
+def resolve_convention(name: str | Convention) -> Convention:
+    """The named convention; an unknown name is one line listing the known ones."""
+    if isinstance(name, Convention):
+        return name
+    if name not in CONVENTIONS:
+        raise UserError(f"--convention {name}: unknown; use {' or '.join(CONVENTIONS)}")
+    return CONVENTIONS[name]

@@ -35,15 +35,16 @@ from pydantic import BaseModel, ConfigDict, InstanceOf, ValidationError, model_v
 
 from antlm_bench import __version__
 from antlm_bench.adapters.base import EvalContext
+from antlm_bench.conventions import DEFAULT_CONVENTION, resolve_convention
 from antlm_bench.data import atomic_write_bytes, resolve_data_dir
 from antlm_bench.errors import UserError
 from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, now_utc, score_table
+from antlm_bench.runs.layout import RUN_FILE
+from antlm_bench.runs.record import CheckpointRecord, read_record, scoring_method
 from antlm_bench.scoring import METHODS, ScoringModel, load_scoring_model, resolve_device_dtype, wrap_model
 from antlm_bench.tasks import resolve_tasks
-from antlm_bench.runs.record import auto_scoring_method, read_state
 
-RUN_FILE = "run.json"
 DEFAULT_BATCH_TOKENS = 4096
 
 
@@ -63,8 +64,7 @@ class EvalConfig(BaseModel):
     data_dir: Path | None = None
     run_info: InstanceOf[RunInfo] | None = None  # the rows' run columns (default: from the checkpoint's record)
     checkpoint_info: InstanceOf[CheckpointInfo] | None = None  # the rows' checkpoint columns (likewise)
-    leading_space: bool = False  # alone: the same as convention babylm-2024
-    convention: str | None = None  # antlm_bench.conventions: babylm-2025 (default) or babylm-2024 (leading space)
+    convention: str = DEFAULT_CONVENTION  # antlm_bench.conventions: babylm-2025 or babylm-2024 (leading space)
     options: dict[str, Any] | None = None  # adapter settings (GLUE hyper-parameters)
     progress: Any = True  # True: a progress bar on stderr; a rich Progress; False
     model_path: Path | None = None  # the checkpoint folder of an in-memory model (its record; GLUE reads it)
@@ -163,23 +163,24 @@ def choose_threads(threads: int | None, n_parameters: int | None, device: str) -
         f" ({n_parameters / 1e6:.1f}M parameters)" if n_parameters is not None else "")
 
 
-def run_info_from_state(state: dict[str, Any] | None, model_path: Path | None) -> RunInfo:
-    if state is None:
+def run_info_from_record(record: CheckpointRecord | None, model_path: Path | None) -> RunInfo:
+    """The rows' run columns: from the checkpoint's record, or the folder's name for a plain Hugging Face folder."""
+    if record is None:
         return RunInfo(run_id=model_path.name if model_path is not None else "in-memory")
-    parts = [str(state.get(k, "")) for k in ("recipe", "preset", "schedule")] + [f"seed{state.get('seed', '')}"]
+    parts = [record.recipe, record.preset, record.schedule, f"seed{record.seed if record.seed is not None else ''}"]
     run_id = re.sub(r"[^A-Za-z0-9_.+:()-]+", "_", "-".join(p for p in parts if p))
-    return RunInfo(run_id=run_id, recipe=str(state.get("recipe", "")), architecture=str(state.get("architecture", "")),
-                   preset=str(state.get("preset", "")), schedule=str(state.get("schedule", "")),
-                   seed=state.get("seed"), data_hash=str(state.get("data_hash", "")))
+    return RunInfo(run_id=run_id, recipe=record.recipe, architecture=record.architecture, preset=record.preset,
+                   schedule=record.schedule, seed=record.seed, data_hash=record.data_hash)
 
 
-def checkpoint_info_from_state(state: dict[str, Any] | None, model_path: Path | None) -> CheckpointInfo:
-    where = str(model_path) if model_path is not None else ""
-    if state is None:
+def checkpoint_info_from_record(record: CheckpointRecord | None, checkpoint: str | Path | None) -> CheckpointInfo:
+    """The rows' checkpoint columns: ``checkpoint`` names it (a path, or its name inside its run folder)."""
+    where = str(checkpoint) if checkpoint is not None else ""
+    if record is None:
         return CheckpointInfo(checkpoint=where)
-    return CheckpointInfo(checkpoint=where, phase_index=state.get("phase_index"), epoch=state.get("epoch"),
-                          phase_objective=str(state.get("phase_objective", "")), tokens_seen=state.get("tokens_seen"),
-                          words_seen=state.get("words_seen"))
+    return CheckpointInfo(checkpoint=where, phase_index=record.phase_index, epoch=record.epoch,
+                          phase_objective=record.phase_objective, tokens_seen=record.tokens_seen,
+                          words_seen=record.words_seen)
 
 
 def _model_source(model: Any, tokenizer: Any, config: EvalConfig) -> tuple[Path | None, Any, Any]:
@@ -286,24 +287,18 @@ def _scoring_model(adapters: list[Any], loaded: Any, path: Path | None, tokenize
     return loaded if isinstance(loaded, ScoringModel) else wrap_model(loaded, tokenizer)
 
 
-def _scoring_method(scoring: str, sm: ScoringModel | None, state: dict[str, Any] | None,
-                    checkpoint_info: CheckpointInfo | None) -> tuple[str, str]:
-    """(method, why): ``auto`` is the checkpoint's last phase's method (or the record ``checkpoint_info`` names);
-    only minimal-pair scoring has a method to choose (GLUE fine-tunes)."""
+def _scoring_method(scoring: str, sm: ScoringModel | None, record: CheckpointRecord | None) -> tuple[str, str]:
+    """(method, why): the one place ``--scoring auto`` is decided for an evaluation (the checkpoint's last phase's
+    method, ``runs.record.scoring_method``); only minimal-pair scoring has a method to choose (GLUE fine-tunes)."""
     if scoring != "auto" or sm is None:
         return scoring, "chosen with --scoring"
-    record = state
-    if checkpoint_info is not None and checkpoint_info.phase_objective:
-        record = {"phase_objective": checkpoint_info.phase_objective, "phase_index": checkpoint_info.phase_index}
-    return auto_scoring_method(record, sm.is_masked_lm)
+    return scoring_method(record, sm.is_masked_lm)
 
 
 def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
     import torch
 
-    from antlm_bench.conventions import resolve_convention
-
-    convention, leading_space = resolve_convention(config.convention, config.leading_space)
+    convention = resolve_convention(config.convention)
     device, dtype, progress, output_dir = config.device, config.dtype, config.progress, config.output_dir
     path, loaded, tokenizer = _model_source(model, tokenizer, config)
     requests, adapters, notes = _select_tasks(config)
@@ -313,12 +308,12 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
     folder = resolve_data_dir(config.data_dir)
     for adapter in adapters:  # missing data fails here, before a model is loaded
         adapter.check_data(folder)
-    state = read_state(path) if path is not None and path.is_dir() else None
+    record = read_record(path) if path is not None and path.is_dir() else None
     sm = _scoring_model(adapters, loaded, path, tokenizer, device, dtype)
     if sm is not None:
         notes.extend(sm.notes)
         tokenizer = sm.tokenizer
-    method, why = _scoring_method(config.scoring, sm, state, config.checkpoint_info)
+    method, why = _scoring_method(config.scoring, sm, record)
     if config.scoring == "auto" and sm is not None:
         notes.append(f"--scoring auto: {why}")
     if sm is not None and method in METHODS:
@@ -330,18 +325,18 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
     threads_before = torch.get_num_threads()
     n_threads, threads_why = choose_threads(config.threads, _model_parameters(module, path), device)
     torch.set_num_threads(n_threads)  # restored when the evaluation ends
-    run = config.run_info or run_info_from_state(state, path)
-    checkpoint = config.checkpoint_info or checkpoint_info_from_state(state, path)
+    run = config.run_info or run_info_from_record(record, path)
+    checkpoint = config.checkpoint_info or checkpoint_info_from_record(record, path)
     ctx = EvalContext(
         model_path=path, data_dir=folder, model=module, tokenizer=tokenizer,
         scoring=method, limit=config.limit, log_samples=config.log_samples, batch_tokens=config.batch_tokens,
-        device=device, dtype=dtype, leading_space=leading_space, seeds=list(config.seeds or [42]),
+        device=device, dtype=dtype, convention=convention, seeds=list(config.seeds or [42]),
         options=dict(config.options or {}), work_dir=config.work_dir, progress=_progress_bar(progress),
         eval_set="fast" if config.fast else "full",
     )
     started = now_utc()
     try:
-        scores, items, data, timing = _run_tasks(ctx, requests, adapters, run, checkpoint, convention, notes,
+        scores, items, data, timing = _run_tasks(ctx, requests, adapters, run, checkpoint, notes,
                                                  progress is True)
     finally:
         torch.set_num_threads(threads_before)
@@ -351,12 +346,12 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
             "model": str(path) if path is not None else type(loaded).__name__,
             "tasks": [r.name for r in requests], "task_members": {r.name: r.members for r in requests if r.members},
             "scoring_requested": config.scoring, "scoring": method, "scoring_reason": why, "limit": config.limit,
-            "eval_set": ctx.eval_set, "convention": convention, "log_samples": config.log_samples,
-            "batch_tokens": config.batch_tokens, "device": device, "dtype": dtype, "leading_space": leading_space,
+            "eval_set": ctx.eval_set, "convention": convention.name, "log_samples": config.log_samples,
+            "batch_tokens": config.batch_tokens, "device": device, "dtype": dtype, "leading_space": convention.leading_space,
             "reduction": "sum", "seeds": ctx.seeds, "options": ctx.options, "data_dir": str(folder),
             "torch_threads": n_threads, "torch_threads_reason": threads_why,
         },
-        "versions": _versions(), "data": data, "state": state, "timing": timing, "notes": notes,
+        "versions": _versions(), "data": data, "state": record.to_json() if record is not None else None, "timing": timing, "notes": notes,
         "started_at": started.isoformat(), "finished_at": now_utc().isoformat(),
     }
     out_dir = output_dir.expanduser() if output_dir is not None else None
@@ -370,7 +365,7 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
 
 
 def _run_tasks(ctx: EvalContext, requests: list[Any], adapters: list[Any], run: RunInfo, checkpoint: CheckpointInfo,
-               convention: str, notes: list[str], own_bar: bool) -> tuple[pa.Table, pa.Table | None, dict, dict]:
+               notes: list[str], own_bar: bool) -> tuple[pa.Table, pa.Table | None, dict, dict]:
     """Every task's adapter in turn: (scores, items or None, data hashes per task, timing per task)."""
     tables, item_records, data, timing = [], [], {}, {}
     bar = ctx.progress
@@ -382,7 +377,7 @@ def _run_tasks(ctx: EvalContext, requests: list[Any], adapters: list[Any], run: 
             result = adapter.run(ctx)
             seconds = time.perf_counter() - clock
             data[request.name] = {"sha256": adapter.data_hash, "files": list(adapter.data_files)}
-            tables.append(score_table(run, checkpoint, result.rows, ctx.eval_set, convention))
+            tables.append(score_table(run, checkpoint, result.rows, ctx.eval_set, ctx.convention.name))
             n_items = max((row.n for row in result.rows if row.subtask == ""), default=0)
             timing[request.name] = {"seconds": round(seconds, 3),
                                     "items_per_s": round(n_items / seconds, 1) if seconds > 0 else None}

@@ -27,7 +27,9 @@ from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
 from antlm_bench.recipes import Recipe, load_recipe
 from antlm_bench.results.store import commit_results, output_folder
-from antlm_bench.results.tables import SCORES_FILE, append_index
+from antlm_bench.results.tables import append_index
+from antlm_bench.runs.layout import RunLayout
+from antlm_bench.runs.record import read_record
 from antlm_bench.runs.schedule import parse_schedule
 
 if TYPE_CHECKING:
@@ -35,7 +37,6 @@ if TYPE_CHECKING:
 
     from antlm_bench.training.reporting import ScoreRequest
 
-EVALS_DIR = "evals"  # markers of finished final evaluations
 
 
 class RunConfig(BaseModel):
@@ -121,14 +122,14 @@ def checkpoint_hash(folder: Path) -> str:
     return hash_files(files)
 
 
-def _finished_training(folder: Path, recipe: Recipe, preset: str, schedule: str, seed: int,
+def _finished_training(layout: RunLayout, recipe: Recipe, preset: str, schedule: str, seed: int,
                        save_at_words: list[int]) -> bool:
-    record_path = folder / "run.json"
-    if not record_path.is_file():
-        return False
+    folder = layout.folder
     try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
+        record = layout.read_run_file()
+    except UserError:
+        return False  # a damaged run file: the run is resumed (or restarted) and the file written anew
+    if record is None:
         return False
     same = (record.get("recipe"), record.get("preset"), record.get("schedule"), record.get("seed")) == (
         recipe.name, preset, schedule, seed)
@@ -144,13 +145,13 @@ def _finished_training(folder: Path, recipe: Recipe, preset: str, schedule: str,
     return record.get("status") == "finished"
 
 
-def _eval_marker(folder: Path, task: str, key: str) -> Path:
-    return folder / EVALS_DIR / f"{task}-{key[:16]}.json"
+def _eval_marker(layout: RunLayout, task: str, key: str) -> Path:
+    return layout.evals_dir / f"{task}-{key[:16]}.json"
 
 
 def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     """Train (or reuse) one run per seed, evaluate its final checkpoint on every task, summarise."""
-    from antlm_bench.evaluate import EvalConfig, evaluate
+    from antlm_bench.evaluate import EvalConfig, checkpoint_info_from_record, evaluate, run_info_from_record
     from antlm_bench.tasks import resolve_tasks
     from antlm_bench.training.trainer import TrainConfig, train
 
@@ -183,14 +184,15 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     output = config.output.expanduser()
     runs: list[SeedRun] = []
     for seed in config.seeds:
-        folder = output / run_folder_name(recipe.name, preset, schedule, seed)
+        layout = RunLayout(output / run_folder_name(recipe.name, preset, schedule, seed))
+        folder = layout.folder
         # one live `run` (or `train`) per run folder: a second one into it is refused, naming this pid
         with output_folder(folder, "run"):
-            if _finished_training(folder, recipe, preset, schedule, seed, config.save_at_words):
+            if _finished_training(layout, recipe, preset, schedule, seed, config.save_at_words):
                 status = "reused"
                 say(f"seed {seed}: training already finished in {folder}; reusing it")
             else:
-                status = "resumed" if (folder / "run.json").exists() else "trained"
+                status = "resumed" if layout.run_file.exists() else "trained"
                 train_config = TrainConfig(
                     model=recipe.name, preset=preset, output=folder, schedule=schedule, data_dir=config.data_dir,
                     corpus=config.corpus, cache_dir=config.cache_dir, seed=seed, max_words=config.max_words,
@@ -202,7 +204,8 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                 if result.final_checkpoint is None:
                     raise UserError(f"{folder}: training stopped before the last phase; run the same command again "
                                     "to resume")
-            final = _final_checkpoint(folder)
+            final = _final_checkpoint(layout)
+            record = read_record(final)
             seed_run = SeedRun(seed, folder, status)
             weights = checkpoint_hash(final)
             for request in requests:
@@ -212,7 +215,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                 spec_text = request.spec.source.read_text(encoding="utf-8") if request.spec.source else request.name
                 key = _sha256_text(weights, spec_text, json.dumps(settings, sort_keys=True, default=str),
                                    ",".join(request.members or []))
-                marker = _eval_marker(folder, request.name, key)
+                marker = _eval_marker(layout, request.name, key)
                 if marker.exists():
                     seed_run.reused.append(request.name)
                     continue
@@ -220,9 +223,13 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                 out = evaluate(final, EvalConfig(
                     tasks=task_arg, scoring="auto", limit=config.limit, log_samples=True,
                     batch_tokens=config.batch_tokens, device="cuda" if _use_cuda(config.device) else "cpu",
-                    data_dir=config.data_dir, run_info=_run_info(folder, final),
-                    checkpoint_info=_checkpoint_info(folder, final), options=glue_options,
-                    progress=config.progress, seeds=[seed], work_dir=folder / "work", convention=config.convention,
+                    data_dir=config.data_dir,
+                    # the run's identity and the checkpoint's name as the trainer's per-phase rows give them, so
+                    # the final rows join the run and replace the last phase's quick look
+                    run_info=replace(run_info_from_record(record, final), run_id=folder.name),
+                    checkpoint_info=checkpoint_info_from_record(record, final.relative_to(folder)),
+                    options=glue_options, progress=config.progress, seeds=[seed], work_dir=layout.work_dir,
+                    convention=config.convention,
                 ))
                 # scores and items are one event of the run folder's store; the marker comes after the commit, so a
                 # kill in between re-evaluates next time and the newer event replaces this one's rows (no duplicates)
@@ -231,7 +238,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                 fault_point("run.marker")
                 atomic_write_bytes(marker, json.dumps({"task": task_arg, "key": key, "settings": settings,
                                                        "event": event}, default=str, indent=1).encode())
-                append_index(folder, {"checkpoint": str(final.relative_to(folder)), "scores": SCORES_FILE,
+                append_index(folder, {"checkpoint": str(final.relative_to(folder)), "scores": layout.scores.name,
                                       "event": event, "tasks": task_arg, "final": True})
                 seed_run.evaluated.append(request.name)
             runs.append(seed_run)
@@ -239,15 +246,18 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
 
 
 def score_checkpoint(request: ScoreRequest) -> pa.Table:
-    """The trainer's ``--eval-every`` scorer (``training.reporting.PhaseScorer``; ``run`` and ``train`` pass it, and
-    it is the default of ``antlm_bench.training.trainer.train``): ``evaluate`` on the in-memory model with the
-    phase's method, rows named for the run and checkpoint, nothing written (the trainer commits the rows)."""
-    from antlm_bench.evaluate import EvalConfig, evaluate
+    """The trainer's ``--eval-every`` scorer (``training.reporting.PhaseScorer``; ``run`` and ``train`` pass it):
+    ``evaluate`` on the in-memory model, ``--scoring auto`` (the checkpoint's record names its phase's method), rows
+    named for the run and checkpoint, nothing written (the trainer commits the rows)."""
+    from antlm_bench.evaluate import EvalConfig, checkpoint_info_from_record, evaluate, run_info_from_record
 
+    run_info = replace(run_info_from_record(request.record, request.folder), run_id=request.run_id)
     config = EvalConfig(
-        tasks=request.tasks, scoring=request.scoring, limit=request.limit, device=request.device,
-        data_dir=request.data_dir, run_info=request.run_info, checkpoint_info=request.checkpoint_info, progress=False,
-        model_path=request.folder, seeds=[request.seed], convention=request.convention, fast=request.fast,
+        tasks=request.tasks, scoring="auto", limit=request.limit, device=request.device,
+        data_dir=request.data_dir, run_info=run_info,
+        checkpoint_info=checkpoint_info_from_record(request.record, request.name), progress=False,
+        model_path=request.folder, seeds=[request.record.seed or 42], convention=request.convention,
+        fast=request.fast,
     )
     return evaluate(request.model, config, tokenizer=request.tokenizer).scores
 
@@ -256,30 +266,8 @@ def _use_cuda(device: str) -> bool:
     return device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
 
 
-def _final_checkpoint(folder: Path) -> Path:
-    record = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-    phases = record.get("phases") or []
-    if not phases:
-        raise UserError(f"{folder}/run.json: field phases missing; the run folder is damaged, train again")
-    last = phases[-1]
-    objective = str(last["objective"]).split("(")[0]
-    final = folder / "checkpoints" / f"phase-{last['index']}-{objective}"
-    if not final.is_dir():
-        raise UserError(f"{final}: final checkpoint missing; run the same command again to resume training")
+def _final_checkpoint(layout: RunLayout) -> Path:
+    final = layout.final_checkpoint()
+    if final is None:
+        raise UserError(f"{layout.folder}: final checkpoint missing; run the same command again to resume training")
     return final
-
-
-def _checkpoint_info(folder: Path, final: Path):
-    """Name the checkpoint as the trainer's per-phase rows do, so the final rows replace the phase's quick look."""
-    from antlm_bench.evaluate import checkpoint_info_from_state
-    from antlm_bench.runs.record import read_state
-
-    return checkpoint_info_from_state(read_state(final), final.relative_to(folder))
-
-
-def _run_info(folder: Path, final: Path):
-    """The run's identity as the trainer recorded it, so final rows join the per-phase rows of the same run."""
-    from antlm_bench.evaluate import run_info_from_state
-    from antlm_bench.runs.record import read_state
-
-    return replace(run_info_from_state(read_state(final) or {}, final), run_id=folder.name)

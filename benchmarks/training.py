@@ -72,11 +72,11 @@ class Ours:
 
     def batches(self, count: int, start: int) -> tuple[list, float]:
         clock = time.perf_counter()
-        built = [self.trainer._build(start + i) for i in range(count)]
+        built = [self.trainer.steps.build(start + i) for i in range(count)]
         return built, (time.perf_counter() - clock) / count
 
     def step(self, batch) -> None:
-        self.trainer._train_step(batch)
+        self.trainer.runner.gradients(batch)
         self.trainer.optimizer.step()
         self.trainer.optimizer.zero_grad(set_to_none=True)
 

@@ -17,8 +17,8 @@ import torch
 from safetensors.torch import load_file
 from trainer_support import cli_args, tiny_config
 
-from antlm_bench.runs.record import read_state
-from antlm_bench.training.trainer import read_metrics
+from antlm_bench.runs.record import read_record
+from antlm_bench.training.reporting import read_metrics
 
 SCHEDULE = "2_CLM+2_MLM"
 ENV_KEYS = {"OMP_NUM_THREADS": "1"}
@@ -48,7 +48,7 @@ def test_a_signal_in_process_stops_after_the_step_and_resume_is_bit_identical(tm
     with pytest.raises(TrainingInterrupted, match=r"^interrupted at step 3; rerun with --resume$") as caught:
         Trainer(config, callbacks=[send]).run()
     assert caught.value.exit_code == code and caught.value.step == 3
-    assert read_state(tmp_path / "run" / "last")["step"] == 3
+    assert read_record(tmp_path / "run" / "last").step == 3
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "interrupted"
     assert signal.getsignal(sig) is not None and signal.getsignal(signal.SIGINT) == signal.default_int_handler
     train(config.model_copy(update={"resume": True}))
@@ -82,7 +82,7 @@ def test_a_signal_mid_training_keeps_a_resume_point_and_resume_is_bit_identical(
     step = len(read_metrics(tmp_path / "run"))
     assert lines[-1] == f"interrupted at step {step}; rerun with --resume"
     assert sum("interrupted" in line for line in lines) == 1 and "Traceback" not in stderr
-    assert read_state(tmp_path / "run" / "last")["step"] == step  # the resume point is the step it named
+    assert read_record(tmp_path / "run" / "last").step == step  # the resume point is the step it named
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["status"] == "interrupted" and record["step"] == step
     total = json.loads((tmp_path / "reference" / "run.json").read_text())["total_steps"]

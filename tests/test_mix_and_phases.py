@@ -10,9 +10,11 @@ import pytest
 from trainer_support import tiny_config
 
 from antlm_bench.recipes import Masking, load_recipe
-from antlm_bench.training.objectives import BatchBuilder, MixedBatch, mix_rows
 from antlm_bench.runs.schedule import parse_schedule, phase_end_steps
-from antlm_bench.training.trainer import plan_phases, read_metrics, train
+from antlm_bench.training.objectives import BatchBuilder, MixedBatch, mix_rows
+from antlm_bench.training.plan import plan_phases
+from antlm_bench.training.reporting import read_metrics
+from antlm_bench.training.trainer import train
 
 
 @pytest.mark.parametrize("n_rows", [32, 30, 7, 1])

@@ -40,7 +40,7 @@ def test_the_policy_decides_adams_step_count_after_a_switch(tmp_path: Path, monk
 
     trainer = Trainer(tiny_config(tmp_path, tmp_path / "run", schedule="0.5_CLM+0.5_MLM"), callbacks=[record])
     trainer.run()
-    boundary = trainer.plans[1].start_step
+    boundary = trainer.steps.plans[1].start_step
     assert seen[boundary] == boundary
     assert seen[boundary + 1] == (1 if policy == "reset" else boundary + 1)
 

@@ -15,7 +15,6 @@ from antlm_bench import registry
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import load_recipe
 from antlm_bench.tasks import resolve_tasks
-from antlm_bench.runs.record import auto_scoring_method, dominant_objective, read_state
 
 
 @pytest.fixture(autouse=True)
@@ -164,19 +163,3 @@ def test_mntp_falls_back_to_the_mlm_schedule():
     assert recipe.lr_schedule("MNTP") == recipe.lr_schedule("MLM")
     assert recipe.lr_schedule("MLM").kind == "cosine_with_restarts"
     assert recipe.lr_schedule("CLM").kind == "cosine"
-
-
-def test_auto_scoring_follows_the_last_phase(tmp_path):
-    assert auto_scoring_method(None, is_masked_lm=True)[0] == "pll"
-    assert auto_scoring_method(None, is_masked_lm=False)[0] == "clm"
-    for objective, method in [("CLM", "clm"), ("MLM", "pll"), ("MNTP", "mntp"), ("MIX(CLM:1,MLM:15)", "pll")]:
-        (tmp_path / "antlm_state.json").write_text(json.dumps({"phase_objective": objective, "phase_index": 2}))
-        assert auto_scoring_method(read_state(tmp_path), is_masked_lm=False)[0] == method
-    assert dominant_objective("MIX(CLM:3,MLM:1)") == "CLM"
-
-
-def test_corrupt_checkpoint_record_is_a_user_error(tmp_path):
-    (tmp_path / "antlm_state.json").write_text("{not json")
-    with pytest.raises(UserError, match="antlm_state.json:1"):
-        read_state(tmp_path)
-    assert read_state(Path(tmp_path / "missing")) is None

@@ -17,7 +17,8 @@ from trainer_support import cli_args, tiny_config
 from typer.testing import CliRunner
 
 from antlm_bench.cli import app
-from antlm_bench.training.trainer import TrainConfig, read_metrics, train
+from antlm_bench.training.reporting import read_metrics
+from antlm_bench.training.trainer import TrainConfig, train
 
 
 def _tree(folder: Path) -> dict[str, str]:

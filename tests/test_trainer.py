@@ -18,17 +18,13 @@ from trainer_support import cli_args, tiny_config
 from typer.testing import CliRunner
 
 from antlm_bench.errors import UserError
+from antlm_bench.pipeline import score_checkpoint
 from antlm_bench.recipes import load_recipe
-from antlm_bench.runs.record import auto_scoring_method, read_state
+from antlm_bench.runs.record import read_record, scoring_method
 from antlm_bench.runs.schedule import parse_schedule
-from antlm_bench.training.trainer import (
-    MAX_TOTAL_STEPS,
-    TrainingDiverged,
-    epoch_order,
-    plan_phases,
-    read_metrics,
-    train,
-)
+from antlm_bench.training.plan import MAX_TOTAL_STEPS, epoch_order, plan_phases
+from antlm_bench.training.reporting import read_metrics
+from antlm_bench.training.trainer import TrainingDiverged, train
 
 
 def test_plan_counts_steps_per_phase_and_restarts_lr() -> None:
@@ -60,15 +56,16 @@ def test_tiny_run_writes_checkpoints_records_and_metrics(tmp_path: Path) -> None
     assert record["status"] == "finished" and record["schedule"] == "1_CLM+0.5_MIX(CLM:1,MLM:3)+1_MNTP"
     assert record["total_steps"] == spe + max(1, round(0.5 * spe)) + spe == result.steps
 
-    state = read_state(run / "checkpoints" / "phase-1-MIX")
+    state = read_record(run / "checkpoints" / "phase-1-MIX")
     for key in ("schedule", "phases", "phase_index", "phase_objective", "epoch", "step", "tokens_seen", "recipe",
                 "preset", "architecture", "seed", "data_hash", "tokenizer_hash", "package_version"):
-        assert key in state, key
-    assert state["phase_index"] == 1 and state["phase_objective"] == "MIX(CLM:1,MLM:3)"
-    assert state["step"] == spe + max(1, round(0.5 * spe))
-    assert auto_scoring_method(state, False)[0] == "pll"  # MIX: the heaviest weight, MLM
-    assert auto_scoring_method(read_state(run / "checkpoints" / "phase-2-MNTP"), False)[0] == "mntp"
-    assert auto_scoring_method(read_state(run / "checkpoints" / "phase-0-CLM"), False)[0] == "clm"
+        assert getattr(state, key) not in (None, "", ()), key
+    assert state.training_fingerprint and state.config_fingerprint and state.schema_version == 2
+    assert state.phase_index == 1 and state.phase_objective == "MIX(CLM:1,MLM:3)"
+    assert state.step == spe + max(1, round(0.5 * spe))
+    assert scoring_method(state, False)[0] == "pll"  # MIX: the heaviest weight, MLM
+    assert scoring_method(read_record(run / "checkpoints" / "phase-2-MNTP"), False)[0] == "mntp"
+    assert scoring_method(read_record(run / "checkpoints" / "phase-0-CLM"), False)[0] == "clm"
 
     # the BabyLlama checkpoint is a plain Llama folder for transformers
     from transformers import AutoTokenizer, LlamaForCausalLM
@@ -91,7 +88,7 @@ def test_tiny_run_writes_checkpoints_records_and_metrics(tmp_path: Path) -> None
     plans = plan_phases(parse_schedule(config.schedule), recipe, spe)
     expected = [recipe.optimizer.lr * p.lr.factor(s) for p in plans for s in range(p.n_steps)]
     assert [m["lr"] for m in metrics] == pytest.approx(expected, rel=1e-12)
-    assert (run / "last").is_symlink() and read_state(run / "last")["step"] == result.steps
+    assert (run / "last").is_symlink() and read_record(run / "last").step == result.steps
 
 
 def test_second_run_into_the_same_folder_refuses(tmp_path: Path) -> None:
@@ -132,7 +129,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path: Path) -> No
     with pytest.raises(TrainingDiverged, match=r"loss nan at step 4 .*last good checkpoint .*step 2"):
         trainer.run()
     last = tmp_path / "run" / "last"
-    assert read_state(last)["step"] == 2
+    assert read_record(last).step == 2
     weights = load_file(last / "model.safetensors")
     assert all(torch.isfinite(t).all() for t in weights.values())
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "diverged"
@@ -143,7 +140,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path: Path) -> No
 def test_eval_every_phase_appends_scores_with_the_phase_method(tmp_path: Path, real_data_dir: Path) -> None:
     config = tiny_config(tmp_path, tmp_path / "run", schedule="0.25_CLM+0.25_MLM", eval_every="phase",
                          eval_tasks="blimp", eval_limit=1, data_dir=real_data_dir)
-    train(config)
+    train(config, scorer=score_checkpoint)
     scores = pq.read_table(tmp_path / "run" / "scores.parquet").to_pylist()
     by_checkpoint = {}
     for row in scores:
@@ -158,16 +155,16 @@ def test_eval_every_phase_appends_scores_with_the_phase_method(tmp_path: Path, r
 
 @pytest.mark.parametrize(("world", "micro", "rows"), [(1, 32, 32), (2, 5, 32), (3, 4, 30), (2, 8, 7), (4, 8, 3)])
 def test_each_process_takes_its_share_in_micro_batches(world: int, micro: int, rows: int) -> None:
-    from antlm_bench.training.trainer import Trainer
+    from antlm_bench.training.step import StepRunner
 
     shares = []
     for rank in range(world):
-        trainer = object.__new__(Trainer)
-        trainer.dist = type("D", (), {"world": world, "rank": rank})()
-        trainer.global_batch, trainer.micro_batch = 32, micro
-        chunks = trainer._micro_batches(rows)
+        dist = type("D", (), {"world": world, "rank": rank})()
+        runner = StepRunner(None, None, None, dist, torch.device("cpu"), None, None, global_batch=32,
+                            micro_batch=micro)
+        chunks = runner.micro_batches(rows)
         assert all(len(c) <= micro for c in chunks)
-        assert len({len(trainer._micro_batches(rows)) for _ in range(2)}) == 1
+        assert len({len(runner.micro_batches(rows)) for _ in range(2)}) == 1
         assert len(chunks) == max(1, math.ceil(math.ceil(32 / world) / micro))  # the same count on every process
         assert all(len(a) <= len(b) for a, b in zip(chunks, chunks[1:]))  # empty ones first, the last one not
         shares.append(np.concatenate(chunks))
@@ -178,7 +175,7 @@ def test_each_process_takes_its_share_in_micro_batches(world: int, micro: int, r
 def test_eval_every_epoch_scores_epoch_ends_and_a_fractional_phase_end(tmp_path: Path, real_data_dir: Path) -> None:
     config = tiny_config(tmp_path, tmp_path / "run", schedule="1_CLM+0.5_MNTP", eval_every="epoch",
                          eval_tasks="blimp", eval_limit=1, data_dir=real_data_dir)
-    train(config)
+    train(config, scorer=score_checkpoint)
     names = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
     assert names == ["epoch-1", "phase-0-CLM", "phase-1-MNTP"]
     scores = pq.read_table(tmp_path / "run" / "scores.parquet").to_pylist()
@@ -189,12 +186,15 @@ def test_eval_every_epoch_scores_epoch_ends_and_a_fractional_phase_end(tmp_path:
 
 SCORER = """
 import sys
-from antlm_bench.results.tables import ScoreRow, score_table
+from antlm_bench.results.tables import CheckpointInfo, RunInfo, ScoreRow, score_table
+from antlm_bench.runs.record import scoring_method
 from antlm_bench.training.trainer import TrainConfig, train
 seen = []
 def scorer(request):
-    seen.append((request.folder.name, request.scoring, request.tasks, request.limit))
-    return score_table(request.run_info, request.checkpoint_info, [ScoreRow("blimp", "", "accuracy", 0.5, 2, request.scoring)])
+    method = scoring_method(request.record, False)[0]
+    seen.append((request.folder.name, method, request.tasks, request.limit))
+    return score_table(RunInfo(request.run_id), CheckpointInfo(request.name, request.record.phase_index),
+                       [ScoreRow("blimp", "", "accuracy", 0.5, 2, method)])
 train(TrainConfig.model_validate_json(sys.argv[1]), scorer=scorer)
 assert not {"antlm_bench.evaluate", "antlm_bench.pipeline"} & set(sys.modules), "training imported evaluation"
 print(seen)
@@ -344,7 +344,7 @@ def test_a_diverged_run_exits_3_with_one_line_and_resumes_from_the_last_good_che
     errors = [line for line in died.stderr.splitlines() if line.startswith("error")]
     assert len(errors) == 1 and "Traceback" not in died.stderr
     assert "loss nan at step 4" in errors[0] and "step 2" in errors[0]
-    assert read_state(tmp_path / "run" / "last")["step"] == 2
+    assert read_record(tmp_path / "run" / "last").step == 2
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "diverged"
     resumed = _train_cli(config.model_copy(update={"resume": True}))
     assert resumed.exit_code == 0, resumed.output

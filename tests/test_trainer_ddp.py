@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file
 from trainer_support import ENV, cli_args, tiny_config
 
-from antlm_bench.runs.record import read_state
-from antlm_bench.training.trainer import read_metrics
+from antlm_bench.runs.record import read_record
+from antlm_bench.training.reporting import read_metrics
 
 
 def _free_port() -> int:
@@ -44,8 +44,8 @@ def test_two_processes_follow_the_one_process_loss_curve(tmp_path: Path) -> None
     loss_one, loss_two = np.array([m["loss"] for m in one]), np.array([m["loss"] for m in two])
     assert np.allclose(loss_one, loss_two, rtol=1e-4, atol=1e-5), np.abs(loss_one - loss_two).max()
     assert loss_one[-1] < loss_one[0]  # it learns at all (else equal curves would prove little)
-    state = read_state(tmp_path / "double" / "checkpoints" / "phase-1-MLM")
-    assert state["world_size"] == 2 and state["global_batch_size"] == 32
+    state = read_record(tmp_path / "double" / "checkpoints" / "phase-1-MLM")
+    assert state.world_size == 2 and state.global_batch_size == 32
     a = load_file(tmp_path / "single" / "checkpoints" / "phase-1-MLM" / "model.safetensors")
     b = load_file(tmp_path / "double" / "checkpoints" / "phase-1-MLM" / "model.safetensors")
     assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)

@@ -14,8 +14,9 @@ import torch
 from safetensors.torch import load_file
 from trainer_support import ENV, KILLER, cli_args, tiny_config
 
-from antlm_bench.runs.record import read_state
-from antlm_bench.training.trainer import read_metrics, train
+from antlm_bench.runs.record import read_record
+from antlm_bench.training.reporting import read_metrics
+from antlm_bench.training.trainer import train
 
 
 def _cli(config) -> subprocess.CompletedProcess:
@@ -45,9 +46,9 @@ def test_kill_mid_phase_then_resume_gives_identical_weights(tmp_path: Path) -> N
     common = dict(model="antlm-ltgbert", schedule=schedule, save_every_steps=3, deterministic=True)
     reference = tiny_config(tmp_path, tmp_path / "reference", **common)
     _cli(reference)
-    final = read_state(tmp_path / "reference" / "checkpoints" / "phase-2-MNTP")
-    spe = final["steps_per_epoch"]
-    assert spe >= 3 and final["step"] == 2 * spe + max(1, round(0.5 * spe))
+    final = read_record(tmp_path / "reference" / "checkpoints" / "phase-2-MNTP")
+    spe = final.steps_per_epoch
+    assert spe >= 3 and final.step == 2 * spe + max(1, round(0.5 * spe))
 
     # the second run dies right after a step that saved nothing, in the middle of the MIX phase
     interrupted = tiny_config(tmp_path, tmp_path / "interrupted", **common)
@@ -56,9 +57,9 @@ def test_kill_mid_phase_then_resume_gives_identical_weights(tmp_path: Path) -> N
     died = subprocess.run([sys.executable, "-c", KILLER, interrupted.model_dump_json(), str(kill_at)], env=ENV,
                           capture_output=True, text=True, timeout=600)
     assert died.returncode == -signal.SIGKILL, died.stderr[-3000:]
-    resumed_from = read_state(tmp_path / "interrupted" / "last")
-    assert resumed_from["step"] == kill_at - kill_at % 3 and resumed_from["phase_index"] == 1
-    assert not resumed_from["phase_complete"]
+    resumed_from = read_record(tmp_path / "interrupted" / "last")
+    assert resumed_from.step == kill_at - kill_at % 3 and resumed_from.phase_index == 1
+    assert not resumed_from.phase_complete
     assert [m["step"] for m in read_metrics(tmp_path / "interrupted")] == list(range(1, kill_at + 1))
 
     _cli(interrupted.model_copy(update={"resume": True}))

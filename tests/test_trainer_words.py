@@ -16,9 +16,12 @@ from safetensors.torch import load_file
 from trainer_support import ENV, KILLER, tiny_config
 
 from antlm_bench.errors import UserError
-from antlm_bench.runs.record import read_state
-from antlm_bench.training.plan import BABYLM_WORDS, parse_save_at_words, words_checkpoint_name
-from antlm_bench.training.trainer import TrainConfig, read_metrics, train
+from antlm_bench.pipeline import score_checkpoint
+from antlm_bench.runs.layout import words_checkpoint_name
+from antlm_bench.runs.record import read_record
+from antlm_bench.training.plan import BABYLM_WORDS, parse_save_at_words
+from antlm_bench.training.reporting import read_metrics
+from antlm_bench.training.trainer import TrainConfig, train
 
 WORDS = "1K,2.5K,5K,6000,9K,11K,500K"  # about 6700 words an epoch, two epochs: 500K is never reached
 
@@ -69,26 +72,29 @@ def test_words_checkpoints_and_resume(tmp_path: Path) -> None:
     folders = sorted(p.name for p in (run / "checkpoints").glob("chck_*"))
     assert folders == sorted(expected) == sorted(["chck_1K", "chck_2500", "chck_5K", "chck_6K", "chck_9K", "chck_11K"])
     for name, step in expected.items():
-        state = read_state(run / "checkpoints" / name)
-        assert state["step"] == step, name
-        assert state["words_seen"] >= parse_save_at_words(name[5:])[0]
+        state = read_record(run / "checkpoints" / name)
+        assert state.step == step, name
+        assert state.words_seen >= parse_save_at_words(name[5:])[0]
         # the step before had not reached it: the first step at or after the count
-        assert state["words_seen"] == [m for m in read_metrics(run) if m["step"] == step][0]["words_seen"]
-    assert read_state(run / "checkpoints" / "chck_6K")["words_seen"] >= 6000
+        assert state.words_seen == [m for m in read_metrics(run) if m["step"] == step][0]["words_seen"]
+    assert read_record(run / "checkpoints" / "chck_6K").words_seen >= 6000
     metrics = {m["step"]: m["words_seen"] for m in read_metrics(run)}
     for name, step in expected.items():
         assert step == 1 or metrics[step - 1] < int(name[5:].replace("K", "000"))
 
-    # kill -9 right after a step that saved a words checkpoint but no resume point: the resumed run redoes the
-    # steps since the last resume point, writes that checkpoint again (the same weights), and skips none
+    # every words checkpoint brings a resume point: kill -9 one step after one (a step that saves nothing) and the
+    # resumed run goes on from that words checkpoint's step, redoes the step after it, and skips no checkpoint
     spe = record["steps_per_epoch"]
-    kill_at = max(step for step in expected.values() if step % 3 and step % spe)
+    saved_at = set(expected.values())
+    words_step = max(step for step in saved_at if (step + 1) not in saved_at and (step + 1) % 3 and (step + 1) % spe
+                     and step + 1 < record["total_steps"])
+    kill_at = words_step + 1
     assert kill_at > 3
     interrupted = tiny_config(tmp_path, tmp_path / "interrupted", **common)
     died = subprocess.run([sys.executable, "-c", KILLER, interrupted.model_dump_json(), str(kill_at)], env=ENV,
                           capture_output=True, text=True, timeout=600)
     assert died.returncode == -signal.SIGKILL, died.stderr[-3000:]
-    assert read_state(tmp_path / "interrupted" / "last")["step"] < kill_at
+    assert read_record(tmp_path / "interrupted" / "last").step == words_step
     train(interrupted.model_copy(update={"resume": True}))
     other = tmp_path / "interrupted"
     assert sorted(p.name for p in (other / "checkpoints").glob("chck_*")) == folders
@@ -96,7 +102,7 @@ def test_words_checkpoints_and_resume(tmp_path: Path) -> None:
         a = load_file(run / "checkpoints" / name / "model.safetensors")
         b = load_file(other / "checkpoints" / name / "model.safetensors")
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
-        assert read_state(other / "checkpoints" / name)["step"] == expected[name]
+        assert read_record(other / "checkpoints" / name).step == expected[name]
     assert [m["words_seen"] for m in read_metrics(other)] == [m["words_seen"] for m in read_metrics(run)]
 
 
@@ -105,10 +111,10 @@ def test_eval_every_words_scores_each_with_the_fast_suite(tmp_path: Path, real_d
 
     config = tiny_config(tmp_path, tmp_path / "run", schedule="1_CLM", save_at_words="2K,5K",
                          eval_every="words", eval_tasks="blimp", eval_limit=2, data_dir=real_data_dir)
-    train(config)
+    train(config, scorer=score_checkpoint)
     rows = pq.read_table(tmp_path / "run" / "scores.parquet").to_pylist()
     assert {r["checkpoint"] for r in rows} == {"checkpoints/chck_2K", "checkpoints/chck_5K"}
     assert {r["eval_set"] for r in rows} == {"fast"}
     assert {r["checkpoint"]: r["words_seen"] for r in rows} == {
-        f"checkpoints/{name}": read_state(tmp_path / "run" / "checkpoints" / name)["words_seen"]
+        f"checkpoints/{name}": read_record(tmp_path / "run" / "checkpoints" / name).words_seen
         for name in ("chck_2K", "chck_5K")}

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from antlm_bench.conventions import CONVENTIONS, DEFAULT_CONVENTION, Convention
 from antlm_bench.results.tables import ScoreRow
 from antlm_bench.tasks import TaskSpec
 
@@ -31,13 +32,13 @@ class EvalContext:
     data_dir: Path
     model: Any = None  # an already loaded scoring model (minimal pairs), or None to load from model_path
     tokenizer: Any = None
-    scoring: str = "auto"  # auto | clm | pll | pll-word-l2r | mntp
+    scoring: str = "clm"  # clm | pll | pll-word-l2r | mntp: resolved by evaluate() (never "auto" here)
     limit: int | None = None
     log_samples: bool = False
     batch_tokens: int = 4096
     device: str = "cpu"
     dtype: str = "float32"
-    leading_space: bool = False
+    convention: Convention = CONVENTIONS[DEFAULT_CONVENTION]  # resolved by evaluate()
     seeds: list[int] = field(default_factory=lambda: [42])
     options: dict[str, Any] = field(default_factory=dict)  # adapter-specific settings (GLUE hyper-parameters)
     work_dir: Path | None = None  # scratch space (fine-tuned heads, caches)

@@ -7,8 +7,8 @@ Why a wrapper command and not ``lm_eval`` itself: lm-eval 0.4.13 resolves ``--mo
 registry before any user code runs; it reads no entry-point group for models, and ``--include_path`` only
 indexes task YAML files (their ``!function`` hooks are imported after the model is built). The wrapper imports
 this module, which registers ``antlm``, and then hands the command line, unchanged, to lm-eval's own CLI; every
-lm-eval option works. From Python, ``import antlm_bench.adapters.lm_eval`` (or its old name
-``antlm_bench.lm_eval_plugin``, an alias of this module) and pass ``model="antlm"`` to ``lm_eval.simple_evaluate``.
+lm-eval option works. From Python, ``import antlm_bench.adapters.lm_eval`` and pass ``model="antlm"`` to
+``lm_eval.simple_evaluate``.
 
 What the model computes (the numbers are antlm-bench's scorer's, ``antlm_bench.scoring``):
 
@@ -51,7 +51,7 @@ from antlm_bench.scoring import check_method, load_scoring_model
 from antlm_bench.scoring.encode import Seq, dedupe, encode, prefix_token_id
 from antlm_bench.scoring.engine import score_seqs
 from antlm_bench.scoring.model import BIDIRECTIONAL, CAUSAL, ScoringModel
-from antlm_bench.runs.record import auto_scoring_method, read_state
+from antlm_bench.runs.record import read_record, scoring_method
 
 logger = logging.getLogger(__name__)
 MODEL_NAME = "antlm"
@@ -83,7 +83,7 @@ class AntLMEvalModel(LM):
             device = "cpu"
         self.sm: ScoringModel = load_scoring_model(str(pretrained), device=device, dtype=str(dtype))
         if scoring == "auto":
-            self.method, why = auto_scoring_method(read_state(pretrained), self.sm.is_masked_lm)
+            self.method, why = scoring_method(read_record(pretrained), self.sm.is_masked_lm)
             logger.info("antlm: %s", why)
         else:
             self.method = check_method(str(scoring))

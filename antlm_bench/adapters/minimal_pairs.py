@@ -28,7 +28,6 @@ from antlm_bench.results.stats import bootstrap_macro, bootstrap_mean, win_score
 from antlm_bench.results.tables import ScoreRow
 from antlm_bench.scoring import ScoringModel, check_method, load_scoring_model, score_pairs, wrap_model
 from antlm_bench.tasks import TaskSpec
-from antlm_bench.runs.record import auto_scoring_method, read_state
 
 
 @dataclass
@@ -177,9 +176,6 @@ class MinimalPairTask(TaskAdapter):
         subtasks = self.load(ctx.data_dir, ctx.limit)
         sm = scoring_model_for(ctx)
         method = ctx.scoring
-        if method == "auto":  # run outside evaluate(): resolve from the checkpoint record like evaluate does
-            state = read_state(ctx.model_path) if ctx.model_path is not None else None
-            method, _ = auto_scoring_method(state, sm.is_masked_lm)
         check_method(method)
         good = [s for sub in subtasks for s in sub.good]
         bad = [s for sub in subtasks for s in sub.bad]
@@ -190,8 +186,8 @@ class MinimalPairTask(TaskAdapter):
         if ctx.progress is not None:
             progress_task = ctx.progress.add_task(self.name, total=len(good))
             report = lambda done: ctx.progress.update(progress_task, advance=done)
-        score_good, score_bad = score_pairs(sm, good, bad, method, contexts, ctx.batch_tokens, ctx.leading_space,
-                                            report)
+        score_good, score_bad = score_pairs(sm, good, bad, method, contexts, ctx.batch_tokens,
+                                            ctx.convention.leading_space, report)
         if ctx.progress is not None:
             ctx.progress.update(progress_task, completed=len(good))
         correct = win_score(score_good, score_bad)
@@ -215,8 +211,6 @@ class MinimalPairTask(TaskAdapter):
 
     def _row_notes(self, ctx: EvalContext) -> str:
         parts = ["reduction=sum"] + (["eval_set=fast"] if self.eval_set == "fast" else [])
-        if ctx.leading_space:
-            parts.append("leading_space")
         return "; ".join(parts)
 
     def _items(self, sub: Subtask, good: np.ndarray, bad: np.ndarray, correct: np.ndarray) -> list[dict[str, Any]]:

@@ -51,12 +51,9 @@ def eval_command(
                                "or mps; as run and train."),
     dtype: DType = typer.Option(DType.float32, "--dtype", help="Model weights dtype (bfloat16: cuda only); "
                                 "log-softmax is float32 either way."),
-    convention: str | None = typer.Option(None, "--convention", help="Scoring convention, recorded in every row: "
-                                          "babylm-2025 (default: sentences as given) or babylm-2024 (' ' + "
-                                          "sentence, the paper's 2024 lm-eval tasks). Boards never rank two "
-                                          "conventions together."),
-    leading_space: bool = typer.Option(False, "--leading-space", help="Score ' ' + sentence: the same as "
-                                       "--convention babylm-2024."),
+    convention: str = typer.Option("babylm-2025", "--convention", help="Scoring convention, recorded in every row: "
+                                   "babylm-2025 (sentences as given) or babylm-2024 (' ' + sentence, the paper's "
+                                   "2024 lm-eval tasks). Boards and check never compare two conventions."),
     data_dir: Path | None = DataDirOption,
     include_path: list[Path] | None = IncludePathOption,
     progress: bool = typer.Option(True, "--progress/--no-progress", " /--quiet", " /-q",
@@ -90,7 +87,7 @@ def eval_command(
     95% bootstrap interval.
     """
     from antlm_bench.evaluate import eval_config, evaluate
-    from antlm_bench.training.trainer import check_device
+    from antlm_bench.training.step import check_device
 
     for folder in include_path or []:
         add_include_path(folder)
@@ -101,7 +98,7 @@ def eval_command(
         tasks=tasks, scoring=scoring.value, output_dir=output, limit=limit, log_samples=log_samples,
         batch_tokens=batch_tokens, device=resolve_device(check_device(device)), dtype=dtype.value, data_dir=data_dir,
         threads=threads, fast=fast,
-        leading_space=leading_space, convention=convention, progress=progress,
+        convention=convention, progress=progress,
         options={k: v for k, v in glue_options.items() if v is not None}, seeds=parse_seeds(seeds),
     )
     out = evaluate(model, config)

@@ -52,7 +52,8 @@ def train_command(
     from antlm_bench.pipeline import score_checkpoint
     from antlm_bench.recipes import load_recipe
     from antlm_bench.registry import add_include_path
-    from antlm_bench.training.trainer import TrainConfig, check_device, train
+    from antlm_bench.training.step import check_device
+    from antlm_bench.training.trainer import TrainConfig, train
 
     check_device(device)  # before anything is read or written
     for folder in include_path or []:

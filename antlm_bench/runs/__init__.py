@@ -6,5 +6,5 @@
 - ``layout``: ``RunLayout``, the files and folders of a run folder (checkpoints, the final and last ones, the run
   file, metrics, the results store).
 
-This package sits at the bottom of the stack beside ``data``: it imports nothing of the stages above it.
+It sits at the bottom of the stack, beside ``data``, so that every stage reads a run the same way.
 """

@@ -1,57 +1,173 @@
-"""The ``antlm_state.json`` record that every AntLM checkpoint folder carries.
+"""``CheckpointRecord``: the ``antlm_state.json`` every AntLM checkpoint folder carries, and the scoring method it
+calls for.
 
-The trainer writes it (schedule, phase, epoch, step, tokens seen, seeds, hashes, version); the scorer reads it
-to pick the scoring method of ``--scoring auto``: the method that matches how the last phase trained the model.
+The trainer writes it (schedule, phase, epoch, step, tokens and words seen, seeds, hashes, fingerprints, version);
+every scorer, the exporter and the leaderboard read it through :func:`read_record`, which checks each field's type
+and refuses a damaged record with one line naming the file and the field. The schedule is stored canonical, so
+``record.phase`` is the very ``Phase`` the checkpoint's last phase trained (no caller re-parses a phase label).
+
+``scoring_method`` decides ``--scoring auto`` in one place: the method that matches how the checkpoint's last phase
+trained the model (DESIGN.md: CLM -> clm, MLM -> pll, MNTP -> mntp; a mixture by its heaviest weight), or, for a
+plain Hugging Face folder without a record, the model's kind (masked -> pll, causal -> clm).
 """
 
 from __future__ import annotations
 
-import re
+import dataclasses
+import json
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
+from antlm_bench.runs.schedule import Phase, Schedule, parse_schedule
 
 STATE_FILE = "antlm_state.json"
+SCHEMA_VERSION = 2  # 1: records written before the fingerprints (read as they are: the fingerprints unknown)
 
 # how a phase's objective is scored (DESIGN.md: CLM -> clm, MLM -> pll, MNTP -> mntp)
 SCORING_FOR_OBJECTIVE = {"CLM": "clm", "MLM": "pll", "MNTP": "mntp"}
 
+_INT, _FLOAT, _STR, _BOOL, _LIST = (int,), (int, float), (str,), (bool,), (list,)
 
-def read_state(checkpoint: str | Path) -> dict[str, Any] | None:
-    """The checkpoint's AntLM record, or None for a plain Hugging Face folder."""
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    """What a checkpoint is: where in which schedule it was saved, from which data, code and initial state."""
+
+    schedule: str  # canonical (runs.schedule)
+    phase_index: int
+    phase_objective: str  # the phase's label: CLM, MLM, MNTP, MIX(CLM:1,MLM:15), ...
+    step: int
+    schema_version: int = SCHEMA_VERSION
+    phases: tuple[dict[str, Any], ...] = ()  # index, objective, epochs, attention, start_step, steps
+    phase_complete: bool | None = None
+    phase_step: int | None = None
+    phase_steps: int | None = None
+    epoch: float | None = None
+    tokens_seen: int | None = None
+    words_seen: int | None = None
+    n_words: int | None = None
+    recipe: str = ""
+    preset: str = ""
+    architecture: str = ""
+    seed: int | None = None
+    data_hash: str = ""
+    tokenizer_hash: str = ""
+    # the same network: a hash of the initial weights and of the data order and masks (a code change that re-draws
+    # any of them changes it); the same configuration: a hash of the recipe's content, the preset and the schedule
+    training_fingerprint: str | None = None
+    config_fingerprint: str | None = None
+    masking: str | None = None  # the recipe's masking strategy (token, whole_word, span)
+    optimizer_at_phase: str | None = None  # the recipe's optimizer policy at phase boundaries (keep, reset)
+    package_version: str = ""
+    git_commit: str = ""
+    steps_per_epoch: int | None = None
+    global_batch_size: int | None = None
+    seq_len: int | None = None
+    n_sequences: int | None = None
+    world_size: int | None = None
+    created_at: str = ""
+
+    @cached_property
+    def parsed_schedule(self) -> Schedule:
+        return parse_schedule(self.schedule)
+
+    @property
+    def phase(self) -> Phase:
+        """The phase this checkpoint was saved in, as the schedule's grammar reads it."""
+        return self.parsed_schedule.phases[self.phase_index]
+
+    @property
+    def is_final(self) -> bool:
+        """Saved at the end of the schedule's last phase."""
+        return bool(self.phase_complete) and self.phase_index == len(self.parsed_schedule.phases) - 1
+
+    def to_json(self) -> dict[str, Any]:
+        record = dataclasses.asdict(self)
+        record["phases"] = list(self.phases)
+        return record
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.to_json(), indent=2, sort_keys=True, default=str).encode() + b"\n"
+
+    @classmethod
+    def from_json(cls, document: Any, where: str | Path) -> CheckpointRecord:
+        """A record from its JSON, every field checked; a ``UserError`` naming ``where`` and the field otherwise."""
+        if not isinstance(document, dict):
+            raise UserError(f"{where}: not an antlm-bench checkpoint record (a JSON {type(document).__name__}, "
+                            "not an object); re-save the checkpoint")
+        version = document.get("schema_version", 1)
+        if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
+            raise UserError(f"{where}: field schema_version is {version!r}; this antlm-bench reads versions 1 to "
+                            f"{SCHEMA_VERSION}: upgrade antlm-bench to read it")
+        for name in ("schedule", "phase_index", "phase_objective", "step"):
+            if name not in document:
+                raise UserError(f"{where}: field {name} missing; not an antlm-bench checkpoint record (re-save the "
+                                "checkpoint)")
+        values: dict[str, Any] = {}
+        for spec in dataclasses.fields(cls):
+            if spec.name not in document or document[spec.name] is None:
+                continue
+            value = document[spec.name]
+            kinds = _KINDS[spec.name]
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+                raise UserError(f"{where}: field {spec.name} is {value!r}, not {_DESCRIBE[kinds]}; the record is "
+                                "damaged, re-save the checkpoint")
+            values[spec.name] = tuple(value) if spec.name == "phases" else value
+        values["schema_version"] = version
+        record = cls(**values)
+        try:
+            phases = record.parsed_schedule.phases
+        except UserError as err:
+            raise UserError(f"{where}: field schedule: {err}") from None
+        if not 0 <= record.phase_index < len(phases):
+            raise UserError(f"{where}: field phase_index is {record.phase_index}, but schedule {record.schedule} has "
+                            f"phases 0..{len(phases) - 1}; the record is damaged, re-save the checkpoint")
+        if phases[record.phase_index].label != record.phase_objective:
+            raise UserError(f"{where}: field phase_objective is {record.phase_objective!r}, but phase "
+                            f"{record.phase_index} of {record.schedule} is {phases[record.phase_index].label}; the "
+                            "record is damaged, re-save the checkpoint")
+        return record
+
+
+_KINDS: dict[str, tuple[type, ...]] = {
+    "schedule": _STR, "phase_index": _INT, "phase_objective": _STR, "step": _INT, "schema_version": _INT,
+    "phases": _LIST, "phase_complete": _BOOL, "phase_step": _INT, "phase_steps": _INT, "epoch": _FLOAT,
+    "tokens_seen": _INT, "words_seen": _INT, "n_words": _INT, "recipe": _STR, "preset": _STR, "architecture": _STR,
+    "seed": _INT, "data_hash": _STR, "tokenizer_hash": _STR, "training_fingerprint": _STR,
+    "config_fingerprint": _STR, "masking": _STR, "optimizer_at_phase": _STR, "package_version": _STR,
+    "git_commit": _STR, "steps_per_epoch": _INT, "global_batch_size": _INT, "seq_len": _INT, "n_sequences": _INT,
+    "world_size": _INT, "created_at": _STR,
+}
+_DESCRIBE = {_INT: "a whole number", _FLOAT: "a number", _STR: "a string", _BOOL: "true or false", _LIST: "a list"}
+assert set(_KINDS) == {spec.name for spec in dataclasses.fields(CheckpointRecord)}
+
+
+def read_record(checkpoint: str | Path) -> CheckpointRecord | None:
+    """The checkpoint's record, or None for a plain Hugging Face folder (no ``antlm_state.json``)."""
     path = Path(checkpoint) / STATE_FILE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
-    state = read_json(path, "corrupt checkpoint record", "re-save the checkpoint")
-    if not isinstance(state, dict) or "phase_objective" not in state:
-        raise UserError(f"{path}: field phase_objective missing; not an antlm-bench checkpoint record")
-    return state
+    if not path.is_file():
+        raise UserError(f"{path}: not a file; an antlm-bench checkpoint record is a JSON file (re-save the "
+                        "checkpoint)")
+    document = read_json(path, "corrupt checkpoint record", "re-save the checkpoint")
+    return CheckpointRecord.from_json(document, path)
 
 
-def dominant_objective(objective: str) -> str:
-    """``MIX(CLM:1,MLM:15)`` (or ``BATCHMIX(...)``) -> ``MLM`` (the heaviest weight; ties go to the first listed);
-    plain names as is."""
-    match = re.fullmatch(r"(?:BATCH)?MIX\((.*)\)", objective.strip().upper())
-    if not match:
-        return objective.strip().upper()
-    best, best_weight = "", float("-inf")
-    for part in match.group(1).split(","):
-        name, _, weight = part.partition(":")
-        if float(weight) > best_weight:
-            best, best_weight = name.strip(), float(weight)
-    return best
-
-
-def auto_scoring_method(state: dict[str, Any] | None, is_masked_lm: bool) -> tuple[str, str]:
-    """(method, why) for ``--scoring auto``."""
-    if state is None:
+def scoring_method(record: CheckpointRecord | None, is_masked_lm: bool) -> tuple[str, str]:
+    """(method, why) for ``--scoring auto``: how the checkpoint's last phase trained it; a plain folder by its kind."""
+    if record is None:
         method = "pll" if is_masked_lm else "clm"
         kind = "masked" if is_masked_lm else "causal"
         return method, f"no {STATE_FILE}: plain {kind} LM, scored with {method}"
-    objective = dominant_objective(str(state["phase_objective"]))
-    if objective not in SCORING_FOR_OBJECTIVE:
-        raise UserError(f"{STATE_FILE}: unknown phase_objective {state['phase_objective']!r}")
-    method = SCORING_FOR_OBJECTIVE[objective]
-    return method, f"last phase {state.get('phase_index')} was {state['phase_objective']}: scored with {method}"
+    method = scoring_method_of_phase(record.phase)
+    return method, f"last phase {record.phase_index} was {record.phase_objective}: scored with {method}"
+
+
+def scoring_method_of_phase(phase: Phase) -> str:
+    """The method that scores a model the way ``phase`` trained it (a mixture: its heaviest objective's)."""
+    return SCORING_FOR_OBJECTIVE[phase.dominant_objective]

@@ -1,6 +1,5 @@
-"""The training stage: the schedule grammar, the objectives, learning-rate schedules, checkpoints and the trainer.
+"""The training stage: the objectives, learning-rate schedules, checkpoints and the trainer.
 
-- ``schedule``: ``4_CLM+16_MLM+4_CLM`` parsed into phases, with one canonical string each.
 - ``objectives``: the batches of each objective (CLM, MLM, MNTP, MIX) and the loss module.
 - ``lr_schedules``: per-objective learning-rate schedules, restarted at every phase.
 - ``checkpoint``: checkpoint folders and resume points (their record is ``antlm_bench.runs.record``).
@@ -15,8 +14,4 @@
     written after a step (``CheckpointAndResume``).
   - ``reporting``: progress, metrics.jsonl, TensorBoard / W&B, run.json and per-phase scoring (``Reporting``),
     with a scorer the caller passes in (``PhaseScorer``): nothing here imports the evaluation stage.
-
-Training may import ``models``, ``data``, the result rows and store it writes per-phase scores into
-(``results.tables``, ``results.store``) and the shared modules (errors, locking, registry, recipes); never
-``evaluate``, ``adapters``, ``scoring``, ``pipeline`` or ``cli`` (tests/test_layout.py).
 """

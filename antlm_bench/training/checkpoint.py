@@ -24,7 +24,6 @@ deletes a checkpoint.
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import re
@@ -37,18 +36,16 @@ from typing import Any
 
 import torch
 
-from antlm_bench.data import atomic_write_bytes
 from antlm_bench.errors import UserError
-from antlm_bench.runs.record import STATE_FILE, read_state
+from antlm_bench.runs.layout import LAST, RESUME_DIR
+from antlm_bench.runs.record import STATE_FILE, CheckpointRecord, read_record
 
 TRAINER_STATE_FILE = "trainer_state.pt"
-LAST = "last"
-RESUME_DIR = ".resume"
 WEIGHTS_FILE = "model.safetensors"
 _STEP_FOLDER = re.compile(r"step-(\d+)")
 
 
-def _write_folder(folder: Path, model: torch.nn.Module, tokenizer: Any, state: dict[str, Any],
+def _write_folder(folder: Path, model: torch.nn.Module, tokenizer: Any, record: CheckpointRecord,
                   trainer_state: dict[str, Any] | None) -> None:
     from transformers.utils import logging as hf_logging
 
@@ -62,8 +59,7 @@ def _write_folder(folder: Path, model: torch.nn.Module, tokenizer: Any, state: d
     save_model_code(folder, model)
     if tokenizer is not None:
         tokenizer.save_pretrained(str(folder))
-    payload = json.dumps(state, indent=2, sort_keys=True, default=str).encode() + b"\n"
-    (folder / STATE_FILE).write_bytes(payload)
+    (folder / STATE_FILE).write_bytes(record.to_bytes())
     if trainer_state is not None:
         torch.save(trainer_state, folder / TRAINER_STATE_FILE)
     _make_readable(folder)
@@ -105,14 +101,14 @@ def _fsync_tree(folder: Path) -> None:
                 os.fsync(handle.fileno())
 
 
-def write_checkpoint(destination: str | Path, model: torch.nn.Module, tokenizer: Any, state: dict[str, Any],
+def write_checkpoint(destination: str | Path, model: torch.nn.Module, tokenizer: Any, record: CheckpointRecord,
                      trainer_state: dict[str, Any] | None = None) -> Path:
     """Write a complete checkpoint folder at ``destination``, atomically replacing any folder there."""
     destination = Path(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}.tmp-"))
     try:
-        _write_folder(staging, model, tokenizer, state, trainer_state)
+        _write_folder(staging, model, tokenizer, record, trainer_state)
         aside = None
         if destination.exists() or destination.is_symlink():
             aside = destination.parent / f".{destination.name}.old-{os.getpid()}"
@@ -127,14 +123,14 @@ def write_checkpoint(destination: str | Path, model: torch.nn.Module, tokenizer:
     return destination
 
 
-def write_resume_point(run_dir: str | Path, model: torch.nn.Module, tokenizer: Any, state: dict[str, Any],
+def write_resume_point(run_dir: str | Path, model: torch.nn.Module, tokenizer: Any, record: CheckpointRecord,
                        trainer_state: dict[str, Any]) -> Path:
     """Write ``.resume/step-<N>`` and point ``last`` at it (one atomic rename of a link)."""
     run_dir = Path(run_dir)
     root = run_dir / RESUME_DIR
     root.mkdir(parents=True, exist_ok=True)
-    name = f"step-{int(state['step']):09d}"
-    target = write_checkpoint(root / name, model, tokenizer, state, trainer_state)
+    name = f"step-{record.step:09d}"
+    target = write_checkpoint(root / name, model, tokenizer, record, trainer_state)
     link_tmp = run_dir / f".{LAST}.link-{os.getpid()}"
     if link_tmp.is_symlink() or link_tmp.exists():
         link_tmp.unlink()
@@ -178,12 +174,12 @@ def describe_last(run_dir: str | Path) -> str:
     return f"{last} does not exist"
 
 
-def read_trainer_state(checkpoint: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def read_trainer_state(checkpoint: str | Path) -> tuple[CheckpointRecord, dict[str, Any]]:
     """(antlm_state.json record, trainer_state.pt) of a resumable checkpoint; a ``UserError`` naming the file
     for anything missing, unreadable or of the wrong shape."""
     checkpoint = Path(checkpoint)
-    state = read_state(checkpoint)
-    if state is None:
+    record = read_record(checkpoint)
+    if record is None:
         raise UserError(f"{checkpoint}: no {STATE_FILE}; not an antlm-bench checkpoint")
     path = checkpoint / TRAINER_STATE_FILE
     if not path.is_file():
@@ -199,7 +195,7 @@ def read_trainer_state(checkpoint: str | Path) -> tuple[dict[str, Any], dict[str
         if not isinstance(value, kind) or isinstance(value, bool):
             raise UserError(f"{path}: field {key} missing or not {'an integer' if kind is int else 'a mapping'}; "
                             "resume from another checkpoint")
-    return state, trainer_state
+    return record, trainer_state
 
 
 def load_weights(checkpoint: str | Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
@@ -215,14 +211,3 @@ def load_weights(checkpoint: str | Path, device: str | torch.device = "cpu") -> 
     except (SafetensorError, OSError, ValueError) as err:
         reason = " ".join(str(err).split()) or type(err).__name__
         raise UserError(f"{path}: truncated or corrupt ({reason}); resume from another checkpoint") from None
-
-
-def write_json_atomic(path: Path, record: dict[str, Any]) -> None:
-    # atomic_write_bytes gives the file the umask's mode, as every other file the run writes
-    atomic_write_bytes(path, json.dumps(record, indent=2, sort_keys=True, default=str).encode() + b"\n")
-
-
-__all__ = [
-    "LAST", "RESUME_DIR", "STATE_FILE", "TRAINER_STATE_FILE", "WEIGHTS_FILE", "describe_last", "load_weights",
-    "read_trainer_state", "resume_points", "save_model_code", "write_checkpoint", "write_json_atomic", "write_resume_point",
-]

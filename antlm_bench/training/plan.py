@@ -18,9 +18,10 @@ import numpy as np
 
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import Recipe
-from antlm_bench.training.lr_schedules import PhaseLR, build_phase_lr
-from antlm_bench.training.objectives import Batch, MixedBatch, draw_mix_objective
+from antlm_bench.runs.layout import phase_checkpoint_name
 from antlm_bench.runs.schedule import Phase, Schedule, phase_end_steps
+from antlm_bench.training.lr_schedules import PhaseLR, build_phase_lr
+from antlm_bench.training.objectives import Batch, BatchBuilder, MixedBatch, draw_mix_objective
 
 # a plan longer than this is a typo (1000000000000_MLM), refused before anything is built; 1000x the paper's run
 MAX_TOTAL_STEPS = 100_000_000
@@ -40,7 +41,7 @@ class PhasePlan:
 
     @property
     def folder_name(self) -> str:
-        return f"phase-{self.index}-{self.phase.objective}"
+        return phase_checkpoint_name(self.index, self.phase)
 
 
 
@@ -82,44 +83,47 @@ def epoch_order(seed: int, epoch: int, n_sequences: int) -> np.ndarray:
 
 
 class StepPlan:
-    """Which phase, rows and objective a global step trains (mixed into ``Trainer``; uses its ``plans``,
-    ``steps_per_epoch``, ``global_batch``, ``n_sequences``, ``corpus``, ``builder`` and ``config.seed``)."""
+    """Which phase, rows and objective a global step trains: a pure function of (seed, step)."""
 
-    plans: list[PhasePlan]
-    steps_per_epoch: int
-    global_batch: int
-    n_sequences: int
-    corpus: Any
-    builder: Any
-    config: Any
-    _orders: dict[int, np.ndarray]
+    def __init__(self, plans: list[PhasePlan], steps_per_epoch: int, global_batch: int, corpus: Any,
+                 builder: BatchBuilder, seed: int) -> None:
+        self.plans = plans
+        self.steps_per_epoch = steps_per_epoch
+        self.global_batch = global_batch
+        self.corpus = corpus
+        self.n_sequences = int(corpus.input_ids.shape[0])
+        self.builder = builder
+        self.seed = seed
+        self._ends = [plan.end_step for plan in plans]
+        self._orders: dict[int, np.ndarray] = {}  # the current epoch's permutation only
 
-    def _plan_at(self, step: int) -> PhasePlan:
+    @property
+    def total_steps(self) -> int:
+        return self.plans[-1].end_step
+
+    def plan_at(self, step: int) -> PhasePlan:
         """The phase that global step ``step`` (0-based) belongs to (a bisection: up to MAX_PHASES phases)."""
-        if not hasattr(self, "_ends"):
-            self._ends = [plan.end_step for plan in self.plans]
         return self.plans[min(bisect.bisect_right(self._ends, step), len(self.plans) - 1)]
 
-    def _rows(self, step: int) -> np.ndarray:
+    def rows(self, step: int) -> np.ndarray:
         epoch, index = divmod(step, self.steps_per_epoch)
         if epoch not in self._orders:
-            self._orders = {epoch: epoch_order(self.config.seed, epoch, self.n_sequences)}
+            self._orders = {epoch: epoch_order(self.seed, epoch, self.n_sequences)}
         return self._orders[epoch][index * self.global_batch : (index + 1) * self.global_batch]
 
-    def _build(self, step: int) -> Batch | MixedBatch:
-        rows = np.sort(self._rows(step))  # sorted: cheaper gathers, and the order within a batch does not matter
-        word_starts = getattr(self.corpus, "word_starts", None)
-        ids, starts = self.corpus.input_ids[rows], None if word_starts is None else word_starts[rows]
-        phase = self._plan_at(step).phase
+    def build(self, step: int) -> Batch | MixedBatch:
+        """The whole global batch of ``step`` (every process builds it and later takes its own rows)."""
+        rows = np.sort(self.rows(step))  # sorted: cheaper gathers, and the order within a batch does not matter
+        ids, starts = self.corpus.input_ids[rows], self.corpus.word_starts[rows]
+        phase = self.plan_at(step).phase
         if phase.objective == "MIX":  # per sample: the rows of this batch split by the weights
             assert phase.weights is not None
             return self.builder.build_mix(phase.weights, ids, starts, step)
         objective = phase.objective
         if objective == "BATCHMIX":  # per batch: one objective drawn for the whole step
             assert phase.weights is not None
-            objective = draw_mix_objective(phase.weights, self.config.seed, step)
+            objective = draw_mix_objective(phase.weights, self.seed, step)
         return self.builder.build(objective, ids, starts, step)
-
 
 
 # --save-at-words babylm: every 1M words to 10M, then every 10M to 100M (the BabyLM 2025 checkpoint grid)
@@ -152,12 +156,3 @@ def parse_save_at_words(text: str | None) -> list[int]:
             raise UserError(f"--save-at-words {text}: {item!r} is not a positive whole number of words")
         words.add(int(value))
     return sorted(words)
-
-
-def words_checkpoint_name(words: int) -> str:
-    """``chck_<N>M`` (N million words, the BabyLM name), ``chck_<N>K`` for thousands, else ``chck_<N>``."""
-    if words % 1_000_000 == 0:
-        return f"chck_{words // 1_000_000}M"
-    if words % 1_000 == 0:
-        return f"chck_{words // 1_000}K"
-    return f"chck_{words}"

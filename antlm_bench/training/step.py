@@ -3,7 +3,7 @@ accumulated so that the step's gradient is the mean over every labelled token of
 micro-batch size or the number of processes (under DDP gradients are all-reduced at the last micro-batch only);
 and the optimizer policy at a phase's first step (the LR schedule restarts; AdamW's moments too where the recipe
 says ``optimizer_at_phase: reset``). Also here: the device (``check_device``), the DDP process group (``_Dist``),
-AdamW (``_optimizer``), and SIGINT / SIGTERM, which stop the run after the step under way (``StopOnSignal``; the
+AdamW (``make_optimizer``), and SIGINT / SIGTERM, which stop the run after the step under way (``StopSignal``; the
 processes agree in the step's all-reduce).
 """
 
@@ -16,6 +16,8 @@ import os
 import re
 import signal
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,7 +26,7 @@ import torch.distributed as dist
 
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import Recipe
-from antlm_bench.training.lr_schedules import describe, phase_scheduler
+from antlm_bench.training.lr_schedules import phase_scheduler
 from antlm_bench.training.objectives import Batch, MixedBatch
 from antlm_bench.training.plan import PhasePlan
 
@@ -46,7 +48,7 @@ def check_device(name: str) -> str:
 
 
 
-def _resolve_device(name: str, local_rank: int) -> torch.device:
+def resolve_device(name: str, local_rank: int) -> torch.device:
     check_device(name)
     if name == "auto":
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
@@ -59,7 +61,7 @@ def _resolve_device(name: str, local_rank: int) -> torch.device:
     return device
 
 
-class _Dist:
+class Dist:
     """The process group, if ``torchrun`` / ``accelerate launch`` started us in one."""
 
     def __init__(self, device_kind: str) -> None:
@@ -99,7 +101,7 @@ class _Dist:
             dist.destroy_process_group()
 
 
-def _optimizer(model: torch.nn.Module, recipe: Recipe, device: torch.device) -> torch.optim.AdamW:
+def make_optimizer(model: torch.nn.Module, recipe: Recipe, device: torch.device) -> torch.optim.AdamW:
     """AdamW; no weight decay on biases and norm gains (one-dimensional parameters)."""
     decay, no_decay = [], []
     for _, param in model.named_parameters():
@@ -111,46 +113,47 @@ def _optimizer(model: torch.nn.Module, recipe: Recipe, device: torch.device) -> 
     return torch.optim.AdamW(groups, lr=spec.lr, betas=spec.betas, eps=spec.eps, **extra)
 
 
-def _split_rows(n_rows: int, parts: int) -> list[np.ndarray]:
+def split_rows(n_rows: int, parts: int) -> list[np.ndarray]:
     return np.array_split(np.arange(n_rows), parts)
 
 
 
-class ObjectiveStep:
-    """The gradients of one step and the start of a phase (mixed into ``Trainer``; uses its ``dist``, ``device``,
-    ``model``, ``loss_module``, ``optimizer``, ``autocast``, ``recipe``, ``global_batch`` and ``micro_batch``)."""
+@dataclass
+class StepOutcome:
+    loss: float  # mean loss per labelled token of the global batch
+    grad_norm: float
+    save_wanted: bool  # some process wants a checkpoint after this step (a wall-clock trigger)
+    stop_wanted: bool  # some process received SIGINT / SIGTERM: every process stops after this step
 
-    dist: Any
-    device: torch.device
-    model: torch.nn.Module
-    loss_module: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    autocast: Any
-    recipe: Any
-    global_batch: int
-    micro_batch: int
-    plans: list[PhasePlan]
-    step: int
-    _signal: int | None
-    stop_requested: bool
 
-    def _enter_phase(self, plan: PhasePlan) -> torch.optim.lr_scheduler.LRScheduler:
+class StepRunner:
+    """One optimizer step's gradients over the global batch, and the optimizer at a phase's first step."""
+
+    def __init__(self, model: torch.nn.Module, loss_module: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 dist: Dist, device: torch.device, autocast: Any, recipe: Recipe, global_batch: int,
+                 micro_batch: int) -> None:
+        self.model = model
+        self.loss_module = loss_module  # the LossModule, DDP-wrapped under torch.distributed
+        self.optimizer = optimizer
+        self.dist = dist
+        self.device = device
+        self.autocast = autocast
+        self.recipe = recipe
+        self.global_batch = global_batch
+        self.micro_batch = micro_batch
+
+    def enter_phase(self, plan: PhasePlan, step: int) -> torch.optim.lr_scheduler.LRScheduler:
         """The phase's LR scheduler, at the step the run is at (a resume lands mid-phase); AdamW reset first
         where the recipe says so and this is the phase's first step (a resume mid-phase loaded the state after
         the reset)."""
-        if plan.index > 0 and self.step == plan.start_step and self.recipe.optimizer_at_phase == "reset":
+        if plan.index > 0 and step == plan.start_step and self.recipe.optimizer_at_phase == "reset":
             self.optimizer.state.clear()  # moments and step count from zero
-        done = self.step - plan.start_step
-        self._say(f"phase {plan.index}/{len(self.plans) - 1} {plan.phase.label}: {plan.n_steps} steps"  # type: ignore[attr-defined]
-                  + (f" (resuming after {done})" if done else "")
-                  + (f", optimizer {self.recipe.optimizer_at_phase}" if plan.index else "")
-                  + f", {plan.phase.attention_mode} attention, lr {describe(plan.lr.spec)}")
-        return phase_scheduler(self.optimizer, plan.lr, done)
+        return phase_scheduler(self.optimizer, plan.lr, step - plan.start_step)
 
-    def _micro_batches(self, n_rows: int, whole_batch: int | None = None) -> list[np.ndarray]:
+    def micro_batches(self, n_rows: int, whole_batch: int | None = None) -> list[np.ndarray]:
         """This process's rows of a batch of ``n_rows``, in micro-batches (as many as ``whole_batch`` rows would
         need: the global batch for a plain batch, so a short last batch of an epoch is cut as it always was)."""
-        mine = _split_rows(n_rows, self.dist.world)[self.dist.rank]
+        mine = split_rows(n_rows, self.dist.world)[self.dist.rank]
         whole = self.global_batch if whole_batch is None else whole_batch
         n_micro = max(1, math.ceil(math.ceil(whole / self.dist.world) / self.micro_batch))
         chunks = np.array_split(mine, n_micro)
@@ -161,16 +164,15 @@ class ObjectiveStep:
         """(part, rows) forward passes of one step: a plain batch is one part; a MIX batch runs each objective's
         part in its own micro-batches (one attention mode and label shift per forward pass)."""
         if isinstance(batch, Batch):
-            return [(batch, rows) for rows in self._micro_batches(len(batch))]
-        chunks = [(part, rows) for part in batch.parts for rows in self._micro_batches(len(part), len(part))]
+            return [(batch, rows) for rows in self.micro_batches(len(batch))]
+        chunks = [(part, rows) for part in batch.parts for rows in self.micro_batches(len(part), len(part))]
         # the synchronising backward is the last one: the empty chunks first, as for a plain batch
         return sorted(chunks, key=lambda chunk: len(chunk[1]) > 0)
 
-    def _train_step(self, batch: Batch | MixedBatch, save_wanted: bool = False) -> tuple[float, float, bool]:
-        """One optimizer step's gradients over the global batch: (mean loss per labelled token, grad norm, whether
-        any process wants a checkpoint after it). The loss sum and the wish travel in one all-reduce, and so does
-        a stop signal that arrived on any process (``self.stop_requested``): every process then stops after this
-        same step."""
+    def gradients(self, batch: Batch | MixedBatch, save_wanted: bool = False,
+                  stop_wanted: bool = False) -> StepOutcome:
+        """Accumulate one step's gradients over the global batch. The loss sum, the wish for a checkpoint and a
+        stop signal travel in one all-reduce, so every process learns what any of them wants after this step."""
         n_targets = batch.n_targets
         chunks = self._chunks(batch)
         scale = self.dist.world / max(n_targets, 1)
@@ -190,48 +192,40 @@ class ObjectiveStep:
                     loss_sum = self.loss_module(x, y, part.shift, part.attention_mode)
                 (loss_sum * (scale * weight)).backward()
             local_sum += loss_sum.detach().float() * weight
-        flags = torch.tensor([float(save_wanted), float(self._signal is not None)], device=self.device)
+        flags = torch.tensor([float(save_wanted), float(stop_wanted)], device=self.device)
         stats = self.dist.all_reduce_sum(torch.cat([local_sum[None], flags]))
         total, wanted, stop = stats.tolist()
-        self.stop_requested = stop > 0
-        loss = total / max(n_targets, 1)
         clip = self.recipe.optimizer.grad_clip
         params = [p for p in self.model.parameters() if p.grad is not None]
         if clip:
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
         else:
             grad_norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
-        return loss, grad_norm, wanted > 0
+        return StepOutcome(total / max(n_targets, 1), grad_norm, wanted > 0, stop > 0)
 
 
-class StopOnSignal:
-    """SIGINT / SIGTERM: finish the step under way, write a resume point, stop (mixed into ``Trainer``; the flag
-    travels in ``ObjectiveStep._train_step``'s all-reduce)."""
+class StopSignal:
+    """SIGINT / SIGTERM (what a cluster scheduler sends before pre-emption) end the loop after the step under way,
+    with a resume point; a second one interrupts at once. Only the main thread can install handlers: elsewhere (a
+    trainer run in a worker thread) signals keep their defaults."""
 
-    dist: Any
-    _signal: int | None
-    stop_requested: bool
+    def __init__(self) -> None:
+        self.received: int | None = None  # the first signal caught
 
-    def _catch_signals(self) -> dict[int, Any]:
-        """SIGINT and SIGTERM (what a cluster scheduler sends before pre-emption) end the loop after the current
-        step, with a resume point (``TrainingInterrupted``); a second one interrupts at once. Only the main thread
-        can install handlers: elsewhere (a trainer run in a worker thread) signals keep their defaults."""
+    @contextlib.contextmanager
+    def caught(self) -> Iterator[StopSignal]:
         if threading.current_thread() is not threading.main_thread():
-            return {}
+            yield self
+            return
 
         def handler(signum: int, frame: Any) -> None:
-            if self._signal is not None:
+            if self.received is not None:
                 raise KeyboardInterrupt  # impatient: the second signal stops now (the last resume point stays)
-            self._signal = signum
+            self.received = signum
 
-        return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def _stopping(self) -> bool:
-        """Stop after this step: one process alone decides only when it is alone (else all agree in the step's
-        all-reduce, so every process stops after the same step)."""
-        return self.stop_requested or (not self.dist.enabled and self._signal is not None)
-
-    @staticmethod
-    def _restore_signals(previous: dict[int, Any]) -> None:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)

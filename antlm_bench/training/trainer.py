@@ -2,13 +2,14 @@
 
     result = train(TrainConfig(model="antlm-babyllama", preset="tiny", output="runs/x"))
 
-``Trainer`` is the loop (``Trainer._run``, one screen) over four parts, each readable alone in
-``antlm_bench.training``: ``plan`` (the schedule as global steps; which rows and objective a step trains),
-``step`` (one optimizer step's gradients in micro-batches, accumulation and DDP; the optimizer at a phase's start;
-stopping on a signal), ``checkpoints`` (the run folder, checkpoints, resume) and ``reporting`` (progress, metrics,
-run.json, per-phase scoring). Per-phase scores come from a scorer the caller passes in (``PhaseScorer``): training
-imports no evaluation code; ``antlm_bench.pipeline.score_checkpoint`` (on ``antlm_bench.evaluate``) is the one
-``train`` / ``run`` pass, and the default. Each step:
+``Trainer`` is the loop (``Trainer._loop``, one screen) over four parts it builds with explicit arguments, each
+testable alone: ``plan.StepPlan`` (the schedule as global steps; which rows and objective a step trains),
+``step.StepRunner`` (one optimizer step's gradients in micro-batches, accumulation and DDP; the optimizer at a
+phase's start), ``checkpointer.Checkpointer`` (checkpoints, resume points, resuming; the records of
+``antlm_bench.runs.record``) and ``reporting.Reporter`` (progress, metrics, run.json, per-phase scoring). Per-phase
+scores come from a scorer the caller passes in (``PhaseScorer``): training imports no evaluation code;
+``antlm_bench.pipeline.score_checkpoint`` (on ``antlm_bench.evaluate``) is the one ``train`` / ``run`` pass. Each
+step:
 
 1. builds the WHOLE global batch for its objective (``objectives.BatchBuilder``; masks keyed by (seed, step); MIX
    splits it row by row), takes this process's rows, and runs them in micro-batches: the step's gradient is the
@@ -26,7 +27,6 @@ computed. bf16 autocast is used on CUDA only; on CPU everything is float32.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import signal
@@ -37,49 +37,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from antlm_bench.errors import DivergedError, UserError
+from antlm_bench.models import build_model
 from antlm_bench.recipes import load_recipe
-from antlm_bench.training.checkpoint import LAST, write_json_atomic
-from antlm_bench.training.checkpoints import (  # noqa: F401  (re-exported: the trainer's public names)
-    CHECKPOINTS,
-    METRICS_FILE,
-    RUN_FILE,
-    SCORES,
-    CheckpointAndResume,
-    _first_line,
-    _kept_items,
+from antlm_bench.runs.layout import RunLayout, words_checkpoint_name
+from antlm_bench.runs.record import read_record
+from antlm_bench.runs.schedule import parse_schedule
+from antlm_bench.training.checkpointer import (
+    Checkpointer,
+    RunFacts,
+    claim_run_folder,
+    config_fingerprint,
+    first_line,
+    inspect_run_folder,
+    training_fingerprint,
 )
 from antlm_bench.training.objectives import BatchBuilder, LossModule
-from antlm_bench.training.plan import (  # noqa: F401  (re-exported)
-    MAX_TOTAL_STEPS,
-    PhasePlan,
-    StepPlan,
-    check_plan_size,
-    epoch_order,
-    plan_phases,
-)
-from antlm_bench.training.reporting import (  # noqa: F401  (re-exported)
-    PhaseScorer,
-    Reporting,
-    ScoreRequest,
-    StepInfo,
-    _Reporters,
-    read_metrics,
-)
-from antlm_bench.runs.schedule import parse_schedule
-from antlm_bench.training.step import (  # noqa: F401  (re-exported)
-    ObjectiveStep,
-    StopOnSignal,
-    _Dist,
-    _optimizer,
-    _resolve_device,
-    _split_rows,
-    check_device,
-)
+from antlm_bench.training.plan import PhasePlan, StepPlan, check_plan_size, parse_save_at_words, plan_phases
+from antlm_bench.training.reporting import PhaseScorer, Reporter, StepInfo, _Reporters
+from antlm_bench.training.step import Dist, StepRunner, StopSignal, check_device, make_optimizer, resolve_device
 
 
 class TrainingDiverged(DivergedError):
@@ -133,8 +112,6 @@ class TrainConfig(BaseModel):
     @field_validator("save_at_words", mode="before")
     @classmethod
     def _words(cls, value: Any) -> Any:
-        from antlm_bench.training.plan import parse_save_at_words
-
         if isinstance(value, str):
             return parse_save_at_words(value)
         if isinstance(value, (list, tuple)) and any(isinstance(v, str) for v in value):
@@ -160,23 +137,21 @@ class TrainResult:
     stopped_early: bool = False
 
 
+class Trainer:
+    """The loop (``_loop``, one screen) over the parts it builds in ``__init__``, each testable alone: the step plan
+    (``plan.StepPlan``), the step runner (``step.StepRunner``), the checkpointer (``checkpointer.Checkpointer``) and
+    the reporter (``reporting.Reporter``). ``scorer`` scores the checkpoints ``--eval-every`` asks for (required
+    then; ``antlm_bench.pipeline.score_checkpoint`` is the one ``train`` and ``run`` pass)."""
 
-class Trainer(StepPlan, ObjectiveStep, StopOnSignal, CheckpointAndResume, Reporting):
-    """The loop; its parts are the mixed-in classes of ``antlm_bench.training`` (see the module docstring).
-    ``scorer`` scores the checkpoints ``--eval-every`` asks for (``reporting.PhaseScorer``; None: the top layer's
-    default, ``antlm_bench.pipeline.score_checkpoint``, looked up when first needed)."""
-
-    def __init__(self, config: TrainConfig, *, tokenizer: Any = None, corpus: Any = None,
-                 callbacks: list[Callable[[StepInfo], None]] | None = None, console: Any = None,
-                 scorer: PhaseScorer | None = None) -> None:
+    def __init__(self, config: TrainConfig, *, scorer: PhaseScorer | None = None, tokenizer: Any = None,
+                 corpus: Any = None, callbacks: list[Callable[[StepInfo], None]] | None = None,
+                 console: Any = None) -> None:
         self.config = config
         self.callbacks = list(callbacks or [])
-        self.console = console
-        self.scorer = scorer
         requested = check_device(config.device)  # first: a bad --device must not leave a folder behind
         kind = "cuda" if requested.startswith("cuda") or (requested == "auto" and torch.cuda.is_available()) else "cpu"
-        self.dist = _Dist(kind)
-        self.device = _resolve_device(requested, self.dist.local_rank)
+        self.dist = Dist(kind)
+        self.device = resolve_device(requested, self.dist.local_rank)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         if config.deterministic:
@@ -184,60 +159,70 @@ class Trainer(StepPlan, ObjectiveStep, StopOnSignal, CheckpointAndResume, Report
             torch.use_deterministic_algorithms(True)
         _Reporters.check_installed(config.report_to)  # on every process: one alone failing would hang the rest
         self.recipe = load_recipe(config.model)
-        self.preset = self.recipe.preset(config.preset)
-        self.schedule = parse_schedule(config.schedule or self.recipe.default_schedule)
-        check_plan_size(self.schedule, None)  # 1000000000000_MLM: refused before the corpus is even read
-        self.output = Path(config.output).expanduser()
+        self.recipe.preset(config.preset)
+        schedule = parse_schedule(config.schedule or self.recipe.default_schedule)
+        check_plan_size(schedule, None)  # 1000000000000_MLM: refused before the corpus is even read
+        self.layout = RunLayout(Path(config.output).expanduser())
+        say = self._say_early(console)
         # read-only until the plan stands: a refused schedule or a bad corpus must not have deleted anything
-        self._mode, self._points = self._inspect_output()
+        mode, points = inspect_run_folder(self.layout, config.resume, config.overwrite, say)
 
-        self.tokenizer, self.corpus = self._data(tokenizer, corpus)
-        self.n_sequences = int(self.corpus.input_ids.shape[0])
-        self.seq_len = int(self.corpus.input_ids.shape[1])
-        self.global_batch = self.preset.global_batch_size
-        self.micro_batch = config.micro_batch_size or self.preset.micro_batch_size
-        self.steps_per_epoch = math.ceil(self.n_sequences / self.global_batch)
-        self.plans = plan_phases(self.schedule, self.recipe, self.steps_per_epoch)
-        self.total_steps = self.plans[-1].end_step
-        # words per epoch (the corpus's whitespace words); words seen = tokens seen x words per token of an epoch
-        self.n_words = int(getattr(self.corpus, "n_words", 0) or 0)
-        if config.save_at_words and self.n_words <= 0:
+        self.tokenizer, corpus = self._data(tokenizer, corpus)
+        preset = self.recipe.preset(config.preset)
+        n_sequences, seq_len = (int(n) for n in corpus.input_ids.shape)
+        steps_per_epoch = math.ceil(n_sequences / preset.global_batch_size)
+        plans = plan_phases(schedule, self.recipe, steps_per_epoch)
+        if config.save_at_words and corpus.n_words <= 0:
             raise UserError("--save-at-words: this corpus does not know its number of words")
-        self.builder = BatchBuilder(
-            self.recipe.masking, self.tokenizer.mask_token_id, len(self.tokenizer), self.tokenizer.all_special_ids,
-            config.seed,
-        )
-        self.autocast = (
-            torch.autocast("cuda", dtype=torch.bfloat16) if self.device.type == "cuda" and torch.cuda.is_bf16_supported()
-            else contextlib.nullcontext()
-        )
+        builder = BatchBuilder(self.recipe.masking, self.tokenizer.mask_token_id, len(self.tokenizer),
+                               self.tokenizer.all_special_ids, config.seed)
+        self.steps = StepPlan(plans, steps_per_epoch, preset.global_batch_size, corpus, builder, config.seed)
 
         # the model: the same initial weights on every process (seeded), then this process's dropout stream
         torch.manual_seed(config.seed)
-        from antlm_bench.models import build_model
-
         self.model = build_model(self.recipe, config.preset, self.tokenizer).to(self.device)
         if self.dist.rank > 0:
             torch.manual_seed(config.seed + 7919 * self.dist.rank)
-        self.n_parameters = sum(p.numel() for p in self.model.parameters())
-        self.optimizer = _optimizer(self.model, self.recipe, self.device)
-        self.step = 0
-        self.tokens_seen = 0
-        self.elapsed_before = 0.0
-        self._claim_output(self._mode == "resume")
-        self.resume_from = self._resume(self._points) if self._mode == "resume" else None
+        self.facts = RunFacts(
+            recipe=self.recipe, preset=config.preset, seed=config.seed, schedule=schedule, plans=plans,
+            steps_per_epoch=steps_per_epoch, global_batch=preset.global_batch_size, seq_len=seq_len,
+            n_sequences=n_sequences, n_words=int(corpus.n_words), data_hash=corpus.data_hash,
+            tokenizer_hash=corpus.tokenizer_hash, world_size=self.dist.world,
+            training_fingerprint=training_fingerprint(self.model, self.steps),
+            config_fingerprint=config_fingerprint(self.recipe, config.preset, schedule),
+        )
+        self.optimizer = make_optimizer(self.model, self.recipe, self.device)
+        micro_batch = config.micro_batch_size or preset.micro_batch_size
+        self.reporter = Reporter(config, self.facts, self.layout, self.dist, console, scorer, self.model,
+                                 self.tokenizer, self.device, sum(p.numel() for p in self.model.parameters()),
+                                 micro_batch)
+        self.checkpointer = Checkpointer(self.layout, self.facts, self.steps, self.model, self.optimizer,
+                                         self.tokenizer, self.device, self.dist, self.reporter.say)
+        if mode == "resume":
+            self.checkpointer.check_same_run()
+        claim_run_folder(self.layout, self.dist, resuming=mode == "resume")
+        self.step, self.tokens_seen, self.elapsed_before = 0, 0, 0.0
+        if mode == "resume":
+            resumed = self.checkpointer.resume(points)
+            self.step, self.tokens_seen, self.elapsed_before = resumed.step, resumed.tokens_seen, resumed.elapsed_s
         self.model.train()
-        loss_module = LossModule(self.model)
+        loss_module: torch.nn.Module = LossModule(self.model)
         if self.dist.enabled:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = [self.device.index] if self.device.type == "cuda" else None
-            self.loss_module: torch.nn.Module = DistributedDataParallel(loss_module, device_ids=ids)
-        else:
-            self.loss_module = loss_module
-        self._orders: dict[int, np.ndarray] = {}
-        self._signal: int | None = None  # the first SIGINT / SIGTERM received during the loop
-        self.stop_requested = False  # some process received one: stop after the current step
+            loss_module = DistributedDataParallel(loss_module, device_ids=ids)
+        autocast = (torch.autocast("cuda", dtype=torch.bfloat16)
+                    if self.device.type == "cuda" and torch.cuda.is_bf16_supported() else contextlib.nullcontext())
+        self.runner = StepRunner(self.model, loss_module, self.optimizer, self.dist, self.device, autocast,
+                                 self.recipe, preset.global_batch_size, micro_batch)
+        self.signal = StopSignal()
+
+    @staticmethod
+    def _say_early(console: Any) -> Callable[[str], None]:
+        """Before the reporter exists: lines for the main process only."""
+        main = int(os.environ.get("RANK", "0") or 0) == 0
+        return lambda message: console.print(message, highlight=False, markup=False) if console and main else None
 
     def _data(self, tokenizer: Any, corpus: Any) -> tuple[Any, Any]:
         if corpus is not None:
@@ -247,117 +232,137 @@ class Trainer(StepPlan, ObjectiveStep, StopOnSignal, CheckpointAndResume, Report
         from antlm_bench.data.corpus import default_corpus_dir, prepare_training_data
 
         folder = self.config.corpus or default_corpus_dir(self.config.data_dir)
+        prepare = lambda: prepare_training_data(folder, self.recipe, self.config.preset,  # noqa: E731
+                                                self.config.cache_dir, self.config.max_words)
         # the main process trains the tokenizer and packs the corpus; the others then read the same cache
-        result = None
-        if self.dist.main:
-            result = prepare_training_data(folder, self.recipe, self.config.preset, self.config.cache_dir,
-                                           self.config.max_words)
+        result = prepare() if self.dist.main else None
         self.dist.barrier()
-        if not self.dist.main:
-            result = prepare_training_data(folder, self.recipe, self.config.preset, self.config.cache_dir,
-                                           self.config.max_words)
-        return result
+        return result if self.dist.main else prepare()
 
     def run(self) -> TrainResult:
         """Train to the end of the schedule (or --max-steps); run.json ends "finished", "stopped", "diverged",
         "failed" or "interrupted", never "running" after the process is gone (kill -9 aside)."""
         try:
-            return self._run()
+            return self._loop()
         except TrainingDiverged:
             raise  # _diverged recorded it, with the step
         except BaseException as err:
-            if self.dist.main:
-                record = self._run_record("interrupted" if isinstance(err, KeyboardInterrupt) else "failed")
-                record["error"] = f"{type(err).__name__}: {_first_line(err)}"
-                with contextlib.suppress(OSError):  # a full disk must not hide the error that brought us here
-                    write_json_atomic(self.output / RUN_FILE, record)
+            record = self.reporter.run_record("interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
+                                              self.step)
+            record["error"] = f"{type(err).__name__}: {first_line(err)}"
+            with contextlib.suppress(OSError):  # a full disk must not hide the error that brought us here
+                self.reporter.write_run_file(record)
             raise
 
-    def _run(self) -> TrainResult:
-        config = self.config
-        reporters = _Reporters(config.report_to, self.output, self._run_record("running")) if self.dist.main else None
-        if self.dist.main:
-            write_json_atomic(self.output / RUN_FILE, self._run_record("running"))
-        self._truncate_metrics()
-        for folder in self._missing_evals():
-            self._evaluate(folder)
+    def _loop(self) -> TrainResult:
+        config, steps, reporter = self.config, self.steps, self.reporter
+        stop_at = min(steps.total_steps, config.max_steps) if config.max_steps else steps.total_steps
+        reporter.start(self.step, stop_at)
+        for folder in reporter.unscored_checkpoints():
+            reporter.score(folder)
         self.dist.barrier()
-        stop_at = min(self.total_steps, config.max_steps) if config.max_steps else self.total_steps
         losses: list[float] = []
-        progress = self._progress(stop_at)
-        self._start_time = self._last_save_time = time.perf_counter()
-        self._tokens_at_start = self.tokens_seen
-        self._say(self._plan_text())
-        prefetch = ThreadPoolExecutor(max_workers=1)
-        pending = prefetch.submit(self._build, self.step) if self.step < stop_at else None
+        start_time = last_save = time.perf_counter()
+        tokens_at_start = self.tokens_seen
+        reporter.say(reporter.plan_text())
         scheduler, scheduler_phase = None, -1
-        previous_handlers = self._catch_signals()
-        try:
-            while self.step < stop_at:
-                plan = self._plan_at(self.step)
-                if scheduler_phase != plan.index:
-                    scheduler, scheduler_phase = self._enter_phase(plan), plan.index
-                assert pending is not None and scheduler is not None
-                batch = pending.result()
-                pending = prefetch.submit(self._build, self.step + 1) if self.step + 1 < stop_at else None
-                lr = self.optimizer.param_groups[0]["lr"]
-                loss, grad_norm, by_time = self._train_step(batch, self._save_due_by_time())
-                if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-                    self._diverged(plan, loss, grad_norm)
-                self.optimizer.step()
-                scheduler.step()
-                self.optimizer.zero_grad(set_to_none=True)
-                self.step += 1
-                self._tokens_before = self.tokens_seen
-                self.tokens_seen += len(batch) * self.seq_len
-                losses.append(loss)
-                info = self._step_info(plan, batch.objective, loss, lr, grad_norm)
-                self._log(info, reporters, progress)
-                saved = self._checkpoint_after_step(plan, by_time, stop_at)
-                for callback in self.callbacks:
-                    callback(info)
-                if self._stopping() and self.step < stop_at:  # SIGINT / SIGTERM: this step is done, keep it
-                    if not saved:
-                        self._save_last(plan, self.step == plan.end_step,
-                                        self.elapsed_before + time.perf_counter() - self._start_time)
-                    raise TrainingInterrupted(self._signal or signal.SIGTERM, self.step)
-        finally:
-            self._restore_signals(previous_handlers)
-            prefetch.shutdown(wait=True, cancel_futures=True)
-            if progress is not None:
-                progress.stop()
-            if reporters is not None:
-                reporters.close()
+        with ThreadPoolExecutor(max_workers=1) as prefetch, self.signal.caught():
+            pending = prefetch.submit(steps.build, self.step) if self.step < stop_at else None
+            try:
+                while self.step < stop_at:
+                    plan = steps.plan_at(self.step)
+                    if scheduler_phase != plan.index:
+                        reporter.say(reporter.phase_text(plan, self.step))
+                        scheduler, scheduler_phase = self.runner.enter_phase(plan, self.step), plan.index
+                    assert pending is not None and scheduler is not None
+                    batch = pending.result()
+                    pending = prefetch.submit(steps.build, self.step + 1) if self.step + 1 < stop_at else None
+                    lr = self.optimizer.param_groups[0]["lr"]
+                    by_time = self.dist.main and bool(config.save_every_minutes) and \
+                        time.perf_counter() - last_save >= 60 * config.save_every_minutes  # type: ignore[operator]
+                    outcome = self.runner.gradients(batch, by_time, self.signal.received is not None)
+                    if not (math.isfinite(outcome.loss) and math.isfinite(outcome.grad_norm)):
+                        self._diverged(plan, outcome.loss, outcome.grad_norm)
+                    self.optimizer.step()
+                    scheduler.step()
+                    self.optimizer.zero_grad(set_to_none=True)
+                    tokens_before = self.tokens_seen
+                    self.step += 1
+                    self.tokens_seen += len(batch) * self.facts.seq_len
+                    losses.append(outcome.loss)
+                    speed = (self.tokens_seen - tokens_at_start) / max(time.perf_counter() - start_time, 1e-9)
+                    info = StepInfo(self.step, plan.index, batch.objective, self.step / self.facts.steps_per_epoch,
+                                    outcome.loss, lr, outcome.grad_norm, self.tokens_seen, speed)
+                    reporter.log(info)
+                    elapsed = self.elapsed_before + time.perf_counter() - start_time
+                    saved = self._save_after_step(plan, tokens_before, outcome.save_wanted, stop_at, elapsed)
+                    if saved:
+                        last_save = time.perf_counter()
+                    for callback in self.callbacks:
+                        callback(info)
+                    stopping = outcome.stop_wanted or (not self.dist.enabled and self.signal.received is not None)
+                    if stopping and self.step < stop_at:  # SIGINT / SIGTERM: this step is done, keep it
+                        if not saved:
+                            self.checkpointer.save_resume_point(plan, self.step, self.tokens_seen,
+                                                                self.step == plan.end_step, elapsed)
+                        raise TrainingInterrupted(self.signal.received or signal.SIGTERM, self.step)
+            finally:
+                if pending is not None:
+                    pending.cancel()
+                reporter.stop()
         return self._finish(losses)
 
-    def _save_due_by_time(self) -> bool:
-        """A wall-clock trigger is the main process's to decide; the others learn of it in the all-reduce."""
-        minutes = self.config.save_every_minutes
-        return (self.dist.main and bool(minutes)
-                and time.perf_counter() - self._last_save_time >= 60 * minutes)  # type: ignore[operator]
+    def _save_after_step(self, plan: PhasePlan, tokens_before: int, by_time: bool, stop_at: int,
+                         elapsed: float) -> bool:
+        """The checkpoints due after the step just done (words counts reached, epoch end, phase end, every N steps
+        or minutes, where --max-steps stops), scored where --eval-every says; whether a resume point was written."""
+        config, save, reporter = self.config, self.checkpointer, self.reporter
+        step, tokens = self.step, self.tokens_seen
+        phase_end = step == plan.end_step
+        epoch_end = step % self.facts.steps_per_epoch == 0
+        before, after = self.facts.words_seen(tokens_before), self.facts.words_seen(tokens)
+        words_due = [w for w in config.save_at_words if before < w <= after]
+        for words in words_due:  # first: the resume point written after them never skips one
+            folder = save.save_named(words_checkpoint_name(words), plan, step, tokens, phase_end)
+            if config.eval_every == "words":
+                reporter.score(folder)
+        if epoch_end and (config.save_every_epoch or config.eval_every == "epoch"):
+            folder = save.save_named(f"epoch-{step // self.facts.steps_per_epoch}", plan, step, tokens, phase_end)
+            if config.eval_every == "epoch":
+                reporter.score(folder)
+        by_steps = bool(config.save_every_steps) and step % config.save_every_steps == 0  # type: ignore[operator]
+        resume_point = phase_end or bool(words_due) or by_steps or by_time or step == stop_at
+        if phase_end:
+            folder = save.save_named(plan.folder_name, plan, step, tokens, True)
+            save.save_resume_point(plan, step, tokens, True, elapsed)
+            if config.eval_every == "phase" or (config.eval_every == "epoch" and not epoch_end):
+                reporter.score(folder)
+        elif resume_point:
+            # a words checkpoint brings a resume point with it: a run killed between them resumes, never restarts
+            save.save_resume_point(plan, step, tokens, False, elapsed)
+        return resume_point
 
     def _finish(self, losses: list[float]) -> TrainResult:
-        finished = self.step >= self.total_steps
-        if self.dist.main:
-            write_json_atomic(self.output / RUN_FILE, self._run_record("finished" if finished else "stopped"))
-        final = self.output / CHECKPOINTS / self.plans[-1].folder_name
+        finished = self.step >= self.steps.total_steps
+        self.reporter.write_run_file(self.reporter.run_record("finished" if finished else "stopped", self.step))
+        final = self.layout.phase_checkpoint(len(self.facts.plans) - 1, self.facts.plans[-1].phase)
         self.dist.barrier()
         self.dist.close()
-        return TrainResult(self.output, final if finished else None, self.step, losses, stopped_early=not finished)
+        return TrainResult(self.layout.folder, final if finished else None, self.step, losses,
+                           stopped_early=not finished)
 
     def _diverged(self, plan: PhasePlan, loss: float, grad_norm: float) -> None:
         what = f"loss {loss}" if not math.isfinite(loss) else f"gradient norm {grad_norm}"
-        last = self.output / LAST
-        kept = f"the last good checkpoint is {last} (step {json.loads((last / 'antlm_state.json').read_text())['step']})" \
-            if (last / "antlm_state.json").is_file() else "no checkpoint was saved before it"
-        if self.dist.main:
-            record = self._run_record("diverged")
-            record["diverged_at_step"] = self.step + 1
-            write_json_atomic(self.output / RUN_FILE, record)
+        last = read_record(self.layout.last) if self.layout.last.is_dir() else None
+        kept = (f"the last good checkpoint is {self.layout.last} (step {last.step})" if last is not None
+                else "no checkpoint was saved before it")
+        record = self.reporter.run_record("diverged", self.step)
+        record["diverged_at_step"] = self.step + 1
+        self.reporter.write_run_file(record)
         raise TrainingDiverged(
             f"{what} at step {self.step + 1} (phase {plan.index} {plan.phase.label}, epoch "
-            f"{(self.step + 1) / self.steps_per_epoch:.2f}); training stopped and {kept}; lower the learning rate "
-            "or check the data, then --resume"
+            f"{(self.step + 1) / self.facts.steps_per_epoch:.2f}); training stopped and {kept}; lower the learning "
+            "rate or check the data, then --resume"
         )
 
 
@@ -375,4 +380,3 @@ def train(config: TrainConfig, **kwargs: Any) -> TrainResult:
         return Trainer(config, **kwargs).run()
     with output_folder(config.output, "train"):
         return Trainer(config, **kwargs).run()
-

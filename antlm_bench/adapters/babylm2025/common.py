@@ -17,11 +17,11 @@ from antlm_bench.adapters.base import EvalContext, TaskAdapter
 from antlm_bench.adapters.minimal_pairs import subtask_name
 from antlm_bench.errors import UserError
 from antlm_bench.results.tables import ScoreRow
+from antlm_bench.runs.record import read_record
 from antlm_bench.scoring import ScoringModel
 from antlm_bench.scoring.babylm2025 import merge_prefix_groups
 from antlm_bench.scoring.encode import Seq, dedupe
 from antlm_bench.scoring.engine import longest_input, score_seqs
-from antlm_bench.runs.record import auto_scoring_method, read_state
 
 CONVENTION = "babylm-2025"
 
@@ -62,9 +62,6 @@ class _Task(TaskAdapter):
 
     def _method(self, ctx: EvalContext, sm: ScoringModel) -> str:
         method = ctx.scoring
-        if method == "auto":  # run outside evaluate(): resolve from the checkpoint record as evaluate does
-            state = read_state(ctx.model_path) if ctx.model_path is not None else None
-            method, _ = auto_scoring_method(state, sm.is_masked_lm)
         if method not in ("clm", "pll", "mntp"):
             raise UserError(f"--scoring {method}: {self.name} (BabyLM 2025) defines clm, pll (the official 'mlm') "
                             "and mntp only; use one of them or auto")
@@ -91,8 +88,8 @@ class _Task(TaskAdapter):
         longest, limit = longest_input(unique, method), sm.max_length
         if limit is not None and longest > limit:
             notes.append(f"positions beyond the configured {limit} used (longest input {longest} tokens)")
-        state = read_state(ctx.model_path) if ctx.model_path is not None and ctx.model_path.is_dir() else None
-        trained = (state or {}).get("seq_len")
+        record = read_record(ctx.model_path) if ctx.model_path is not None and ctx.model_path.is_dir() else None
+        trained = record.seq_len if record is not None else None
         if isinstance(trained, int) and longest > trained:  # rotary / relative positions the model never saw
             notes.append(f"inputs up to {longest} tokens, beyond the trained length {trained}")
         if ctx.eval_set == "fast":

@@ -1,0 +1,365 @@
+"""The run folder's checkpoints: what a start may do with the folder, the records every checkpoint carries, saving
+checkpoints and resume points, and resuming from them.
+
+Checkpoints: ``checkpoints/phase-<k>-<OBJ>`` at every phase end (``epoch-<e>`` with ``--save-every-epoch`` or
+``--eval-every epoch``), ``chck_<N>M`` (or ``chck_<N>K``) at the first step where the words seen reach each
+``--save-at-words`` count, the resume point ``last`` every ``--save-every-steps`` / ``--save-every-minutes``, at
+every phase end, where ``--max-steps`` stops, with every words checkpoint and on SIGINT / SIGTERM (names:
+``antlm_bench.runs.layout``). Resume: weights, optimizer, scheduler position and every process's RNG state come
+back from ``last`` (or an older resume point when it is damaged); the data order and the masks are functions of
+(seed, step), so a resumed run computes exactly what the uninterrupted run computed. A folder is read before
+anything is deleted, and a resume deletes nothing of the run.
+
+Fingerprints (in every record and in run.json): ``training_fingerprint`` hashes the initial weights and the first
+global batch of every phase (its rows and masks), so a code change that re-draws the initialisation, the data order
+or the masking stream gives another fingerprint under the same seed; ``config_fingerprint`` hashes the recipe's
+content (masking strategy and optimizer policy included), the preset and the schedule.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from antlm_bench import __version__
+from antlm_bench.errors import UserError
+from antlm_bench.recipes import Recipe
+from antlm_bench.runs.layout import KEPT_ITEMS, RUN_ITEMS, RunLayout
+from antlm_bench.runs.record import CheckpointRecord
+from antlm_bench.runs.schedule import Schedule, format_number
+from antlm_bench.training.checkpoint import (
+    TRAINER_STATE_FILE,
+    describe_last,
+    load_weights,
+    read_trainer_state,
+    resume_points,
+    write_checkpoint,
+    write_resume_point,
+)
+from antlm_bench.training.objectives import Batch, MixedBatch
+from antlm_bench.training.plan import PhasePlan, StepPlan
+from antlm_bench.training.step import Dist
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def first_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return (text[:200] + "...") if len(text) > 200 else text or type(err).__name__
+
+
+def config_fingerprint(recipe: Recipe, preset: str, schedule: Schedule) -> str:
+    """The configuration a run trains: the recipe's content (sizes of ``preset`` only), the preset, the schedule."""
+    content = recipe.model_dump(mode="json", exclude={"source", "description", "presets"})
+    content["preset"] = {"name": preset, **recipe.preset(preset).model_dump(mode="json")}
+    content["schedule"] = schedule.canonical
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def training_fingerprint(model: torch.nn.Module, steps: StepPlan) -> str:
+    """The network a seed trains: its initial weights and the first global batch of each phase (rows and masks)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    for plan in steps.plans:
+        batch = steps.build(plan.start_step)
+        for part in batch.parts if isinstance(batch, MixedBatch) else [batch]:
+            assert isinstance(part, Batch)
+            digest.update(np.ascontiguousarray(part.input_ids).tobytes())
+            digest.update(np.ascontiguousarray(part.labels).tobytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What every record of this run says about it, whatever the step."""
+
+    recipe: Recipe
+    preset: str
+    seed: int
+    schedule: Schedule
+    plans: list[PhasePlan]
+    steps_per_epoch: int
+    global_batch: int
+    seq_len: int
+    n_sequences: int
+    n_words: int  # the corpus's words: words seen = tokens seen x n_words / tokens per epoch
+    data_hash: str
+    tokenizer_hash: str
+    world_size: int
+    training_fingerprint: str
+    config_fingerprint: str
+
+    def words_seen(self, tokens_seen: int) -> int:
+        """Words seen after ``tokens_seen`` tokens, repeats counted: each epoch's tokens carry the corpus's
+        ``n_words`` words, spread evenly (floor, exact integers)."""
+        return tokens_seen * self.n_words // (self.n_sequences * self.seq_len) if self.n_words else 0
+
+    def record(self, plan: PhasePlan, step: int, tokens_seen: int, complete: bool) -> CheckpointRecord:
+        from antlm_bench.results.tables import current_git_commit
+
+        return CheckpointRecord(
+            schedule=self.schedule.canonical, phase_index=plan.index, phase_objective=plan.phase.label, step=step,
+            phases=tuple({"index": p.index, "objective": p.phase.label, "epochs": p.phase.epochs,
+                          "attention": p.phase.attention_mode, "start_step": p.start_step, "steps": p.n_steps}
+                         for p in self.plans),
+            phase_complete=complete, phase_step=step - plan.start_step, phase_steps=plan.n_steps,
+            epoch=step / self.steps_per_epoch, tokens_seen=tokens_seen, words_seen=self.words_seen(tokens_seen),
+            n_words=self.n_words or None, recipe=self.recipe.name, preset=self.preset,
+            architecture=self.recipe.architecture, seed=self.seed, data_hash=self.data_hash,
+            tokenizer_hash=self.tokenizer_hash, training_fingerprint=self.training_fingerprint,
+            config_fingerprint=self.config_fingerprint, masking=self.recipe.masking.strategy,
+            optimizer_at_phase=self.recipe.optimizer_at_phase, package_version=__version__,
+            git_commit=current_git_commit(), steps_per_epoch=self.steps_per_epoch,
+            global_batch_size=self.global_batch, seq_len=self.seq_len, n_sequences=self.n_sequences,
+            world_size=self.world_size, created_at=now(),
+        )
+
+
+def kept_items(layout: RunLayout) -> list[str]:
+    """What a run folder holds that only --overwrite may delete: finished checkpoints, scores."""
+    kept = [f"{layout.checkpoints.name}/{p.name}" for p in layout.saved_checkpoints()]
+    kept += [name for name in KEPT_ITEMS if name != layout.checkpoints.name and (layout.folder / name).exists()]
+    return kept
+
+
+def inspect_run_folder(layout: RunLayout, resume: bool, overwrite: bool,
+                       say: Callable[[str], None]) -> tuple[str, list[Path]]:
+    """Decide, reading only, what a start does with the folder: ("fresh", []), ("restart", []) when it holds
+    nothing worth keeping, or ("resume", the resume points to try, best first). Refuses a folder that holds another
+    run, and a --resume that could only go on by deleting finished checkpoints."""
+    out = layout.folder
+    present = [name for name in RUN_ITEMS if (out / name).exists() or (out / name).is_symlink()]
+    if resume:
+        points = resume_points(out)
+        if points:
+            return "resume", points
+        kept = kept_items(layout)
+        if kept:
+            shown = ", ".join(kept[:3]) + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")
+            raise UserError(f"--resume {out}: no resume point ({describe_last(out)}, and no other "
+                            f"{layout.resume_dir.name}/step-* folder), but the run holds {shown}; nothing was "
+                            "deleted; pass --overwrite to train it again from the start, or train into a new --output")
+        if present:  # a run that never reached its first checkpoint: nothing to keep
+            say(f"--resume: {out} has no resume checkpoint yet; starting from the beginning")
+            return "restart", []
+        return "fresh", []
+    if present:
+        if not overwrite:
+            raise UserError(f"{out} already holds a training run ({', '.join(present)}); pass --resume to continue it "
+                            "or --overwrite to start again")
+        return "restart", []
+    return "fresh", []
+
+
+def claim_run_folder(layout: RunLayout, dist: Dist, resuming: bool) -> None:
+    """Make the run folder ours: a restart clears the old run's items, every start clears killed writers' staging
+    folders. A resume deletes nothing of the run."""
+    out = layout.folder
+    dist.barrier()
+    if dist.main:
+        if not resuming:
+            for name in RUN_ITEMS:
+                path = out / name
+                if path.is_symlink() or path.is_file():
+                    path.unlink()
+                elif path.exists():
+                    shutil.rmtree(path)
+        out.mkdir(parents=True, exist_ok=True)
+        for leftover in list(layout.checkpoints.glob(".*.tmp-*")) + list(layout.resume_dir.glob(".*.tmp-*")):
+            shutil.rmtree(leftover, ignore_errors=True)  # staging folders of a killed writer
+    dist.barrier()
+
+
+@dataclass
+class Resumed:
+    """Where a resume point left the run."""
+
+    path: Path
+    step: int
+    tokens_seen: int
+    elapsed_s: float
+
+
+class Checkpointer:
+    """Saves this run's checkpoints and resume points, and loads a resume point back into the model and optimizer."""
+
+    def __init__(self, layout: RunLayout, facts: RunFacts, steps: StepPlan, model: torch.nn.Module,
+                 optimizer: torch.optim.Optimizer, tokenizer: Any, device: torch.device, dist: Dist,
+                 say: Callable[[str], None]) -> None:
+        self.layout = layout
+        self.facts = facts
+        self.steps = steps
+        self.model = model
+        self.optimizer = optimizer
+        self.tokenizer = tokenizer
+        self.device = device
+        self.dist = dist
+        self.say = say
+
+    # -- saving ------------------------------------------------------------------------------------------------
+
+    def save_named(self, name: str, plan: PhasePlan, step: int, tokens_seen: int, complete: bool) -> Path:
+        folder = self.layout.checkpoint(name)
+        if self.dist.main:
+            write_checkpoint(folder, self.model, self.tokenizer, self.facts.record(plan, step, tokens_seen, complete))
+            epoch = format_number(round(step / self.facts.steps_per_epoch, 4))
+            self.say(f"saved {folder} (step {step}, epoch {epoch})")
+        self.dist.barrier()
+        return folder
+
+    def save_resume_point(self, plan: PhasePlan, step: int, tokens_seen: int, complete: bool,
+                          elapsed_s: float) -> None:
+        trainer_state = self._trainer_state(step, tokens_seen, elapsed_s)  # a collective: every process takes part
+        if self.dist.main:
+            write_resume_point(self.layout.folder, self.model, self.tokenizer,
+                               self.facts.record(plan, step, tokens_seen, complete), trainer_state)
+        self.dist.barrier()
+
+    def _trainer_state(self, step: int, tokens_seen: int, elapsed_s: float) -> dict[str, Any]:
+        cpu = self.dist.gather(torch.get_rng_state())
+        cuda = self.dist.gather(torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None)
+        return {
+            "optimizer": self.optimizer.state_dict(), "step": step, "tokens_seen": tokens_seen,
+            "scheduler": {"phase_index": self.steps.plan_at(max(step - 1, 0)).index,
+                          "last_lr": [g["lr"] for g in self.optimizer.param_groups]},
+            "rng": {"torch": cpu, "cuda": cuda}, "world_size": self.dist.world, "elapsed_s": elapsed_s,
+        }
+
+    # -- resuming ----------------------------------------------------------------------------------------------
+
+    def check_same_run(self) -> None:
+        """A --resume continues the run the folder holds: the same recipe, preset, schedule and seed."""
+        try:
+            record = self.layout.read_run_file()
+        except UserError:
+            return  # a damaged run file is rewritten at the start; the resume point's own record is checked below
+        if record is None:
+            return
+        facts = self.facts
+        mine = {"recipe": facts.recipe.name, "preset": facts.preset, "schedule": facts.schedule.canonical,
+                "seed": facts.seed}
+        for key, value in mine.items():
+            if key in record and record[key] != value:
+                raise UserError(f"--resume {self.layout.folder}: the run was started with {key}={record[key]!r}, now "
+                                f"{value!r}; resume with the same settings or train into a new --output")
+
+    def resume(self, points: list[Path]) -> Resumed:
+        """Load the first resume point that holds up (see ``_load``), saying so when it is not ``last``; refuse with
+        one line when none does. Nothing is deleted either way."""
+        problems: list[str] = []
+        for path in points:
+            try:
+                resumed = self._load(path)
+            except UserError as err:
+                problems.append(str(err))
+                continue
+            if problems:
+                self.say(f"--resume: {problems[0]}; resuming from {path} instead")
+            return resumed
+        more = f" (and {len(problems) - 1} other resume point(s) unusable too)" if len(problems) > 1 else ""
+        raise UserError(f"{problems[0]}{more}; nothing was deleted; pass --overwrite to train the run again from "
+                        "the start, or train into a new --output")
+
+    def _load(self, path: Path) -> Resumed:
+        """Check a resume point against this run and load it: the records parse, the step agrees across them and
+        with the schedule, the weights load and fit the model. Everything is checked before anything is set."""
+        record, trainer_state = read_trainer_state(path)
+        facts = self.facts
+        if record.data_hash and record.data_hash != facts.data_hash:
+            raise UserError(f"--resume {path}: the training data changed since the checkpoint (data hash "
+                            f"{record.data_hash[:12]} vs {facts.data_hash[:12]}); use the same corpus")
+        if record.global_batch_size not in (None, facts.global_batch):
+            raise UserError(f"--resume {path}: global batch {record.global_batch_size} then, {facts.global_batch} "
+                            "now")
+        if record.training_fingerprint not in (None, facts.training_fingerprint):
+            raise UserError(f"--resume {path}: the run started from other initial weights, data order or masks "
+                            f"(training fingerprint {record.training_fingerprint} then, {facts.training_fingerprint} "
+                            "now: the training code changed them); finish it with the code that started it, or "
+                            "--overwrite to train it again")
+        self._check_step(path, record, trainer_state)
+        weights = load_weights(path, self.device)
+        tied = set(getattr(self.model, "_tied_weights_keys", None) or [])  # transformers' attribute, absent on some
+        try:
+            missing, unexpected = self.model.load_state_dict(weights, strict=False)
+        except RuntimeError as err:  # a tensor of another shape
+            raise UserError(f"--resume {path}: the weights do not fit the model ({first_line(err)}); resume with "
+                            "the same recipe and preset") from None
+        if unexpected or any(key not in tied for key in missing):
+            raise UserError(f"--resume {path}: the weights do not fit the model (missing {missing[:3]}, unexpected "
+                            f"{unexpected[:3]}); resume with the same recipe and preset")
+        try:
+            self.optimizer.load_state_dict(trainer_state["optimizer"])
+        except (ValueError, KeyError, TypeError, RuntimeError) as err:
+            raise UserError(f"{path / TRAINER_STATE_FILE}: the optimizer state does not fit the model "
+                            f"({first_line(err)}); resume from another checkpoint") from None
+        for param, moments in self.optimizer.state.items():
+            for name in ("exp_avg", "exp_avg_sq"):
+                if name in moments and moments[name].shape != param.shape:
+                    raise UserError(f"{path / TRAINER_STATE_FILE}: optimizer {name} of shape "
+                                    f"{tuple(moments[name].shape)} for a parameter of shape {tuple(param.shape)}; "
+                                    "resume from another checkpoint")
+        step = int(trainer_state["step"])
+        self._restore_rng(path, trainer_state.get("rng", {}), step)
+        self.say(f"resumed from {path.resolve()} at step {step} (epoch {step / facts.steps_per_epoch:.2f})")
+        return Resumed(path, step, int(trainer_state["tokens_seen"]), float(trainer_state.get("elapsed_s", 0.0)))
+
+    def _restore_rng(self, path: Path, rng: Any, step: int) -> None:
+        """Every process's random-number state as saved; with another number of processes, dropout noise is
+        reseeded from (seed, step, rank) instead (the data order and masks do not depend on it)."""
+        cpu_states = rng.get("torch", []) if isinstance(rng, dict) else []
+        try:
+            if len(cpu_states) == self.dist.world:
+                torch.set_rng_state(cpu_states[self.dist.rank])
+                cuda_states = rng.get("cuda", [])
+                if self.device.type == "cuda" and len(cuda_states) == self.dist.world \
+                        and cuda_states[self.dist.rank] is not None:
+                    torch.cuda.set_rng_state(cuda_states[self.dist.rank], self.device)
+            else:
+                self.say(f"--resume: the run had {len(cpu_states)} processes, now {self.dist.world}; dropout noise "
+                         "is reseeded (the data order and masks are unchanged)")
+                torch.manual_seed(self.facts.seed + 104729 * (step + 1) + 7919 * self.dist.rank)
+        except (RuntimeError, TypeError) as err:
+            raise UserError(f"{path / TRAINER_STATE_FILE}: unusable random-number state ({first_line(err)}); "
+                            "resume from another checkpoint") from None
+
+    def _check_step(self, path: Path, record: CheckpointRecord, trainer_state: dict[str, Any]) -> None:
+        """The resume point's step: the same in both records and the folder name, inside this schedule, in the
+        phase the record names. A step edited in one place would otherwise resume somewhere else, or past the end
+        and report a final checkpoint that was never written."""
+        step = trainer_state["step"]
+        where = path / TRAINER_STATE_FILE
+        if record.step != step:
+            raise UserError(f"{where}: field step is {step} but {path / 'antlm_state.json'} says {record.step!r}; the "
+                            "checkpoint was altered, resume from another one")
+        total = self.steps.total_steps
+        if not 0 < step <= total:
+            raise UserError(f"{where}: field step is {step}, outside this schedule's steps 1..{total} "
+                            f"({self.facts.schedule.canonical}); resume from another checkpoint")
+        named = re.fullmatch(r"step-(\d+)", path.resolve().name)
+        if named and int(named.group(1)) != step:
+            raise UserError(f"{where}: field step is {step} in a folder named {path.resolve().name}; the checkpoint "
+                            "was altered, resume from another one")
+        for key, theirs, mine in (("schedule", record.schedule, self.facts.schedule.canonical),
+                                  ("steps_per_epoch", record.steps_per_epoch, self.facts.steps_per_epoch),
+                                  ("phase_index", record.phase_index, self.steps.plan_at(step - 1).index)):
+            if theirs is not None and theirs != mine:
+                raise UserError(f"{path / 'antlm_state.json'}: field {key} is {theirs!r}, this run has {mine!r} at "
+                                f"step {step}; resume with the same settings or from another checkpoint")
+        most = step * self.facts.global_batch * self.facts.seq_len
+        if not 0 < trainer_state["tokens_seen"] <= most:
+            raise UserError(f"{where}: field tokens_seen is {trainer_state['tokens_seen']}, impossible after {step} "
+                            f"steps (at most {most}); resume from another checkpoint")
