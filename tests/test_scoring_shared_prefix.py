@@ -248,6 +248,28 @@ def test_span_seqs_equal_whole_tokenization(real_data_dir) -> None:
         assert seq.scored.tolist() == [i for i, (_, end) in enumerate(encoded["offset_mapping"]) if end > start and i]
 
 
+@pytest.mark.parametrize("kernel", ["eager", "sdpa"])
+def test_babyllama_attention_and_norm_in_double_stay_double(kernel) -> None:
+    """Run in ``.double()``, the attention kernel and RMSNorm compute in double: a softmax or a norm rounded
+    through float32 is off by ~1e-7 (float32's epsilon), which made the past-key-values check below fail on some
+    CPUs; against a float64 reference written out here the error must be float64-sized."""
+    from antlm_bench.models.babyllama import ATTENTION_FUNCTIONS, RMSNorm
+
+    generator = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 4, 9, 8, generator=generator, dtype=torch.float64) * 3 for _ in range(3))
+    mask = torch.ones(9, 9, dtype=torch.bool).tril()
+    scores = (q @ k.transpose(-1, -2)) * 0.35
+    weights = scores.masked_fill(~mask, float("-inf")).exp()
+    reference = (weights / weights.sum(-1, keepdim=True)) @ v
+    out = ATTENTION_FUNCTIONS[kernel](q, k, v, None, True, 0.0, 0.35)
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, reference, atol=1e-12, rtol=0)
+    norm = RMSNorm(8, 1e-6).double()
+    x = torch.randn(3, 8, generator=generator, dtype=torch.float64) * 5
+    expected = x / (x.pow(2).mean(-1, keepdim=True) + 1e-6).sqrt()
+    torch.testing.assert_close(norm(x), expected, atol=1e-13, rtol=0)
+
+
 @pytest.mark.parametrize("kv_heads,kernel", [(None, "sdpa"), (None, "eager"), (1, "sdpa"), (1, "eager")])
 def test_babyllama_past_key_values_equal_the_whole_forward(kv_heads, kernel) -> None:
     """Keys and values kept from a first part, continued by the rest: the whole forward's hidden states, with

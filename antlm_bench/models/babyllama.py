@@ -30,8 +30,14 @@ from antlm_bench.recipes import Preset
 ARCHITECTURE = "babyllama"
 
 
+def at_least_float32(dtype: torch.dtype) -> torch.dtype:
+    """The dtype to reduce in: float32 for half and bfloat16 (as Llama does), the tensor's own when it is wider
+    (a model run in ``.double()`` stays double throughout; ``.float()`` would round it to float32)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
 class RMSNorm(nn.Module):
-    """x / rms(x) * weight, computed in float32 like Llama."""
+    """x / rms(x) * weight, computed in at least float32 like Llama."""
 
     def __init__(self, hidden_size: int, eps: float) -> None:
         super().__init__()
@@ -40,7 +46,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
-        x = x.float()
+        x = x.to(at_least_float32(dtype))
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x.to(dtype)
 
@@ -92,7 +98,7 @@ def eager_attention(q, k, v, mask, is_causal: bool, dropout: float, scale: float
         mask = torch.ones(length, length, dtype=torch.bool, device=q.device).tril()
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    probs = F.dropout(scores.float().softmax(-1).to(q.dtype), p=dropout)
+    probs = F.dropout(scores.softmax(-1, dtype=at_least_float32(scores.dtype)).to(q.dtype), p=dropout)
     return probs @ v
 
 
