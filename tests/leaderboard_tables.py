@@ -10,16 +10,8 @@ import numpy as np
 import pyarrow as pa
 
 from antlm_bench.results.stats import bootstrap_macro
-from antlm_bench.results.tables import (
-    ITEMS_FILE,
-    SCORES_FILE,
-    CheckpointInfo,
-    RunInfo,
-    ScoreRow,
-    item_table,
-    score_table,
-    write_table_atomic,
-)
+from antlm_bench.results.store import commit_results
+from antlm_bench.results.tables import CheckpointInfo, RunInfo, ScoreRow, item_table, score_table
 
 TASK_METRIC = {"glue": "score"}
 
@@ -78,9 +70,7 @@ def write_run(
                                  sum(len(v) for v in subtasks.values()), scoring, ci_low=interval.low,
                                  ci_high=interval.high, limit=limit))
         tables.append(score_table(run, ckpt, rows))
-    write_table_atomic(pa.concat_tables(tables), folder / SCORES_FILE)
-    if items:
-        write_table_atomic(item_table(item_records), folder / ITEMS_FILE)
+    commit_results(folder, pa.concat_tables(tables), item_table(item_records) if items else None)
     return folder
 
 

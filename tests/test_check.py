@@ -12,6 +12,7 @@ from leaderboard_tables import write_run
 
 from antlm_bench.cli import main
 from antlm_bench.results.check import run_check
+from antlm_bench.results.store import commit_results
 
 
 def _cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
@@ -107,7 +108,7 @@ def test_no_interval_at_all_falls_back_to_the_tolerance(tmp_path):
         for column in ("ci_low", "ci_high"):
             table = table.set_column(table.schema.get_field_index(column), column,
                                      pa.nulls(table.num_rows, pa.float64()))
-        pq.write_table(table, folder / "scores.parquet")
+        commit_results(folder, table)  # the same keys: these rows replace the first ones
     report = run_check([tmp_path / "new"], [tmp_path / "base"])
     assert report.lines[0].test == "tolerance" and report.exit_code == 1
 
@@ -148,8 +149,8 @@ def test_unusable_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
         (["--results", tmp_path / "base", "--baseline", tmp_path / "base", "--alpha", "2"], "--alpha"),
     ]
     bad = tmp_path / "bad" / "scores.parquet"
-    bad.parent.mkdir()
-    pq.write_table(pa.table({"run_id": ["x"], "score": [1.0]}), bad)
+    (bad / "0-bad").mkdir(parents=True)  # a committed event whose part is not a scores table
+    pq.write_table(pa.table({"run_id": ["x"], "score": [1.0]}), bad / "0-bad" / "part.parquet")
     cases.append((["--results", tmp_path / "base", "--baseline", bad], "not a scores table"))
     for args, message in cases:
         code, _, err = _cli(monkeypatch, capsys, *args)

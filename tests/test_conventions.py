@@ -1,12 +1,10 @@
 """Scoring conventions: --convention babylm-2025 (texts as given) or babylm-2024 (leading space), recorded in
-every row; old tables read as babylm-2025; a leaderboard never ranks two conventions together, and says so."""
+every row; a leaderboard never ranks two conventions together, and says so."""
 
 from __future__ import annotations
 
 import json
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from tiny_models import build_tiny_llama, build_tiny_tokenizer
 
@@ -16,7 +14,6 @@ from antlm_bench.evaluate import evaluate
 from antlm_bench.results.leaderboard import LeaderboardDefinition, build_leaderboard
 from antlm_bench.results.leaderboard.results import read_results
 from antlm_bench.results.store import read_results_folder
-from antlm_bench.results.tables import SCORE_SCHEMA
 
 
 def _model():
@@ -54,16 +51,6 @@ def test_every_row_records_its_convention(both) -> None:
     assert len(stored) == new.scores.num_rows + old.scores.num_rows
     values = {(r["convention"], r["subtask"]): r["value"] for r in stored if r["task"] == "blimp"}
     assert any(values[("babylm-2025", s)] != values[("babylm-2024", s)] for c, s in values if s)
-
-
-def test_old_tables_read_as_babylm_2025_or_2024_where_the_notes_say_leading_space(tmp_path) -> None:
-    old_schema = pa.schema([f for f in SCORE_SCHEMA if f.name != "convention"])
-    base = {name: None for name in old_schema.names}
-    base.update(run_id="r", task="blimp", subtask="", metric="accuracy", value=0.5, n=10, scoring="clm")
-    rows = [{**base, "notes": "reduction=sum"}, {**base, "run_id": "s", "notes": "reduction=sum; leading_space"}]
-    pq.write_table(pa.Table.from_pylist(rows, schema=old_schema), tmp_path / "scores.parquet")
-    stored = read_results_folder(tmp_path / "scores.parquet", with_items=False).scores.to_pylist()
-    assert {r["run_id"]: r["convention"] for r in stored} == {"r": "babylm-2025", "s": "babylm-2024"}
 
 
 def test_the_leaderboard_ranks_one_convention_and_says_so(both) -> None:
@@ -105,4 +92,4 @@ def test_the_cli_takes_the_convention_and_refuses_an_unknown_one(llama_dir, tmp_
     assert code == 2 and "unknown; use babylm-2025 or babylm-2024" in err
     code, err = _run_cli(monkeypatch, capsys, *common, "--convention", "babylm-2024", "--output", str(tmp_path / "o"))
     assert code == 0, err[-2000:]
-    assert json.loads((tmp_path / "o" / "run.json").read_text())["config"]["convention"] == "babylm-2024"
+    assert json.loads((tmp_path / "o" / "eval.json").read_text())["config"]["convention"] == "babylm-2024"

@@ -1,12 +1,10 @@
 """--fast: the official BabyLM 2025 fast subsets, rows marked eval_set=fast, never mixed with full rows by the
-store, the leaderboard or check; tables written before the column read as full."""
+store, the leaderboard or check."""
 
 from __future__ import annotations
 
 import json
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from tiny_models import build_tiny_llama, build_tiny_tokenizer
 
@@ -15,7 +13,6 @@ from antlm_bench.evaluate import evaluate
 from antlm_bench.results.leaderboard import LeaderboardDefinition, build_leaderboard
 from antlm_bench.results.leaderboard.results import read_results
 from antlm_bench.results.store import read_results_folder
-from antlm_bench.results.tables import SCORE_SCHEMA
 
 
 def _model():
@@ -39,7 +36,7 @@ def test_fast_rows(both):
     assert {r["subtask"] for r in rows if r["task"] == "entity_tracking"} == {"", "regular"}
     assert [r["n"] for r in rows if r["task"] == "blimp" and r["subtask"] == ""] == [134]  # 67 fast files x 2
     assert any("glue has no fast subset" in note for note in fast.notes)
-    assert json.loads((out / "run.json").read_text())["config"]["eval_set"] == "full"
+    assert json.loads((out / "eval.json").read_text())["config"]["eval_set"] == "full"
     assert fast.run["config"]["eval_set"] == "fast"
 
 
@@ -49,15 +46,6 @@ def test_store_keeps_both_sets(both):
     assert len(stored) == fast.scores.num_rows + full.scores.num_rows  # neither set overwrote the other
     by_set = {(r["eval_set"], r["task"], r["subtask"]): r["value"] for r in stored}
     assert by_set[("fast", "blimp", "")] != by_set[("full", "blimp", "")]
-
-
-def test_old_tables_read_as_full(tmp_path):
-    old_schema = pa.schema([f for f in SCORE_SCHEMA if f.name != "eval_set"])
-    row = {name: None for name in old_schema.names}
-    row.update(run_id="r", task="blimp", subtask="", metric="accuracy", value=0.5, n=10, scoring="clm")
-    pq.write_table(pa.Table.from_pylist([row], schema=old_schema), tmp_path / "scores.parquet")
-    stored = read_results_folder(tmp_path / "scores.parquet", with_items=False).scores.to_pylist()
-    assert stored[0]["eval_set"] == "full"
 
 
 def test_leaderboard_never_mixes(both):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -18,6 +20,7 @@ from antlm_bench.results.leaderboard import (
     read_results,
     render_markdown,
 )
+from antlm_bench.results.store import commit_results, read_results_folder
 
 
 def _study(tmp_path, seeds=(0, 1), items=True):
@@ -126,7 +129,9 @@ def test_probe_rows_get_their_own_column_and_stay_out_of_the_macro(tmp_path):
                              pa.array(["r1"] * table.num_rows))
     table = table.set_column(table.schema.get_field_index("checkpoint"), "checkpoint",
                              pa.array(["r1/ckpt0"] * table.num_rows))
-    pq.write_table(table, tmp_path / "probe" / "r1p" / "scores.parquet")
+    probe_items = read_results_folder(tmp_path / "probe" / "r1p" / "scores.parquet").items
+    shutil.rmtree(tmp_path / "probe" / "r1p")
+    commit_results(tmp_path / "probe" / "r1p", table, probe_items)
     board = build_leaderboard(read_results([tmp_path]))
     row = board.rows[0]
     assert any("appears in 2 tables" in note for note in board.notes)
@@ -148,9 +153,7 @@ def test_scoring_that_matches_the_last_phase_wins(tmp_path):
         # the same checkpoint scored a second way, appended to the run's own table
         folder = write_run(tmp_path / "tmp", run_id, [
             {"phase_index": 2, "objective": objective, "scoring": "pll", "tasks": pll}], schedule=run_id)
-        both = pa.concat_tables([pq.read_table(tmp_path / run_id / run_id / "scores.parquet"),
-                                 pq.read_table(folder / "scores.parquet")])
-        pq.write_table(both, tmp_path / run_id / run_id / "scores.parquet")
+        commit_results(tmp_path / run_id / run_id, pq.read_table(folder / "scores.parquet"))
     board = build_leaderboard(read_results([tmp_path / "mlm-last", tmp_path / "clm-last"]))
     chosen = {r.key[2]: r.cells["blimp"].scoring for r in board.rows}
     assert chosen == {"mlm-last": "pll", "clm-last": "clm"}
@@ -178,11 +181,11 @@ def test_unusable_input_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="no scores.parquet"):
         read_results([tmp_path / "empty"])
     bad = tmp_path / "bad" / "scores.parquet"
-    bad.parent.mkdir()
-    pq.write_table(pa.table({"run_id": ["x"], "value": [1.0]}), bad)
+    (bad / "0-bad").mkdir(parents=True)  # a committed event whose part is not a scores table
+    pq.write_table(pa.table({"run_id": ["x"], "value": [1.0]}), bad / "0-bad" / "part.parquet")
     with pytest.raises(UserError, match="not a scores table"):
         read_results([bad])
-    bad.write_bytes(b"not parquet")
+    (bad / "0-bad" / "part.parquet").write_bytes(b"not parquet")
     with pytest.raises(UserError, match="not a readable Parquet"):
         read_results([bad])
 
@@ -233,16 +236,14 @@ def test_final_evaluation_beats_the_last_phases_limited_score_of_the_same_weight
     limited = pq.read_table(tmp_path / "limited" / "r" / "scores.parquet")
     limited = limited.set_column(limited.schema.get_field_index("checkpoint"), "checkpoint",
                                  pa.array(["r/last"] * limited.num_rows))
-    both = pa.concat_tables([pq.read_table(tmp_path / "full" / "r" / "scores.parquet"), limited])
-    pq.write_table(both, tmp_path / "full" / "r" / "scores.parquet")
+    commit_results(tmp_path / "full" / "r", limited)
     cell = build_leaderboard(read_results([tmp_path / "full"])).rows[0].cells["blimp"]
     assert cell.value == pytest.approx(np.mean(full["blimp"]["a"]))
     assert cell.n == 300
     # `antlm-bench run --eval-limit 10 --limit 40`: both rows limited; the larger sample is the final number
     write_run(tmp_path / "forty", "r", [{"phase_index": 1, "epoch": 2.0, "tasks": {"blimp": {"a": np.zeros(40)}}}],
               limit=40)
-    table = pa.concat_tables([pq.read_table(tmp_path / "forty" / "r" / "scores.parquet"), limited])
-    pq.write_table(table, tmp_path / "forty" / "r" / "scores.parquet")
+    commit_results(tmp_path / "forty" / "r", limited)
     cell = build_leaderboard(read_results([tmp_path / "forty"])).rows[0].cells["blimp"]
     assert cell.value == 0.0 and cell.n == 40
 
@@ -266,8 +267,7 @@ def test_curves_keep_the_per_phase_sample_size(tmp_path):
     write_run(tmp_path / "per_phase", "r", phases, limit=10)
     write_run(tmp_path / "final", "r", [{"phase_index": 1, "epoch": 2.0, "tasks": {"blimp": {"a": np.ones(40)}}}],
               limit=40)
-    merged = pa.concat_tables([pq.read_table(tmp_path / d / "r" / "scores.parquet") for d in ("per_phase", "final")])
-    pq.write_table(merged, tmp_path / "per_phase" / "r" / "scores.parquet")
+    commit_results(tmp_path / "per_phase" / "r", pq.read_table(tmp_path / "final" / "r" / "scores.parquet"))
     row = build_leaderboard(read_results([tmp_path / "per_phase"])).rows[0]
     assert row.cells["blimp"].value == 1.0 and row.cells["blimp"].n == 40
     assert [p.value for p in row.curves["blimp"]] == [0.0, 0.5]

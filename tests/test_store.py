@@ -1,7 +1,8 @@
-"""The results store: one rename per event, the latest row per key, the old layout, the folder lock, tidy folders."""
+"""The results store: one rename per event, the latest row per key, schema versions, the folder lock, tidy folders."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -14,15 +15,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from leaderboard_tables import write_run
 
 from antlm_bench.errors import UserError
 from antlm_bench.locking import LOCK_FILE, folder_lock
 from antlm_bench.results.store import (
     EVENT_PART,
     ITEMS_PART,
-    MIGRATING,
     PART,
+    SCHEMA_VERSION,
     STAGING_PREFIX,
     commit_results,
     find_results,
@@ -92,26 +92,59 @@ def test_glue_rows_of_each_seed_are_separate_keys(tmp_path):
     assert read_results_folder(tmp_path / "scores.parquet").scores.num_rows == 3
 
 
-def test_the_old_layout_is_read_and_becomes_the_first_event_on_the_next_write(tmp_path):
-    folder = write_run(tmp_path, "old", [{"phase_index": 0, "tasks": {"blimp": {"x": np.ones(5), "y": np.zeros(5)}}}])
-    before = read_results_folder(folder / "scores.parquet")
-    assert before.scores.num_rows == 3 and before.items.num_rows == 10
-    assert find_results([tmp_path]) == [folder / "scores.parquet"]
-    commit_results(folder, scores(run_id="new"), items(run_id="new"))
-    after = read_results_folder(folder / "scores.parquet")
-    assert (folder / "scores.parquet").is_dir() and not (folder / MIGRATING).exists()
-    assert after.scores.num_rows == 6 and after.items.num_rows == 18
-    assert after.events[0] == "0" * 20 + "-legacy"
-    assert (folder / "items.parquet").is_dir() and pq.read_table(folder / "items.parquet").num_rows == 18
+def test_every_event_records_its_schema_version_and_one_without_it_reads_as_version_1(tmp_path):
+    event = commit_results(tmp_path, scores(), items(), {"kind": "test", "schema_version": 99})
+    store = tmp_path / "scores.parquet"
+    record = json.loads((store / event / EVENT_PART).read_text(encoding="utf-8"))
+    assert record["schema_version"] == SCHEMA_VERSION == 1  # what was written, not what the caller's record said
+    del record["schema_version"]  # an event written before the field existed
+    (store / event / EVENT_PART).write_text(json.dumps(record), encoding="utf-8")
+    read = read_results_folder(store)
+    assert read.events == [event] and read.scores.num_rows == 3 and read.items.num_rows == 8
 
 
-def test_the_committed_study_in_the_old_layout_still_reads():
+@pytest.mark.parametrize("version", [2, "1"])
+def test_an_event_of_an_unknown_schema_version_is_refused_in_one_line(tmp_path, version):
+    commit_results(tmp_path, scores())
+    newer = commit_results(tmp_path, scores(run_id="newer"))
+    record_file = tmp_path / "scores.parquet" / newer / EVENT_PART
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    record_file.write_text(json.dumps({**record, "schema_version": version}), encoding="utf-8")
+    with pytest.raises(UserError) as refused:
+        read_results_folder(tmp_path / "scores.parquet")
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"{record_file}: schema_version {version!r}")
+    assert "reads version 1" in message and "re-run the evaluation" in message
+
+
+def test_an_event_record_that_does_not_parse_is_one_line_naming_it(tmp_path):
+    event = commit_results(tmp_path, scores())
+    (tmp_path / "scores.parquet" / event / EVENT_PART).write_text("{", encoding="utf-8")
+    with pytest.raises(UserError, match=f"^{tmp_path / 'scores.parquet' / event / EVENT_PART}:1: "):
+        read_results_folder(tmp_path / "scores.parquet")
+
+
+def test_a_single_file_where_the_store_belongs_is_refused_by_reader_and_writer(tmp_path):
+    """The single-file layout of earlier versions is not read (nor turned into a store): one line naming it."""
+    pq.write_table(scores(), tmp_path / "scores.parquet")
+    (found,) = find_results([tmp_path])
+    with pytest.raises(UserError, match="scores.parquet: a file, not a results store"):
+        read_results_folder(found)
+    with pytest.raises(UserError, match="scores.parquet: a file, not a results store"):
+        commit_results(tmp_path, scores(run_id="new"))
+    assert (tmp_path / "scores.parquet").is_file() and pq.read_table(tmp_path / "scores.parquet").num_rows == 3
+
+
+def test_the_committed_study_is_in_the_store_layout():
     study = REPO / "leaderboards" / "mini-antlm" / "results"
     if not study.is_dir():
         pytest.skip("no committed study in this checkout")
     found = find_results([study])
-    assert found and all(p.is_file() for p in found)
-    assert all(read_results_folder(p, with_items=False).scores.num_rows for p in found)
+    assert len(found) == 18 and all(p.is_dir() for p in found)
+    for store in found:
+        read = read_results_folder(store)
+        assert len(read.events) == 1 and read.scores.num_rows and read.items.num_rows
+        assert read.scores["eval_set"].null_count == 0 and read.scores["convention"].null_count == 0
 
 
 def test_readers_skip_staging_and_tidy_removes_it_only_when_no_writer_is_busy(tmp_path):

@@ -21,7 +21,7 @@ import pytest
 from leaderboard_tables import write_run
 
 from antlm_bench.locking import FAULT_ENV, FAULT_EXIT_CODE
-from antlm_bench.results.store import MIGRATING, SCORE_KEY, STAGING_PREFIX, read_results_folder, tidy_results
+from antlm_bench.results.store import SCORE_KEY, STAGING_PREFIX, read_results_folder, tidy_results
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,12 +63,12 @@ def keys(table) -> list[tuple]:
 
 def leftovers(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
-                  if p.name.startswith(STAGING_PREFIX) or p.name.endswith(".tmp") or p.name == MIGRATING)
+                  if p.name.startswith(STAGING_PREFIX) or p.name.endswith(".tmp"))
 
 
 @pytest.mark.parametrize("writers", [2, 4])
 def test_concurrent_writers_lose_nothing_and_duplicate_nothing(tmp_path, writers):
-    folder = write_run(tmp_path, "old", [{"phase_index": 0, "tasks": {"blimp": {"x": np.ones(3)}}}])  # old layout
+    folder = write_run(tmp_path, "old", [{"phase_index": 0, "tasks": {"blimp": {"x": np.ones(3)}}}])  # one event
     events = 6
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(folder), f"w{i}", str(events), "items"], cwd=REPO,
                               env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
@@ -77,7 +77,7 @@ def test_concurrent_writers_lose_nothing_and_duplicate_nothing(tmp_path, writers
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
     read = read_results_folder(folder / "scores.parquet")
-    assert len(read.events) == writers * events + 1  # + the old table, moved in once
+    assert len(read.events) == writers * events + 1  # + the first one
     # per writer: one row per event's own subtask, the shared key once (its latest value), and the old rows
     assert read.scores.num_rows == writers * (events + 1) + 2
     assert len(set(keys(read.scores))) == read.scores.num_rows
@@ -112,22 +112,6 @@ def test_a_kill_at_each_commit_point_leaves_old_or_new_and_the_rerun_no_duplicat
     assert len(set(keys(final.scores))) == final.scores.num_rows == 4
     assert final.items.num_rows == 12
     assert pq.read_table(folder / "items.parquet").num_rows == (18 if new_state else 12)  # every committed event
-
-
-@pytest.mark.parametrize("point", ["store.migrate", "store.migrate.unlinked"])
-def test_a_kill_while_an_old_table_moves_into_the_store_loses_nothing(tmp_path, point):
-    folder = write_run(tmp_path, "old", [{"phase_index": 0, "tasks": {"blimp": {"x": np.ones(3)}}}])
-    killed = child(str(folder), "r2", "1", "items", fault=point)
-    assert killed.returncode == FAULT_EXIT_CODE
-    from antlm_bench.results.store import find_results
-
-    (source,) = find_results([tmp_path])
-    read = read_results_folder(source)
-    assert {r["run_id"] for r in read.scores.to_pylist()} == {"old"} and read.items.num_rows == 3
-    assert child(str(folder), "r2", "1", "items").returncode == 0
-    final = read_results_folder(folder / "scores.parquet")
-    assert {r["run_id"] for r in final.scores.to_pylist()} == {"old", "r2"} and final.items.num_rows == 9
-    assert leftovers(folder) == []
 
 
 def test_a_full_disk_commits_nothing_leaves_no_partial_file_and_says_one_line(tmp_path):
@@ -175,7 +159,7 @@ def test_a_killed_eval_leaves_old_or_new_and_the_rerun_no_duplicates(llama_dir, 
     assert {r["task"] for r in final.scores.to_pylist()} == {"blimp_supplement", "blimp"}
     ids = [(r["task"], r["subtask"], r["item_id"]) for r in final.items.to_pylist()]
     assert len(ids) == len(set(ids))
-    assert json.loads((out / "run.json").read_text())["config"]["tasks"] == ["blimp"]
+    assert json.loads((out / "eval.json").read_text())["config"]["tasks"] == ["blimp"]
 
 
 @pytest.mark.slow

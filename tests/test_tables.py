@@ -7,14 +7,13 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from antlm_bench.results.store import commit_results
+from antlm_bench.results.store import commit_results, read_scores
 from antlm_bench.results.tables import (
     SCORE_SCHEMA,
     CheckpointInfo,
     RunInfo,
     ScoreRow,
     append_index,
-    read_scores,
     score_table,
     write_table_atomic,
 )
@@ -53,7 +52,7 @@ def test_commits_keep_earlier_rows_the_latest_wins_and_read_scores_finds_runs(tm
                         [ScoreRow(task="blimp", subtask="island", metric="accuracy", value=0.25, n=4, scoring="clm")])
     commit_results(tmp_path / "a", other)
     commit_results(tmp_path / "a", _table(value=0.75))  # re-scores the first key: replaces it, keeps the other
-    write_table_atomic(_table(run_id="r2"), tmp_path / "b" / "scores.parquet")  # the old single-file layout
+    commit_results(tmp_path / "b", _table(run_id="r2"))
     table = read_scores([tmp_path])
     assert sorted(table.column("value").to_pylist()) == [0.25, 0.75, 0.75]
     assert set(table.column("run_id").to_pylist()) == {"r1", "r2"}

@@ -3,8 +3,8 @@
 Every number antlm-bench produces lands in a ``scores`` table with one row per
 (run, checkpoint, task, subtask, metric). ``--log-samples`` adds an ``items`` table with the raw scores of both
 members of every pair, which paired statistics need. Writers commit them through ``antlm_bench.results.store`` (each
-evaluation its own immutable parts, committed with one rename, never a read-modify-write of a shared file);
-``find_score_files`` / ``read_scores`` read them back, the old single-file layout included.
+evaluation its own immutable parts, committed with one rename, never a read-modify-write of a shared file), which
+also reads them back.
 """
 
 from __future__ import annotations
@@ -55,11 +55,10 @@ SCORE_SCHEMA = pa.schema(
         ("seed", pa.int64()),
         ("limit", pa.int64()),  # --limit N, or null for the full data
         # "full", or "fast": the official BabyLM 2025 fast subsets (--fast); never mixed with "full" by the
-        # leaderboard or check. Tables written before this column read it as "full" (antlm_bench.results.store).
+        # leaderboard or check.
         ("eval_set", pa.string()),
         # the scoring convention (antlm_bench.conventions): "babylm-2025" (texts as given) or "babylm-2024" (" " +
-        # text, the 2024 lm-eval tasks); a leaderboard never ranks two conventions together. Tables written before
-        # this column read it as "babylm-2025" ("babylm-2024" where the notes say leading_space; antlm_bench.results.store).
+        # text, the 2024 lm-eval tasks); a leaderboard never ranks two conventions together.
         ("convention", pa.string()),
         ("notes", pa.string()),
         ("package_version", pa.string()),
@@ -189,18 +188,3 @@ def append_index(results_root: Path, entry: dict[str, Any]) -> None:
         os.write(fd, line)
     finally:
         os.close(fd)
-
-
-def find_score_files(paths: Sequence[str | Path]) -> list[Path]:
-    """Every results store (``scores.parquet`` folder) or old ``scores.parquet`` file in the given files or folders;
-    a missing path or nothing found at all is a UserError."""
-    from antlm_bench.results.store import find_results
-
-    return find_results(paths)
-
-
-def read_scores(paths: Sequence[str | Path]) -> pa.Table:
-    """The standing score rows (the latest of every key) of every results folder under ``paths``, as one table."""
-    from antlm_bench.results.store import read_scores as read_stored
-
-    return read_stored(paths)

@@ -21,10 +21,8 @@ fine-tuning seed. Items follow their scores: a (run, checkpoint, phase, scoring,
 the latest event whose score rows for that task still stand (so a re-evaluation without ``--log-samples`` takes the
 older items away with the older scores), de-duplicated by (..., item_id, seed).
 
-The old layout, a plain ``scores.parquet`` file with ``items.parquet`` beside it (the committed studies under
-``leaderboards/``), is read as one event. The first write into such a folder turns it into the first event of a
-store (hard links, no copy): build the store under ``.scores.parquet.migrate``, remove the old file, rename the
-store into place; a reader finding the file gone reads ``.scores.parquet.migrate`` meanwhile.
+Each ``_event.json`` carries ``schema_version`` (``SCHEMA_VERSION``; an event without the field is version 1). A
+reader refuses an event of a version it does not know, with one line naming the event's record.
 
 Locks: writers hold a shared ``flock`` on the store folder while they stage and commit; ``tidy_results`` takes it
 exclusively, without waiting, before it removes staging folders (a live writer's staging is never removed) and
@@ -41,9 +39,8 @@ from antlm_bench.results.store.layout import (  # noqa: F401
     ITEM_TASK,
     ITEMS_PART,
     ITEMS_VIEW,
-    LEGACY_EVENT,
-    MIGRATING,
     PART,
+    SCHEMA_VERSION,
     SCORE_KEY,
     STAGING_PREFIX,
     STORE,

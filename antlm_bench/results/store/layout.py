@@ -7,14 +7,15 @@ from pathlib import Path
 
 from antlm_bench.results.tables import ITEMS_FILE, SCORES_FILE
 
-STORE = SCORES_FILE  # the store folder is named like the old single file, so both layouts are found alike
+STORE = SCORES_FILE
 ITEMS_VIEW = ITEMS_FILE
 PART = "part.parquet"
 ITEMS_PART = "_items.parquet"
 EVENT_PART = "_event.json"
 STAGING_PREFIX = ".staging-"
-MIGRATING = ".scores.parquet.migrate"
-LEGACY_EVENT = "0" * 20 + "-legacy"  # sorts before every real event
+# the version of the layout an event is written in (its parts, its record), stored in its _event.json; an event
+# without one was written before the field existed, in version 1. A reader refuses a version it does not know.
+SCHEMA_VERSION = 1
 
 SCORE_KEY = ("run_id", "checkpoint", "phase_index", "task", "subtask", "metric", "scoring", "limit", "eval_set",
              "convention", "seed")

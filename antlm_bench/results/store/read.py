@@ -7,18 +7,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
 from antlm_bench.results.store.layout import (
+    EVENT_PART,
     ITEM_GROUP,
     ITEM_KEY,
     ITEMS_PART,
-    ITEMS_VIEW,
-    LEGACY_EVENT,
-    MIGRATING,
     PART,
+    SCHEMA_VERSION,
     SCORE_KEY,
     STORE,
     _events,
@@ -32,29 +31,25 @@ from antlm_bench.results.tables import ITEM_SCHEMA, SCORE_SCHEMA
 class StoredResults:
     """One results folder read back: the standing scores, the items that go with them, the events read."""
 
-    source: Path  # the store folder, or the old single scores file
+    source: Path  # the store folder
     scores: pa.Table
     items: pa.Table | None  # None when no event logged items
     events: list[str] = field(default_factory=list)
 
 
 def find_results(paths: Sequence[str | Path]) -> list[Path]:
-    """Every results store (or old single ``scores.parquet`` file) in the given files or folders, sorted.
+    """Every results store in the given folders (a store, or folders holding stores), sorted.
 
-    A missing path, or nothing found at all, is a UserError.
+    A missing path, or nothing found at all, is a UserError; so is a file where a store should be
+    (``read_results_folder`` says which).
     """
     found: list[Path] = []
     for raw in paths:
         path = Path(raw).expanduser()
-        if path.is_file():
+        if path.is_file() or (path.is_dir() and path.name == STORE):
             found.append(path)
         elif path.is_dir():
-            if path.name in (STORE, MIGRATING):
-                found.append(path)
-                continue
             found.extend(p for p in path.rglob(STORE) if not _inside_store(p, path))
-            # a migration killed after the old file was removed: its store is still under the hidden name
-            found.extend(p for p in path.rglob(MIGRATING) if not (p.parent / STORE).exists())
         else:
             raise UserError(f"results {path}: no such file or folder")
     if not found:
@@ -64,32 +59,19 @@ def find_results(paths: Sequence[str | Path]) -> list[Path]:
 
 
 def score_parts(source: str | Path) -> list[Path]:
-    """The Parquet files a store (or an old single file) keeps its committed scores in, oldest first."""
-    source = Path(source)
-    if source.is_file():
-        return [source]
+    """The Parquet files a store keeps its committed scores in, oldest first."""
+    source = _store(Path(source))
     return [source / event / PART for event in _events(source) if (source / event / PART).is_file()]
 
 
 def _inside_store(path: Path, root: Path) -> bool:
     """Whether ``path`` lies inside another store folder (never a results folder of its own)."""
-    return any(parent.name in (STORE, MIGRATING) for parent in path.relative_to(root).parents if parent.name)
+    return any(parent.name == STORE for parent in path.relative_to(root).parents if parent.name)
 
 
 def _read(path: Path, schema: pa.Schema, what: str) -> pa.Table:
     try:
-        table = pq.read_table(path, schema=schema)
-        if "eval_set" in schema.names and table["eval_set"].null_count:
-            # parts written before the column existed hold full evaluations (--fast came with the column)
-            at = schema.get_field_index("eval_set")
-            table = table.set_column(at, "eval_set", table["eval_set"].fill_null("full"))
-        if "convention" in schema.names and table["convention"].null_count:
-            # parts written before the column: texts as given (babylm-2025), unless --leading-space made them
-            notes = table["notes"].fill_null("") if "notes" in schema.names else pa.array([""] * table.num_rows)
-            spaced = pc.if_else(pc.match_substring(notes, "leading_space"), "babylm-2024", "babylm-2025")
-            at = schema.get_field_index("convention")
-            table = table.set_column(at, "convention", pc.coalesce(table["convention"], spaced))
-        return table
+        return pq.read_table(path, schema=schema)
     except (pa.ArrowException, OSError) as err:
         message = " ".join(str(err).split())
         raise UserError(f"{path}: not a readable {what} table ({message}); re-run the evaluation") from None
@@ -124,23 +106,38 @@ def _take(tables: list[pa.Table], picks: list[tuple[int, int]], schema: pa.Schem
     return pa.concat_tables(parts)
 
 
+def _store(source: Path) -> Path:
+    """``source`` if it is a store folder; a file in its place is a one-line UserError."""
+    if source.is_file():
+        raise UserError(f"{source}: a file, not a results store (a folder of events, which antlm-bench writes "
+                        "since 0.1.0); re-run the evaluation to write one")
+    return source
+
+
+def _check_version(event: Path) -> None:
+    """Refuse an event written in a layout version this antlm-bench does not know (one line, naming the file)."""
+    record_file = event / EVENT_PART
+    if not record_file.is_file():
+        return
+    record = read_json(record_file, "not a readable event record", "remove the event folder or re-run the evaluation")
+    version = record.get("schema_version", 1) if isinstance(record, dict) else 1
+    if version != SCHEMA_VERSION:
+        raise UserError(f"{record_file}: schema_version {version!r}, but this antlm-bench reads version "
+                        f"{SCHEMA_VERSION}; read it with the antlm-bench that wrote it, or re-run the evaluation")
+
+
 def read_results_folder(source: str | Path, with_items: bool = True) -> StoredResults:
-    """Read one results store (or old single file): the latest row of every key, and the items that go with them."""
-    source = Path(source)
-    if source.is_file():  # the old layout: one event, items beside it
-        score_tables = [_read(source, SCORE_SCHEMA, "scores")]
-        beside = source.parent / ITEMS_VIEW
-        item_tables: list[pa.Table | None] = [
-            _read(beside, ITEM_SCHEMA, "items") if with_items and beside.is_file() else None]
-        events = [LEGACY_EVENT]
-    else:
-        events = _events(source)
-        score_tables, item_tables = [], []
-        for event in events:
-            part = source / event / PART
-            score_tables.append(_read(part, SCORE_SCHEMA, "scores") if part.is_file() else SCORE_SCHEMA.empty_table())
-            items = source / event / ITEMS_PART
-            item_tables.append(_read(items, ITEM_SCHEMA, "items") if with_items and items.is_file() else None)
+    """Read one results store: the latest row of every key, and the items that go with them."""
+    source = _store(Path(source))
+    events = _events(source)
+    score_tables: list[pa.Table] = []
+    item_tables: list[pa.Table | None] = []
+    for event in events:
+        _check_version(source / event)
+        part = source / event / PART
+        score_tables.append(_read(part, SCORE_SCHEMA, "scores") if part.is_file() else SCORE_SCHEMA.empty_table())
+        items = source / event / ITEMS_PART
+        item_tables.append(_read(items, ITEM_SCHEMA, "items") if with_items and items.is_file() else None)
     picks = _latest(score_tables, SCORE_KEY)
     scores = _take(score_tables, picks, SCORE_SCHEMA)
     items = None

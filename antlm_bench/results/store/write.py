@@ -1,4 +1,4 @@
-"""Writing the results store: stage an event, commit it with one rename, migrate an old folder, tidy."""
+"""Writing the results store: stage an event, commit it with one rename, tidy."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
 from antlm_bench.results.store.layout import (
     EVENT_PART,
     ITEMS_PART,
     ITEMS_VIEW,
-    LEGACY_EVENT,
-    MIGRATING,
     PART,
+    SCHEMA_VERSION,
     STAGING_PREFIX,
     STORE,
     _events,
@@ -92,48 +92,17 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 
 def _ensure_store(folder: Path) -> Path:
-    """The store folder of ``folder``, made on first use; an old single-file table becomes its first event."""
+    """The store folder of ``folder``, made on first use."""
     store = folder / STORE
     if store.is_dir():
         return store
+    if store.exists() or store.is_symlink():
+        raise UserError(f"{store}: a file, not a results store (a folder of events, which antlm-bench writes since "
+                        "0.1.0); move it away or write the results into another folder")
     folder.mkdir(parents=True, exist_ok=True)
-    with _dir_flock(folder, fcntl.LOCK_EX):  # one migration at a time; others wait and find it done
-        _finish_migration(folder)
-        if store.is_dir():
-            return store
-        migrating = folder / MIGRATING
-        if store.exists():  # the old layout: this file is the truth until it is removed below
-            shutil.rmtree(migrating, ignore_errors=True)  # a killed migration's half-built copy
-            first = migrating / LEGACY_EVENT
-            first.mkdir(parents=True)
-            _link_or_copy(store, first / PART)
-            if (folder / ITEMS_VIEW).is_file():
-                _link_or_copy(folder / ITEMS_VIEW, first / ITEMS_PART)
-            record = {"event": LEGACY_EVENT, "kind": "legacy", "note": f"the single-file {STORE} of an earlier "
-                      "antlm-bench, moved into the store as its first event"}
-            _write_file(first / EVENT_PART, lambda p: p.write_text(json.dumps(record, indent=1) + "\n"))
-            _fsync_dir(first)
-            _fsync_dir(migrating)
-            fault_point("store.migrate")
-            store.unlink()
-            _fsync_dir(folder)
-            fault_point("store.migrate.unlinked")
-            os.rename(migrating, store)
-        else:
-            store.mkdir(exist_ok=True)
-        _fsync_dir(folder)
+    store.mkdir(exist_ok=True)
+    _fsync_dir(folder)
     return store
-
-
-def _finish_migration(folder: Path) -> None:
-    """Roll a killed migration forward (old file gone: rename the built store) or back (old file still there)."""
-    migrating, store = folder / MIGRATING, folder / STORE
-    if not migrating.is_dir():
-        return
-    if store.is_file():
-        shutil.rmtree(migrating, ignore_errors=True)
-    elif not store.exists():
-        os.rename(migrating, store)
 
 
 def commit_results(folder: str | Path, scores: pa.Table, items: pa.Table | None = None,
@@ -168,8 +137,10 @@ def commit_results(folder: str | Path, scores: pa.Table, items: pa.Table | None 
             if items is not None:
                 _write_file(staging / ITEMS_PART, lambda p: pq.write_table(items, p))
             event = new_event_id()
-            payload = {"event": event, "pid": os.getpid(), "scores_rows": scores.num_rows,
-                       "items_rows": None if items is None else items.num_rows, **(record or {})}
+            payload = {"schema_version": SCHEMA_VERSION, "event": event, "pid": os.getpid(),
+                       "scores_rows": scores.num_rows, "items_rows": None if items is None else items.num_rows,
+                       **(record or {})}
+            payload["schema_version"] = SCHEMA_VERSION  # what was written, whatever the caller's record says
             text = json.dumps(payload, indent=1, sort_keys=False, default=str) + "\n"
             _write_file(staging / EVENT_PART, lambda p: p.write_text(text, encoding="utf-8"))
             _fsync_dir(staging)
@@ -193,12 +164,8 @@ def _link_items(folder: Path, store: Path) -> None:
     with_items = [e for e in _events(store) if (store / e / ITEMS_PART).is_file()]
     if not with_items:
         return
-    if view.is_file() or view.is_symlink():  # the old single items file: the store's first event holds it now
-        if not (store / LEGACY_EVENT).is_dir():
-            return  # not ours to replace (an old table next to a store it is not part of)
-        aside = folder / f".{ITEMS_VIEW}.{secrets.token_hex(4)}.old"
-        os.replace(view, aside)
-        aside.unlink()
+    if view.is_symlink() or (view.exists() and not view.is_dir()):
+        return  # not ours to replace
     view.mkdir(exist_ok=True)
     for event in with_items:
         target = view / f"{event}.parquet"
@@ -211,15 +178,10 @@ def tidy_results(folder: str | Path) -> list[str]:
     """Clean what killed writers left in ``folder``'s store; return what was done, one line each.
 
     Staging folders are removed only while no writer is committing (an exclusive lock on the store, not waited
-    for: with a writer busy, tidying is left for the next time). A killed migration is rolled forward or back,
-    and missing item links are made again.
+    for: with a writer busy, tidying is left for the next time), and missing item links are made again.
     """
     folder = Path(folder).expanduser()
     done: list[str] = []
-    if (folder / MIGRATING).is_dir():
-        with _dir_flock(folder, fcntl.LOCK_EX):
-            _finish_migration(folder)
-        done.append(f"finished an interrupted move of {folder / STORE} into the store")
     store = folder / STORE
     if not store.is_dir():
         return done
