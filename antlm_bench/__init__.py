@@ -1,25 +1,20 @@
 """antlm-bench: benchmark pre-training schedules (AntLM and friends) for small language models.
 
-The package is laid out by stage, and imports run one way (``tests/test_layout.py`` checks it):
-
-    cli -> pipeline -> training, evaluate -> scoring, adapters -> models -> data
+The package is laid out by stage, in the order the data flows:
 
 - ``data/``: finding the data (``--data-dir``, ``$ANTLM_BENCH_DATA``, the cache), file readers, the training
   corpus, the tokenizer;
-- ``training/``: the schedule grammar, objectives, learning-rate schedules, the trainer and its checkpoints;
-- ``models/``: one architecture per file, and the backend registry;
+- ``runs/``: the run's contract: the schedule grammar, a checkpoint's record, the run folder's layout;
+- ``models/``: one architecture per file, the backend interface;
+- ``training/``: objectives, learning-rate schedules, checkpoint folders, the trainer;
 - ``scoring/``: log-likelihoods and pseudo-log-likelihoods of token sequences, batched;
 - ``adapters/``: tasks built on scoring (minimal pairs, the BabyLM 2025 tasks, GLUE fine-tuning, lm-eval);
 - ``evaluate.py``: tasks x model -> result rows;
 - ``results/``: result tables and their store, statistics, leaderboards, ``check``;
 - ``pipeline.py`` and ``cli/``: the ``antlm-bench`` commands.
 
-``registry.py``, ``recipes.py``, ``tasks.py``, ``conventions.py``, ``errors.py`` and ``locking.py`` are shared by
-every stage. Modules that moved keep their old import paths (``antlm_bench/_moved.py``).
+``registry.py``, ``recipes.py``, ``tasks.py``, ``conventions.py``, ``errors.py`` and ``locking.py`` serve every
+stage. Which module may import which is written once, in ``tests/test_layout.py`` (docs/layout.md).
 """
 
 __version__ = "0.1.0"
-
-from antlm_bench import _moved
-
-_moved.install()

@@ -1,12 +1,9 @@
 """The adapters stage: tasks built on scoring, each turning a checkpoint into result rows. It owns the adapter
 interface (``base``: ``EvalContext``, ``TaskAdapter``, ``TaskResult``), minimal pairs (``minimal_pairs``: BLiMP,
 the supplement, EWoK), the BabyLM 2025 zero-shot tasks (``babylm2025/``), GLUE fine-tuning and its adapter
-(``glue/``, formerly ``antlm_bench.finetune``) and the lm-eval model ``antlm`` (``lm_eval``, formerly
-``antlm_bench.lm_eval_plugin``; imported on demand, as it needs lm-eval). Task specs find the adapter classes through
-``antlm_bench.registry.TASK_CLASSES``, which imports a module when its class is first looked up. Adapters may import ``scoring``, ``models``, the data-level modules (``data``),
-the result row schema and statistics (``results.tables``, ``results.stats``), ``errors``, ``registry`` and
-``tasks``, and the checkpoint's record (``runs.record``, which ``scoring=auto`` reads and every
-stage that reads a checkpoint shares); never ``cli``, ``pipeline``, the trainer or the leaderboard.
+(``glue/``) and the lm-eval model ``antlm`` (``lm_eval``, imported on demand, as it needs lm-eval). Task specs find
+the adapter classes through ``antlm_bench.registry.TASK_CLASSES``, which imports a module when its class is first
+looked up.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """``antlm-bench``: a thin command layer over the library. Each module below adds its commands to ``app``.
 
-The top of the flow: commands may import any stage (most do so inside the command, to start fast), and nothing
-in the library imports ``cli`` (docs/layout.md).
+Most commands import the stages they run inside the command, so that ``--help`` and bad-input errors come fast.
 """
 
 from __future__ import annotations

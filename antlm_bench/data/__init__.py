@@ -3,8 +3,7 @@
 Owns the data folder's resolution (``--data-dir``, ``$ANTLM_BENCH_DATA``, the user cache: ``resolve.py``), the
 BabyLM file readers (``readers.py``: jsonl, xz, password zips read in memory), content hashes and atomic writes
 (``files.py``), ``antlm-bench data fetch`` (``fetch.py``) and its source registry (``sources.py``), the training
-corpus (``corpus.py``) and the BPE tokenizer (``tokenizer.py``). It is the bottom of the flow: it imports nothing
-from antlm_bench but ``errors`` and ``locking``.
+corpus (``corpus.py``) and the BPE tokenizer (``tokenizer.py``). It is the bottom of the flow.
 """
 
 from antlm_bench.data.fetch import check_url, fetch

@@ -21,9 +21,6 @@ vocabulary projection, which the training loss fuses with the cross-entropy, ``m
 ``forward(input_ids, attention_mask, attention_mode, labels, label_shift, return_logits)``. ``attention_mask`` is
 [B, T] padding, or a [B, 1, T, T] boolean mask used as given together with ``position_ids`` (packed or
 prefix-tree rows, as clm scoring builds them).
-
-Models may import ``data`` and the shared modules (errors, registry, recipes); nothing that scores, trains or
-reports (tests/test_layout.py).
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ Conventions (DESIGN.md): texts are tokenized as given (``leading_space=True`` sc
 stock lm-eval blimp tasks do); clm conditions on BOS, else EOS; special tokens are never scored in the PLL
 family; log-softmax in float32 whatever the model's dtype; scores are sums.
 
-Scoring may import ``models``, ``data`` and the shared modules; the tasks built on it live in ``adapters``
-(tests/test_layout.py).
+The tasks built on scoring live in ``adapters``.
 """
 
 from __future__ import annotations

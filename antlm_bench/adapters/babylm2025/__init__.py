@@ -2,10 +2,7 @@
 (babylm/evaluation-pipeline-2025) scores them, under the convention ``babylm-2025`` (docs/babylm-2025.md has every
 rule with its place in the official code): entity tracking (``entity_tracking``: ``EntityTrackingTask``), WUG
 adjective nominalization (``wug``: ``WugAdjTask``) and reading times (``reading``: ``ReadingTask``), on what they
-share (``common``: data files, the scoring method, batched scoring and its notes). It may import ``adapters.base`` and ``adapters.minimal_pairs``, ``scoring``, ``data``,
-``results.tables`` and ``results.stats``, ``errors``, ``registry`` and ``tasks``; never ``cli``, ``pipeline``,
-``training`` or the leaderboard (one exception until it moves: ``runs.record``, the checkpoint's
-record that ``scoring=auto`` reads).
+share (``common``: data files, the scoring method, batched scoring and its notes).
 """
 
 from __future__ import annotations
