@@ -308,7 +308,3 @@ def phase_end_steps(phases: list[Phase], steps_per_epoch: int) -> list[int]:
         end = math.floor(total * steps_per_epoch + Fraction(1, 2))  # half up: 2.5 -> 3, as round-half-even is not
         ends.append(max(end, (ends[-1] if ends else 0) + 1))
     return ends
-
-
-def canonical_schedule(text: str) -> str:
-    return parse_schedule(text).canonical
