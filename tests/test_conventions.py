@@ -21,12 +21,9 @@ def _model():
 
 
 def test_names_map_to_the_leading_space() -> None:
-    assert resolve_convention(None) == ("babylm-2025", False)
-    assert resolve_convention(None, leading_space=True) == ("babylm-2024", True)  # the old option's meaning
-    assert resolve_convention("babylm-2024") == ("babylm-2024", True)
-    assert resolve_convention("babylm-2024", leading_space=True) == ("babylm-2024", True)
-    with pytest.raises(UserError, match="contradicts"):
-        resolve_convention("babylm-2025", leading_space=True)
+    assert resolve_convention("babylm-2025").leading_space is False
+    assert resolve_convention("babylm-2024").leading_space is True
+    assert resolve_convention(resolve_convention("babylm-2024")).name == "babylm-2024"  # resolved once, passed down
     with pytest.raises(UserError, match="unknown; use babylm-2025 or babylm-2024"):
         resolve_convention("babylm-2023")
 

@@ -32,7 +32,7 @@ def test_eval_writes_scores_items_and_run_record(llama_dir, real_data_dir, tmp_p
     assert rows[0]["n"] == 20 and all(r["ci_low"] <= r["value"] <= r["ci_high"] for r in rows)
     items = pq.read_table(out / "items.parquet")
     assert items.schema.equals(ITEM_SCHEMA) and items.num_rows == 20
-    record = json.loads((out / "run.json").read_text())
+    record = json.loads((out / "eval.json").read_text())
     assert record["config"]["scoring"] == "clm" and record["config"]["scoring_requested"] == "auto"
     assert record["versions"]["torch"] == torch.__version__
     files = sorted((real_data_dir / "supplement_filtered").glob("*.jsonl*"))
@@ -118,7 +118,7 @@ def test_help_names_every_option(monkeypatch, capsys):
     code, stdout, _ = run_cli(monkeypatch, capsys, "eval", "--help")
     assert code == 0
     for option in ("--model", "--tasks", "--scoring", "--output", "--limit", "--log-samples", "--batch-tokens",
-                   "--device", "--dtype", "--leading-space", "--data-dir"):
+                   "--device", "--dtype", "--convention", "--data-dir"):
         assert option in stdout
 
 

@@ -40,7 +40,7 @@ def eval_command(
              "pll-word-l2r: also mask the later tokens of its word; mntp: pll read at position i-1; "
              "auto: the method of the checkpoint's last phase (plain folders: clm for causal, pll for masked LMs).",
     ),
-    output: Path | None = typer.Option(None, "--output", help="Write scores.parquet, items.parquet and run.json here."),
+    output: Path | None = typer.Option(None, "--output", help="Write scores.parquet, items.parquet and eval.json (the evaluation's record) here."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Score only the first N items of each subtask "
                                      "(a quick look; rows record the limit)."),
     log_samples: bool = typer.Option(False, "--log-samples", help="Also write items.parquet: both scores of every "
@@ -63,7 +63,7 @@ def eval_command(
                               "out); rows record eval_set=fast and are never mixed with full ones."),
     threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads for torch (default: from the "
                                        "model's size, 1 below 10M parameters, unless $OMP_NUM_THREADS is set; "
-                                       "run.json records the choice)."),
+                                       "eval.json records the choice)."),
     # GLUE fine-tuning (tasks/glue.yaml); unset flags keep the spec's BabyLM 2025 defaults
     seeds: str | None = typer.Option(None, "--seeds", help="GLUE: fine-tuning seeds, e.g. 42,43,44 (one row set "
                                      "per seed; default 42)."),
@@ -106,7 +106,7 @@ def eval_command(
         err_console.print(f"[dim]note:[/dim] {escape(note)}", soft_wrap=True)
     console.print(summary_table(out.scores))
     if output is not None:
-        written = ", ".join(["scores.parquet", *(["items.parquet"] if log_samples else []), "run.json"])
+        written = ", ".join(["scores.parquet", *(["items.parquet"] if log_samples else []), "eval.json"])
         console.print(f"wrote {written} to {output}", soft_wrap=True)
 
 

@@ -1,6 +1,7 @@
 """``RunLayout``: where a run folder keeps what. The one place that spells a run's file and folder names.
 
     <run>/run.json                   the run file: settings, plan, status (running, finished, stopped, ...)
+    <out>/eval.json                  in an ``eval --output`` folder: the latest evaluation's record
     <run>/metrics.jsonl              one line per optimizer step
     <run>/checkpoints/phase-<k>-<OBJ>  a checkpoint at every phase end (the last phase's is the final model)
     <run>/checkpoints/epoch-<e>      with --save-every-epoch / --eval-every epoch
@@ -27,6 +28,7 @@ from antlm_bench.errors import UserError
 from antlm_bench.runs.schedule import Phase, parse_schedule
 
 RUN_FILE = "run.json"
+EVAL_FILE = "eval.json"  # the latest evaluation's record, in an eval --output folder (never a run's run.json)
 METRICS_FILE = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
 LAST = "last"
@@ -76,6 +78,10 @@ class RunLayout:
     @property
     def run_file(self) -> Path:
         return self.folder / RUN_FILE
+
+    @property
+    def eval_file(self) -> Path:
+        return self.folder / EVAL_FILE
 
     @property
     def metrics_file(self) -> Path:
