@@ -38,6 +38,7 @@ from antlm_bench.adapters.base import EvalContext
 from antlm_bench.conventions import DEFAULT_CONVENTION, resolve_convention
 from antlm_bench.data import atomic_write_bytes, resolve_data_dir
 from antlm_bench.errors import UserError
+from antlm_bench.models.threads import choose_threads
 from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, now_utc, score_table
 from antlm_bench.runs.layout import RUN_FILE
@@ -129,9 +130,6 @@ def _versions() -> dict[str, str]:
     }
 
 
-SMALL_MODEL_PARAMETERS = 10_000_000  # below this, one CPU thread: more threads mostly wait for each other
-
-
 def _model_parameters(module: Any, path: Path | None) -> int | None:
     """The parameter count of a loaded module, else estimated from a folder's weight files (float32 bytes / 4)."""
     if module is not None and hasattr(module, "parameters"):
@@ -141,26 +139,6 @@ def _model_parameters(module: Any, path: Path | None) -> int | None:
             f.stat().st_size for f in path.glob("pytorch_model*.bin"))
         return size // 4 if size else None
     return None
-
-
-def choose_threads(threads: int | None, n_parameters: int | None, device: str) -> tuple[int, str]:
-    """(CPU threads for torch, why): ``--threads`` wins, then $OMP_NUM_THREADS, then the model's size (small
-    models get 1: on a shared CPU a 2-thread PLL pass of a tiny model was 2.5x slower than 1 thread), else
-    torch's default."""
-    import torch
-
-    if threads is not None:
-        if threads < 1:
-            raise UserError(f"--threads {threads}: must be at least 1")
-        return threads, "--threads"
-    if os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
-        return torch.get_num_threads(), "$OMP_NUM_THREADS"
-    if not str(device).startswith("cpu"):
-        return torch.get_num_threads(), f"torch default (model on {device})"
-    if n_parameters is not None and n_parameters < SMALL_MODEL_PARAMETERS:
-        return 1, f"model size ({n_parameters / 1e6:.2f}M parameters < {SMALL_MODEL_PARAMETERS / 1e6:g}M: 1 thread)"
-    return torch.get_num_threads(), "torch default" + (
-        f" ({n_parameters / 1e6:.1f}M parameters)" if n_parameters is not None else "")
 
 
 def run_info_from_record(record: CheckpointRecord | None, model_path: Path | None) -> RunInfo:

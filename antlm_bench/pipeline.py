@@ -25,6 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from antlm_bench.data import atomic_write_bytes, hash_files
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
+from antlm_bench.models import count_parameters
+from antlm_bench.models.threads import choose_threads, training_device
 from antlm_bench.recipes import Recipe, load_recipe
 from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import append_index
@@ -74,6 +76,7 @@ class RunConfig(BaseModel):
     glue: dict[str, Any] = Field(default_factory=dict)  # GLUE options (epochs, max_train_examples, probe, ...)
     batch_tokens: int = Field(4096, gt=0)
     device: str = "auto"
+    threads: int | None = Field(None, gt=0)  # CPU threads for torch (default: models.threads.choose_threads)
     convention: Literal["babylm-2025", "babylm-2024"] = "babylm-2025"  # scoring convention, recorded in every row
     progress: bool = True
 
@@ -180,6 +183,11 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
         say(note)
     say(f"{recipe.name} ({recipe.architecture}), preset {preset}, schedule {schedule}, seeds "
         f"{', '.join(map(str, config.seeds))}, tasks {', '.join(r.name for r in requests)}")
+    # the same choice as eval's (evaluations below make it again for the model they load, with config.threads)
+    n_threads, threads_why = choose_threads(config.threads, count_parameters(recipe, preset),
+                                            training_device(config.device))
+    torch.set_num_threads(n_threads)
+    say(f"torch threads: {n_threads} ({threads_why})")
 
     output = config.output.expanduser()
     runs: list[SeedRun] = []
@@ -229,7 +237,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                     run_info=replace(run_info_from_record(record, final), run_id=folder.name),
                     checkpoint_info=checkpoint_info_from_record(record, final.relative_to(folder)),
                     options=glue_options, progress=config.progress, seeds=[seed], work_dir=layout.work_dir,
-                    convention=config.convention,
+                    convention=config.convention, threads=config.threads,
                 ))
                 # scores and items are one event of the run folder's store; the marker comes after the commit, so a
                 # kill in between re-evaluates next time and the newer event replaces this one's rows (no duplicates)

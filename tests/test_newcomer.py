@@ -11,7 +11,8 @@ import torch
 from cli_support import run_cli
 
 from antlm_bench.errors import UserError
-from antlm_bench.evaluate import choose_threads, evaluate
+from antlm_bench.evaluate import evaluate
+from antlm_bench.models.threads import choose_threads
 from antlm_bench.scoring import load_scoring_model
 
 

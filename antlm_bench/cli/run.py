@@ -52,6 +52,9 @@ def run(
                                                        "(fast on CPU; reported as method probe, never mixed with "
                                                        "fine-tuning)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:N]."),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch, training and evaluation "
+                                       "(default: 1 below 10M parameters, torch's default above, unless "
+                                       "$OMP_NUM_THREADS is set)."),
     convention: str = typer.Option("babylm-2025", "--convention", help="Scoring convention of the per-phase and "
                                    "final minimal-pair scores: babylm-2025 (texts as given) or babylm-2024 (a "
                                    "leading space, the AntLM paper's lm-eval tasks); recorded in every row."),
@@ -77,7 +80,7 @@ def run(
         model=model, tasks=tasks, preset=preset, schedule=schedule, seeds=_seeds(seeds), output=output,
         data_dir=data_dir, corpus=corpus, max_words=max_words, eval_limit=eval_limit, limit=limit, glue=glue,
         eval_every=eval_every, save_at_words=save_at_words,
-        device=device, convention=convention, progress=not quiet,
+        device=device, threads=threads, convention=convention, progress=not quiet,
     )
     from antlm_bench.training.trainer import TrainingInterrupted
 

@@ -42,6 +42,8 @@ def train_command(
                                                 "(gradient accumulation keeps the recipe's global batch)."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1 ..."),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: 1 below 10M "
+                                       "parameters, torch's default above, unless $OMP_NUM_THREADS is set)."),
     deterministic: bool = typer.Option(False, "--deterministic", help="Deterministic kernels (bit-exact reruns)."),
     report_to: list[str] | None = typer.Option(None, "--report-to", help="tensorboard and/or wandb (if installed)."),
     no_progress: bool = typer.Option(False, "--no-progress", "--quiet", "-q",
@@ -78,6 +80,14 @@ def train_command(
         raise UserError(f"{field}: {first['msg']} (got {first.get('input')!r})") from None
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other; pass one")
+    import torch
+
+    from antlm_bench.models import count_parameters
+    from antlm_bench.models.threads import choose_threads, training_device
+
+    n_threads, threads_why = choose_threads(threads, count_parameters(load_recipe(model), preset),
+                                            training_device(device))
+    torch.set_num_threads(n_threads)
     from antlm_bench.training.trainer import TrainingInterrupted
 
     try:
@@ -86,4 +96,5 @@ def train_command(
         err_console.print(str(stop), highlight=False, markup=False)
         raise typer.Exit(stop.exit_code) from None
     where = result.final_checkpoint or (output / "last")
-    err_console.print(f"done: {result.steps} steps; model in {where}", highlight=False)
+    err_console.print(f"done: {result.steps} steps; model in {where}; torch threads {n_threads} ({threads_why})",
+                      highlight=False)
