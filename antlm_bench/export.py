@@ -37,6 +37,7 @@ import antlm_bench
 from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
 from antlm_bench.runs.layout import RunLayout
+from antlm_bench.runs.model_folder import model_folder
 from antlm_bench.runs.record import STATE_FILE
 
 FORMATS = ("babylm",)
@@ -63,11 +64,11 @@ def _run_of(path: Path) -> RunLayout | None:
 def export_sources(path: Path) -> tuple[Path, str, list[Path], list[Path]]:
     """(the model folder to export, why that one, the words-seen checkpoints beside it, the folders an export must
     stay out of) for a checkpoint folder or a run folder."""
-    if (path / "config.json").is_file():
-        folder, why, run = path, f"{path} (a checkpoint folder)", _run_of(path)
-    elif RunLayout(path).has_run():
-        run = RunLayout(path)
-        folder, why = run.model_folder()
+    folder, why = model_folder(path)
+    if why is not None:
+        run: RunLayout | None = RunLayout(path)
+    elif (path / "config.json").is_file():
+        why, run = f"{path} (a checkpoint folder)", _run_of(path)
     else:
         raise UserError(f"{path}: neither a model folder (config.json) nor a training run (run.json, checkpoints/); "
                         "pass one")

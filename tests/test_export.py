@@ -15,7 +15,12 @@ from antlm_bench.data.tokenizer import train_tokenizer
 from antlm_bench.errors import UserError
 from antlm_bench.export import export_babylm
 from antlm_bench.models import ltgbert
+from antlm_bench.runs.record import CheckpointRecord
 from antlm_bench.training.checkpoint import write_checkpoint
+
+def _record(step: int) -> CheckpointRecord:
+    return CheckpointRecord(schedule="1_CLM+1_MLM", phase_index=1, phase_objective="MLM", step=step)
+
 
 TEXT = ["the cat sat on the mat and the dog ran to the park with a ball"] * 20
 
@@ -34,7 +39,7 @@ def _run(tmp_path):
     run.mkdir()
     (run / "run.json").write_text(json.dumps({"schedule": "1_CLM+1_MLM"}))  # its final checkpoint: phase-1-MLM
     for name, step in (("phase-0-CLM", 5), ("phase-1-MLM", 10), ("chck_10M", 8), ("chck_1M", 2)):
-        write_checkpoint(run / "checkpoints" / name, model, tokenizer, {"step": step},
+        write_checkpoint(run / "checkpoints" / name, model, tokenizer, _record(step),
                          trainer_state={"step": step} if name == "phase-1-MLM" else None)
     return run, model
 
@@ -170,7 +175,7 @@ def _tree(folder):
 
 def test_export_into_its_own_run_is_refused_and_the_run_is_kept(tmp_path):
     run, model = _run(tmp_path)
-    write_checkpoint(run / ".resume" / "step-10", model, train_tokenizer(TEXT, vocab_size=300), {"step": 10})
+    write_checkpoint(run / ".resume" / "step-10", model, train_tokenizer(TEXT, vocab_size=300), _record(10))
     (run / "last").symlink_to(".resume/step-10")
     before = _tree(run)
     for source, out in [(run / "checkpoints" / "phase-1-MLM", run), (run, run / "checkpoints"),
@@ -207,7 +212,7 @@ def test_overwrite_replaces_only_an_earlier_export(tmp_path):
 def test_a_run_that_stopped_early_exports_its_resume_point_named_in_the_output(tmp_path):
     run, model = _run(tmp_path)
     (run / "run.json").write_text(json.dumps({"schedule": "1_CLM+1_MLM+1_CLM"}))  # phase-2 never saved
-    write_checkpoint(run / ".resume" / "step-12", model, train_tokenizer(TEXT, vocab_size=300), {"step": 12})
+    write_checkpoint(run / ".resume" / "step-12", model, train_tokenizer(TEXT, vocab_size=300), _record(12))
     (run / "last").symlink_to(".resume/step-12")
     result = CliRunner().invoke(app, ["export", str(run), str(tmp_path / "out")])
     assert result.exit_code == 0, result.output

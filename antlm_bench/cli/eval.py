@@ -31,7 +31,8 @@ class DType(str, Enum):
 @app.command("eval")
 def eval_command(
     model: Path = typer.Option(..., "--model", help="Model folder: an antlm-bench checkpoint or any Hugging Face "
-                               "causal / masked LM (config.json, weights, tokenizer)."),
+                               "causal / masked LM (config.json, weights, tokenizer), or a training run folder "
+                               "(its final checkpoint, else its resume point last; the note names it)."),
     tasks: str = typer.Option("blimp,blimp_supplement,ewok", "--tasks",
                               help="Comma-separated tasks or groups (see `antlm-bench list tasks`)."),
     scoring: Scoring = typer.Option(
@@ -101,6 +102,11 @@ def eval_command(
         convention=convention, progress=progress,
         options={k: v for k, v in glue_options.items() if v is not None}, seeds=parse_seeds(seeds),
     )
+    from antlm_bench.runs.model_folder import model_folder
+
+    model, chosen = model_folder(model)
+    if chosen is not None:
+        err_console.print(f"[dim]note:[/dim] --model {escape(chosen)}", soft_wrap=True)
     out = evaluate(model, config)
     for note in out.notes:
         err_console.print(f"[dim]note:[/dim] {escape(note)}", soft_wrap=True)
