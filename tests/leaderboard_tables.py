@@ -31,16 +31,20 @@ def write_run(
     items: bool = True,
     shuffle_items: bool = False,
     limit: int | None = None,
+    training_fingerprint: str | None = None,
+    config_fingerprint: str | None = None,
 ) -> Path:
     """``checkpoints``: [{phase_index, objective, epoch, tokens, words, name, scoring, tasks: {task: {subtask:
     correct[]}}}] (``name``: the checkpoint folder, default ``ckpt<phase_index>``).
 
     A checkpoint's ``scoring`` is one method, or a dict task -> method (``probe`` for GLUE probes).
     Task rows get the mean over subtasks and the stratified bootstrap interval, as the evaluator computes them.
+    The fingerprints (None: not recorded) are the run record's: equal training fingerprints mean the same network.
     """
     folder = root / run_id
     run = RunInfo(run_id=run_id, recipe=recipe, architecture="babyllama", preset=preset, schedule=schedule,
-                  seed=seed, git_commit="test")
+                  seed=seed, git_commit="test", training_fingerprint=training_fingerprint,
+                  config_fingerprint=config_fingerprint)
     tables, item_records = [], []
     rng = np.random.default_rng(zlib.crc32(run_id.encode()))
     for spec in checkpoints:

@@ -10,7 +10,7 @@ import pytest
 from leaderboard_tables import write_run
 
 from antlm_bench.cli import main
-from antlm_bench.results.check import run_check
+from antlm_bench.results.check import report_markdown, run_check
 from antlm_bench.results.leaderboard import build_leaderboard, read_results, render_markdown
 
 
@@ -18,9 +18,11 @@ def _correct(seed: int, n: int, p: float) -> np.ndarray:
     return (np.random.default_rng(seed).random(n) < p).astype(float)
 
 
-def _run(root, name, schedule, seed, p, n=400, subtasks=("a", "b"), limit=None, tasks=("blimp",)):
+def _run(root, name, schedule, seed, p, n=400, subtasks=("a", "b"), limit=None, tasks=("blimp",), network=None,
+         config=None):
     data = {t: {s: _correct(hash((name, t, s)) % 2**32, n, p) for s in subtasks} for t in tasks}
-    return write_run(root, name, [{"phase_index": 0, "tasks": data}], schedule=schedule, seed=seed, limit=limit)
+    return write_run(root, name, [{"phase_index": 0, "tasks": data}], schedule=schedule, seed=seed, limit=limit,
+                     training_fingerprint=network, config_fingerprint=config)
 
 
 def _cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
@@ -54,20 +56,45 @@ def test_one_seed_a_side_is_not_tested_and_says_so(tmp_path):
     assert "seed variance unknown" in render_markdown(board)
 
 
-def test_check_same_configuration_same_seed_is_an_item_paired_same_seed_test(tmp_path):
-    _run(tmp_path / "base", "r", "24_CLM", 7, 0.6)
-    _run(tmp_path / "new", "r2", "24_CLM", 7, 0.6)
-    report = run_check([tmp_path / "new"], [tmp_path / "base"])
-    assert {line.test for line in report.lines} == {"same-seed"}
+def test_check_uses_same_seed_only_for_the_same_network(tmp_path):
+    """The same seed number is not the same network (a training-code change re-draws masks, data order or
+    initialisation); equal training fingerprints are."""
+    _run(tmp_path / "base", "r", "24_CLM", 7, 0.6, network="net-7")
+    _run(tmp_path / "new", "r2", "24_CLM", 7, 0.6, network="net-7")
+    assert {line.test for line in run_check([tmp_path / "new"], [tmp_path / "base"]).lines} == {"same-seed"}
+    _run(tmp_path / "redrawn", "r3", "24_CLM", 7, 0.6, network="net-7b")
+    _run(tmp_path / "unrecorded", "r4", "24_CLM", 7, 0.6)
+    for other in ("redrawn", "unrecorded"):
+        assert {line.test for line in run_check([tmp_path / other], [tmp_path / "base"]).lines} == {"unknown"}
 
 
-def test_check_new_seed_against_baseline_seeds_pools_their_sd(tmp_path):
+def test_check_new_seed_against_baseline_seeds_of_its_configuration_uses_their_sd(tmp_path):
     for seed in (1, 2, 3):
-        _run(tmp_path / "base", f"b{seed}", "24_CLM", seed, 0.6)
-    _run(tmp_path / "new", "n", "24_CLM", 42, 0.6)
+        _run(tmp_path / "base", f"b{seed}", "24_CLM", seed, 0.6, config="cfg-1")
+    _run(tmp_path / "new", "n", "24_CLM", 42, 0.6, config="cfg-1")
     report = run_check([tmp_path / "new"], [tmp_path / "base"])
     assert {line.test for line in report.lines} == {"pooled"}
     assert report.exit_code == 0
+    # another configuration under the same names (the recipe's masking changed): its SD is not borrowed
+    _run(tmp_path / "changed", "n", "24_CLM", 42, 0.6, config="cfg-2")
+    report = run_check([tmp_path / "changed"], [tmp_path / "base"])
+    assert {line.test for line in report.lines} == {"unknown"}
+    assert any("fingerprints differ" in note for note in report.notes)
+
+
+def test_board_keeps_seeds_of_two_configurations_apart_and_marks_unrecorded_ones(tmp_path):
+    for seed in (1, 2):
+        _run(tmp_path, f"old{seed}", "24_CLM", seed, 0.6, config="cfg-old")
+        _run(tmp_path, f"new{seed}", "24_CLM", seed + 10, 0.6, config="cfg-new")
+    board = build_leaderboard(read_results([tmp_path]))
+    assert sorted(r.key[2] for r in board.rows) == ["24_CLM [config cfg-new]", "24_CLM [config cfg-old]"]
+    assert all(not r.mixed_configurations for r in board.rows)
+    mixed = tmp_path / "mixed"
+    _run(mixed, "a", "24_CLM", 1, 0.6, config="cfg-new")
+    _run(mixed, "b", "24_CLM", 2, 0.6)  # trained before fingerprints were recorded
+    (row,) = build_leaderboard(read_results([mixed])).rows
+    assert row.mixed_configurations and any("more than one configuration fingerprint" in n for n in row.notes)
+    assert "(mixed configs)" in render_markdown(build_leaderboard(read_results([mixed])))
 
 
 def test_check_one_seed_a_side_needs_a_seed_sd_to_fail(tmp_path, monkeypatch, capsys):
@@ -100,11 +127,27 @@ def test_holm_adjusts_a_groups_p_values_together(tmp_path):
     for seed in (1, 2, 3):
         _run(tmp_path / "base", f"b{seed}", "24_CLM", seed, 0.6, tasks=("blimp", "ewok", "blimp_supplement"))
         _run(tmp_path / "new", f"n{seed}", "24_MLM", seed, 0.6, tasks=("blimp", "ewok", "blimp_supplement"))
-    plain = run_check([tmp_path / "new"], [tmp_path / "base"], holm=False)
+    plain = run_check([tmp_path / "new"], [tmp_path / "base"], family="none")
     adjusted = run_check([tmp_path / "new"], [tmp_path / "base"])
     for a, b in zip(plain.lines, adjusted.lines):
         assert b.comparison.p_value >= a.comparison.p_value
         assert b.comparison.p_raw == a.comparison.p_value
+    assert "each group" in report_markdown(adjusted) and "--family none" in report_markdown(plain)
+
+
+def test_the_board_states_its_holm_family(tmp_path):
+    for seed in (1, 2, 3):
+        for schedule in ("24_CLM", "24_MLM", "4_CLM+16_MLM+4_CLM"):
+            _run(tmp_path, f"{schedule}-{seed}", schedule, seed, 0.6, tasks=("blimp", "ewok"))
+    results = read_results([tmp_path])
+    board = build_leaderboard(results, reference={"schedule": "24_CLM"})
+    row = build_leaderboard(results, reference={"schedule": "24_CLM"}, family="row")
+    tested = [c for c in board.comparisons if c.p_raw is not None]
+    assert len(tested) == 4
+    assert "Holm-adjusted over the board's 4 tests" in render_markdown(board)
+    assert "each row's 2 tests" in render_markdown(row)
+    for b, r in zip(board.comparisons, row.comparisons):
+        assert b.p_value >= r.p_value
 
 
 def test_user_text_is_escaped_in_terminal_and_markdown(tmp_path, monkeypatch, capsys):

@@ -6,18 +6,43 @@ import json
 import sys
 from pathlib import Path
 
+import click
 import typer
 from rich import box
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperCommand
 
 from antlm_bench.cli.app import app, console, err_console
 from antlm_bench.errors import EnvironmentFailure
 
 
-@app.command("check")
+class _SeveralPathsCommand(TyperCommand):
+    """``--results A B --baseline C D`` as ``leaderboard A B`` takes folders: each value up to the next option
+    belongs to the option before it (the same as ``--results A --results B``)."""
+
+    several = ("--results", "--baseline")
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        spread: list[str] = []
+        current = None
+        for arg in args:
+            if arg in self.several:
+                current = arg
+                spread.append(arg)
+                continue
+            if arg.startswith("-"):
+                current = None
+            elif current is not None and spread[-1] != current:
+                spread.append(current)  # a second value of the same option
+            spread.append(arg)
+        return super().parse_args(ctx, spread)
+
+
+@app.command("check", cls=_SeveralPathsCommand)
 def check_command(
-    results: list[Path] = typer.Option(..., "--results", help="Result folder(s) or scores.parquet of the new run."),
+    results: list[Path] = typer.Option(..., "--results", help="Result folder(s) or scores.parquet of the new run "
+                                       "(--results A B, or --results A --results B)."),
     baseline: list[Path] = typer.Option(..., "--baseline", help="Baseline scores.parquet or folder(s) (with "
                                         "items.parquet beside it for item-paired tests)."),
     tolerance: float = typer.Option(0.5, "--tolerance", help="Largest drop ignored, in percentage points."),
@@ -25,9 +50,11 @@ def check_command(
     rule: str = typer.Option("auto", "--rule", help="auto: a drop beyond the tolerance must also be significant "
                              "(seed-aware test, see docs/statistics.md); tolerance: the drop alone."),
     seed_sd: float | None = typer.Option(None, "--seed-sd", help="Training-seed SD of a task score in percentage "
-                                         "points, for one seed a side (else taken from a side with >= 2 seeds)."),
-    holm: bool = typer.Option(True, "--holm/--no-holm", help="Holm-adjust the p-values of a group's tasks and "
-                              "macro as one family (default on)."),
+                                         "points, for a one-seed side (else the baseline's own >= 3 seeds, when "
+                                         "both sides record the same configuration fingerprint)."),
+    family: str = typer.Option("row", "--family", help="The Holm family of the p-values: row (each group's "
+                               "tasks and macro, the default), board (every comparison of the check) or none; "
+                               "printed under the table."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Pass even when the results lack a task, "
                                        "subtask, metric, items or group that the baseline has."),
     by: str | None = typer.Option(None, "--by", help="Grouping keys that match runs with baseline runs "
@@ -39,11 +66,11 @@ def check_command(
 ) -> None:
     """Compare task and macro scores with a baseline; exit 1 on a significant drop beyond the tolerance, or when
     the results lack something the baseline has."""
-    from antlm_bench.results.check import report_markdown, run_check
+    from antlm_bench.results.check import family_note, report_markdown, run_check
 
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
     _require_paths(results, baseline)
-    report = run_check(results, baseline, tolerance, alpha, rule, group_by, seed_sd, holm, allow_missing)
+    report = run_check(results, baseline, tolerance, alpha, rule, group_by, seed_sd, family, allow_missing)
     if markdown is not None:
         # appended (a CI step summary collects several), before anything is printed: a failed write is one line
         try:
@@ -57,7 +84,8 @@ def check_command(
         if report.exit_code:
             sys.exit(report.exit_code)
         return
-    console.print(_table(report, tolerance, alpha, holm, rule))
+    console.print(_table(report, tolerance, alpha, rule))
+    console.print(f"[dim]{escape(family_note(report))}[/dim]")
     for note in report.notes:
         console.print(f"[yellow]note[/yellow] {escape(note)}")
     for item in report.missing:
@@ -107,17 +135,17 @@ def report_json(report) -> dict:
         })
     verdict = "regression" if report.regressions else ("missing" if report.failed_missing else "no regression")
     return {"verdict": verdict, "exit_code": report.exit_code, "tolerance_pp": report.tolerance,
-            "alpha": report.alpha, "rule": report.rule, "holm": report.holm, "seed_sd_pp": report.seed_sd,
+            "alpha": report.alpha, "rule": report.rule, "family": report.family, "seed_sd_pp": report.seed_sd,
             "lines": lines, "missing": list(report.missing), "notes": list(report.notes)}
 
 
-def _table(report, tolerance: float, alpha: float, holm: bool, rule: str) -> Table:
+def _table(report, tolerance: float, alpha: float, rule: str) -> Table:
     """The delta table; narrow enough for an 80-column CI log (no vertical rules, item counts in Markdown)."""
     from antlm_bench.results.leaderboard import design_text, p_text
 
     groups = list(dict.fromkeys(line.group for line in report.lines))
-    title = (f"check against the baseline (tolerance {tolerance} pp, alpha {alpha}"
-             f"{', Holm' if holm else ''}, rule {rule})")
+    # the Holm family is printed under the table (family_note)
+    title = f"check against the baseline (tolerance {tolerance} pp, alpha {alpha}, rule {rule})"
     if len(groups) == 1:
         title += f"\n{groups[0]}"
     table = Table(title=escape(title), box=box.SIMPLE_HEAD)

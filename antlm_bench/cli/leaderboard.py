@@ -41,8 +41,9 @@ def leaderboard_command(
     x_axis: str = typer.Option("epoch", "--x", help="Curves' x axis: epoch, tokens, or words (words "
                                 "seen, for runs trained with --save-at-words and --eval-every words)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the gaps."),
-    holm: bool = typer.Option(False, "--holm", help="Holm-adjust the p-values of each row's gaps (tasks and "
-                              "macro) as one family."),
+    family: str = typer.Option("board", "--family", help="The Holm family of the gaps' p-values: board (every gap "
+                               "on the board, the default), row (each row's tasks and macro) or none; printed "
+                               "under the table."),
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
     """Rank configurations by macro score: seeds averaged, 95% intervals over seeds and items, seed-aware gaps."""
@@ -53,7 +54,7 @@ def leaderboard_command(
     if x_axis not in ("epoch", "tokens", "words"):
         raise UserError(f"--x {x_axis}: choose epoch, tokens or words")
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
-    board = leaderboard_from_paths(results or [], definition, group_by, parse_reference(reference), alpha, holm)
+    board = leaderboard_from_paths(results or [], definition, group_by, parse_reference(reference), alpha, family)
     written = write_leaderboard(board, format_for(fmt, out), out, console, plots, x_axis)
     for path in written:
         err_console.print(f"wrote {path}")
@@ -70,8 +71,9 @@ def power_command(
     by: str | None = typer.Option(None, "--by", help="Grouping keys (default recipe,preset,schedule)."),
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
-    """How many seeds a side a gap needs: from each row's observed seed SD and item variance (Welch's t, items
-    unpaired: an upper bound); and the minimum detectable effect with the seeds the row has."""
+    """How many seeds a side a gap needs, with the range the seed SD's own uncertainty allows: the board's paired
+    test over seeds (k-1 df) from each row's observed seed SD and item variance (matched seeds uncorrelated, items
+    unpaired: upper bounds); and the minimum detectable effect with the seeds the row has."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -83,19 +85,44 @@ def power_command(
     if not gap > 0 or not 0 < power < 1 or (seed_sd is not None and not seed_sd > 0):
         raise UserError(f"--gap {gap} must be > 0, --power {power} between 0 and 1, --seed-sd > 0")
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
-    board = leaderboard_from_paths(results or [], definition, group_by, {}, alpha)
+    board = leaderboard_from_paths(results or [], definition, group_by, {}, alpha, "none")
     lines = power_lines(board, gap / 100, alpha, power, None if seed_sd is None else seed_sd / 100)
     table = Table(title=escape(f"seeds needed to detect a {gap:g}-point gap ({100 * power:g}% power, "
-                               f"alpha {alpha}, Welch over seeds)"))
-    for column in ("row", "task", "seeds", "seed SD", "item SE", "MDE now", f"seeds/side for {gap:g}"):
-        table.add_column(column, justify="left" if column in ("row", "task") else "right", overflow="fold")
+                               f"alpha {alpha}, paired over seeds, k-1 df)"))
+    for column in ("row", "task", "seeds", "seed SD [95% CI]", "SD from", "item SE", "MDE now",
+                   f"seeds/side for {gap:g} [range]"):
+        table.add_column(column, justify="left" if column in ("row", "task", "SD from") else "right",
+                         overflow="fold")
     for line in lines:
-        needed = ("-" if line.item_se is None or (line.seed_sd is None and seed_sd is None)
-                  else (str(line.seeds_for_gap) if line.reachable else "> 1000 (item noise, unpaired bound)"))
-        table.add_row(escape(key_text(board, line.row)), escape(line.column), str(line.n_seeds),
-                      "-" if line.seed_sd is None else f"{100 * line.seed_sd:.2f}",
+        table.add_row(escape(key_text(board, line.row)), escape(line.column), str(line.n_seeds), _sd_text(line),
+                      "-" if line.seed_sd is None else ("--seed-sd" if line.sd_seeds is None
+                                                        else f"{line.sd_seeds} seeds"),
                       "-" if line.item_se is None else f"{100 * line.item_se:.2f}",
-                      "-" if line.mde_now is None else f"{100 * line.mde_now:.2f}", needed)
+                      "-" if line.mde_now is None else f"{100 * line.mde_now:.2f}", _seeds_text(line))
     console.print(table)
-    console.print("[dim]seed SD: SD of the per-seed scores; item SE: the items' sampling error alone; MDE now: the "
-                  "smallest gap a comparison with this many seeds a side detects; method: docs/statistics.md[/dim]")
+    console.print("[dim]seed SD: SD of the per-seed scores, with its chi-square 95% interval (it rests on the seeds "
+                  "named in 'SD from'); seeds/side: at the observed SD, [range] at the two ends of its interval "
+                  "('>1000': the items' noise alone is too large at that gap); item SE: the items' sampling error "
+                  "alone; MDE now: the smallest gap a comparison with this many seeds a side detects; method: "
+                  "docs/statistics.md[/dim]")
+
+
+def _sd_text(line) -> str:
+    if line.seed_sd is None:
+        return "-"
+    text = f"{100 * line.seed_sd:.2f}"
+    if line.sd_interval is not None:
+        text += f" [{100 * line.sd_interval[0]:.2f}, {100 * line.sd_interval[1]:.2f}]"
+    return text
+
+
+def _seeds_text(line) -> str:
+    def count(k: int | None) -> str:
+        return ">1000" if k is None else str(k)
+
+    if line.seed_sd is None or line.item_se is None:
+        return "-"
+    text = count(line.seeds_for_gap)
+    if line.sd_interval is not None:
+        text += f" [{count(line.seeds_low)}, {count(line.seeds_high)}]"
+    return text

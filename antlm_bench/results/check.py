@@ -2,14 +2,19 @@
 
 Scores of a fresh run are compared with a baseline table, task by task and for the macro over the tasks both
 sides share. A score is a *regression* when it dropped by more than ``tolerance`` percentage points AND the
-drop is statistically significant at ``alpha`` after Holm's correction over the group's comparisons:
+drop is statistically significant at ``alpha`` after Holm's correction over the stated family (``--family``:
+each group's comparisons by default, or every comparison of the check):
 
-- the same configuration and the same seeds on both sides (a code change under deterministic training): a
-  same-seed test, paired by item (only the items vary);
-- seeds on both sides that are not the same: seed-aware (paired by seed where the seeds match, Welch over seeds
-  otherwise, paired by item within seeds), the seed SD pooled from a side with >= 2 seeds when the other has one;
-- one seed a side with different seeds: the seed variance is unknown; nothing is called significant unless
-  ``--seed-sd`` gives it;
+- one instrument: both sides must be scored under one convention, on one evaluation set, and each task by one
+  scoring method; anything else is refused (exit 2), naming both;
+- the same networks on both sides (equal training fingerprints, seed for seed: a change after training): a
+  same-seed test, paired by item (only the items vary). The same seed *number* is not enough, and neither is a
+  ``--by`` key that merges two configurations;
+- seeds on both sides: paired by seed where the seed labels match, Welch over seeds otherwise (paired by item
+  within seeds);
+- a one-seed side: tested only with a seed SD of its own configuration: ``--seed-sd``, or the baseline's own
+  >= 3 seeds when both sides record the same configuration fingerprint; otherwise the seed variance is unknown
+  and no drop is called significant;
 - ``--rule tolerance``: the tolerance alone decides.
 
 Nothing is passed that was not compared: a task, subtask or metric of the baseline that the results lack, fewer
@@ -27,6 +32,7 @@ from pathlib import Path
 
 from antlm_bench.errors import UserError
 from antlm_bench.results.leaderboard import (
+    FAMILIES,
     MACRO,
     BoardRow,
     Cell,
@@ -40,6 +46,12 @@ from antlm_bench.results.leaderboard import (
     macro_cell,
     read_results,
 )
+from antlm_bench.results.leaderboard.results import Results
+from antlm_bench.results.leaderboard.text import DESIGN_TEXT
+from antlm_bench.results.stats import SeedSD
+
+# check matches a run with its baseline by name; the configuration fingerprint then decides what may be borrowed
+CHECK_GROUP_BY = ("recipe", "preset", "schedule")
 
 RULES = ("auto", "tolerance")
 
@@ -64,7 +76,7 @@ class CheckReport:
     notes: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # what the baseline has and the results lack
     allow_missing: bool = False
-    holm: bool = True
+    family: str = "row"
     seed_sd: float | None = None
 
     @property
@@ -96,7 +108,7 @@ def _status(comparison: Comparison, tolerance: float, rule: str) -> tuple[str, s
     return test, "ok"
 
 
-def _validate(tolerance: float, alpha: float, rule: str, seed_sd: float | None) -> None:
+def _validate(tolerance: float, alpha: float, rule: str, seed_sd: float | None, family: str) -> None:
     if not math.isfinite(tolerance) or tolerance < 0:
         raise UserError(f"--tolerance {tolerance}: must be >= 0 (percentage points)")
     if not 0 < alpha < 1:
@@ -105,6 +117,37 @@ def _validate(tolerance: float, alpha: float, rule: str, seed_sd: float | None) 
         raise UserError(f"--rule {rule}: choose one of {', '.join(RULES)}")
     if seed_sd is not None and (not math.isfinite(seed_sd) or seed_sd <= 0):
         raise UserError(f"--seed-sd {seed_sd}: must be > 0 (percentage points)")
+    if family not in FAMILIES:
+        raise UserError(f"--family {family}: choose one of {', '.join(FAMILIES)}")
+
+
+def _one_value(results: Results, tasks: set[str], column: str, default: str) -> set[str]:
+    return {str(r.get(column) or default) for r in results.rows if r["task"] in tasks and r["value"] is not None}
+
+
+def _one_instrument(current: Results, baseline: Results, tasks: set[str]) -> tuple[str, str]:
+    """(evaluation set, convention) both sides share; UserError naming both when they do not."""
+    from antlm_bench.conventions import DEFAULT_CONVENTION
+
+    conventions = _one_value(current, tasks, "convention", DEFAULT_CONVENTION)
+    base_conventions = _one_value(baseline, tasks, "convention", DEFAULT_CONVENTION)
+    for option, found in (("--results", conventions), ("--baseline", base_conventions)):
+        if len(found) > 1:
+            raise UserError(f"{option} holds scores of {len(found)} conventions ({', '.join(sorted(found))}); "
+                            "give the folders of one convention")
+    if conventions and base_conventions and conventions != base_conventions:
+        raise UserError(f"--results are scored under the {next(iter(conventions))} convention, --baseline under "
+                        f"{next(iter(base_conventions))}: two conventions are never compared (a leading space alone "
+                        f"moves BLiMP by about a point); re-score one side with --convention")
+    # the full evaluation set where the results have it, else the fast one; the baseline must have that set
+    sets = _one_value(current, tasks, "eval_set", "full")
+    eval_set = "full" if "full" in sets or not sets else "fast"
+    base_sets = _one_value(baseline, tasks, "eval_set", "full")
+    if base_sets and eval_set not in base_sets:
+        raise UserError(f"--results are scored on the {eval_set} evaluation set, --baseline on the "
+                        f"{'/'.join(sorted(base_sets))} one: two evaluation sets are never compared; score both "
+                        "sides the same way (with or without --fast)")
+    return eval_set, next(iter(conventions or base_conventions or {DEFAULT_CONVENTION}))
 
 
 def _boards(results: Sequence[str | Path], baseline: Sequence[str | Path],
@@ -112,27 +155,33 @@ def _boards(results: Sequence[str | Path], baseline: Sequence[str | Path],
     current_results = read_results(results)
     baseline_results = read_results(baseline)
     tasks = sorted({r["task"] for r in current_results.rows} | {r["task"] for r in baseline_results.rows})
-    # one evaluation set on both sides: the full one where the results have it, else the fast one; a baseline
-    # without rows of that set is then missing them (a failure), never compared across sets
-    sets = {r.get("eval_set") or "full" for r in current_results.rows}
-    eval_set = "full" if "full" in sets or not sets else "fast"
-    definition = LeaderboardDefinition(name="check", tasks=tasks, macro_tasks=[], filters={"eval_set": [eval_set]})
-    if group_by:
-        definition.group_by = list(group_by)
-    return (build_leaderboard(current_results, definition, gaps=False),
-            build_leaderboard(baseline_results, definition, gaps=False))
+    eval_set, convention = _one_instrument(current_results, baseline_results, set(tasks))
+    definition = LeaderboardDefinition(name="check", tasks=tasks, macro_tasks=[],
+                                       filters={"eval_set": [eval_set], "convention": [convention]},
+                                       group_by=list(group_by or CHECK_GROUP_BY))
+    return (build_leaderboard(current_results, definition, gaps=False, family="none"),
+            build_leaderboard(baseline_results, definition, gaps=False, family="none"))
+
+
+def _one_method(group: str, row: BoardRow, base_row: BoardRow, columns: Sequence[str]) -> None:
+    """Each task scored by one method on both sides; UserError naming both otherwise."""
+    for column in columns:
+        current, base = row.cells[column].scoring, base_row.cells[column].scoring
+        if current != base:
+            raise UserError(f"{group}: {column} is scored by {current} in --results and by {base} in --baseline: "
+                            "two scoring methods are never compared; score both sides with the same --scoring")
 
 
 def _pairs(current: Leaderboard, base: Leaderboard, notes: list[str],
-           missing: list[str]) -> list[tuple[BoardRow, BoardRow, bool]]:
-    """(results row, baseline row, same configuration?) for every group to check."""
+           missing: list[str]) -> list[tuple[BoardRow, BoardRow]]:
+    """(results row, baseline row) for every group to check."""
     base_by_key = {row.key: row for row in base.rows}
-    pairs = [(row, base_by_key[row.key], True) for row in current.rows if row.key in base_by_key]
+    pairs = [(row, base_by_key[row.key]) for row in current.rows if row.key in base_by_key]
     if not pairs:
         if len(current.rows) == 1 and len(base.rows) == 1:
             notes.append(f"no group in common: comparing {_key(current, current.rows[0])} "
                          f"with baseline {_key(base, base.rows[0])} as different configurations")
-            return [(current.rows[0], base.rows[0], False)]
+            return [(current.rows[0], base.rows[0])]
         raise UserError(f"no ({', '.join(current.group_by)}) in common between the results "
                         f"({len(current.rows)} groups) and the baseline ({len(base.rows)} groups); "
                         "check --baseline or group with --by")
@@ -174,58 +223,86 @@ def run_check(
     rule: str = "auto",
     group_by: Sequence[str] | None = None,
     seed_sd: float | None = None,
-    holm: bool = True,
+    family: str = "row",
     allow_missing: bool = False,
 ) -> CheckReport:
     """Compare ``results`` with ``baseline``; raises UserError for unusable input.
 
-    ``seed_sd`` (percentage points) is the training-seed SD of a task score, for one-seed-a-side comparisons.
+    ``seed_sd`` (percentage points) is the training-seed SD of a task score, for a one-seed side; ``family``
+    the Holm family (``row``: each group's comparisons, ``board``: all of the check's, ``none``).
     """
-    _validate(tolerance, alpha, rule, seed_sd)
-    sd = None if seed_sd is None else seed_sd / 100
+    _validate(tolerance, alpha, rule, seed_sd, family)
+    given = None if seed_sd is None else SeedSD(seed_sd / 100, math.inf, "given with --seed-sd")
     current, base = _boards(results, baseline, group_by)
     notes: list[str] = []
     missing: list[str] = []
-    lines: list[CheckLine] = []
-    for row, base_row, same_configuration in _pairs(current, base, notes, missing):
+    checked: list[tuple[str, BoardRow, BoardRow, list[Comparison]]] = []
+    for row, base_row in _pairs(current, base, notes, missing):
         group = _key(current, row)
         missing.extend(_missing_in(group, row, base_row))
         columns = [c for c in current.columns if c in row.cells and c in base_row.cells]
+        _one_method(group, row, base_row, columns)
         macro_columns = [c for c in columns if ":" not in c]
         if len(macro_columns) >= 2:
             row.macro, base_row.macro = macro_cell(row, macro_columns), macro_cell(base_row, macro_columns)
             notes.append(f"{group}: macro = mean of {', '.join(macro_columns)} (the tasks both sides scored)")
         else:
             row.macro = base_row.macro = None
-        comparisons = compare(row, base_row, columns, macro_columns, alpha, same_configuration, sd)
-        if holm:
-            apply_holm(comparisons, alpha)
+        comparisons = compare(row, base_row, columns, macro_columns, alpha, given, family)
+        checked.append((group, row, base_row, comparisons))
+        notes.extend(_design_notes(group, row, base_row, comparisons, seed_sd))
+    if family == "board":
+        apply_holm([c for *_, comparisons in checked for c in comparisons], alpha)
+    lines: list[CheckLine] = []
+    for group, row, base_row, comparisons in checked:
         for comparison in comparisons:
             cur = row.macro if comparison.column == MACRO else row.cells[comparison.column]
             old = base_row.macro if comparison.column == MACRO else base_row.cells[comparison.column]
             test, status = _status(comparison, tolerance, rule)
             lines.append(CheckLine(group, comparison.column, old, cur, comparison, test, status))
-        notes.extend(_design_notes(group, comparisons, seed_sd))
     if not lines:
         raise UserError("no task in common between the results and the baseline "
                         f"(results: {', '.join(current.columns) or 'none'}; "
                         f"baseline: {', '.join(base.columns) or 'none'})")
-    return CheckReport(lines, tolerance, alpha, rule, notes, missing, allow_missing, holm, seed_sd)
+    return CheckReport(lines, tolerance, alpha, rule, notes, missing, allow_missing, family, seed_sd)
 
 
-def _design_notes(group: str, comparisons: Sequence[Comparison], seed_sd: float | None) -> list[str]:
+def family_note(report: CheckReport) -> str:
+    """The Holm family the report's p-values were adjusted over, in words (printed under every table)."""
+    tested = sum(line.comparison.p_raw is not None for line in report.lines)
+    if report.family == "none":
+        return f"p-values not adjusted for multiplicity ({tested} tests; --family none)"
+    if report.family == "board":
+        return f"p-values Holm-adjusted over all {tested} tests of the check (--family board)"
+    groups = len({line.group for line in report.lines})
+    return (f"p-values Holm-adjusted over each group's tasks and macro (--family row; {groups} group(s), "
+            f"{tested} tests in all)")
+
+
+def _design_notes(group: str, row: BoardRow, base_row: BoardRow, comparisons: Sequence[Comparison],
+                  seed_sd: float | None) -> list[str]:
     designs = sorted({c.design for c in comparisons if c.design})
     out = [f"{group}: test = {', '.join(design_text_of(d) for d in designs)}"] if designs else []
     if "unknown" in designs:
-        out.append(f"{group}: one seed a side with different seeds: seed variance unknown, so no drop can be called "
-                   "significant; give --seed-sd (points) or a baseline with >= 2 seeds")
-    elif "pooled" in designs and seed_sd is not None:
-        out.append(f"{group}: seed SD {seed_sd} pp from --seed-sd")
+        if row.configuration is None or base_row.configuration is None:
+            why = "the runs do not record one configuration fingerprint, so no seed SD can be borrowed"
+        elif row.configuration != base_row.configuration:
+            why = "the two sides are different configurations (fingerprints differ), so no seed SD can be borrowed"
+        else:
+            why = "the baseline has fewer than 3 seeds of the configuration"
+        out.append(f"{group}: a one-seed side: seed variance unknown ({why}), so no drop can be called "
+                   "significant; give --seed-sd (points) or a baseline with >= 3 seeds of the same configuration")
+    elif "pooled" in designs:
+        source = "--seed-sd" if seed_sd is not None else "the baseline's own seeds (same configuration fingerprint)"
+        out.append(f"{group}: the one-seed side is tested with the seed SD from {source}")
+    if any(line.mixed_configurations for line in (row, base_row)):
+        out.append(f"{group}: runs of more than one configuration fingerprint are pooled on a side")
     return out
 
 
 def design_text_of(design: str) -> str:
-    return design_text(Comparison((), (), "", 0.0, None, None, None, False, 0, None, design=design))
+    """A design's name in the report's words (without the item pairing, which differs task by task)."""
+    return DESIGN_TEXT.get(design, design)
 
 
 def _key(board: Leaderboard, row: BoardRow) -> str:
@@ -240,9 +317,8 @@ def report_markdown(report: CheckReport) -> str:
         return html.escape(text, quote=False).replace("|", "\\|")
 
     head = "REGRESSION" if report.regressions else ("MISSING" if report.failed_missing else "no regression")
-    correction = "Holm-adjusted" if report.holm else "not adjusted"
     out = [f"### antlm-bench check: {head}", "",
-           f"tolerance {report.tolerance} pp, alpha {report.alpha} (p {correction}), rule {report.rule}", "",
+           f"tolerance {report.tolerance} pp, alpha {report.alpha}, rule {report.rule}; {family_note(report)}", "",
            (f"| group | task | baseline | current | delta (pp) | {100 * (1 - report.alpha):g}% CI | p | MDE (pp) "
             "| test | items | status |"),
            "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]

@@ -65,6 +65,15 @@ SCORE_SCHEMA = pa.schema(
         ("git_commit", pa.string()),
         ("data_hash", pa.string()),
         ("created_at", pa.timestamp("us", tz="UTC")),
+        # which network a run trained: a hash of its initial weights, data order and masking stream (the run
+        # record's training_fingerprint). Equal on two runs: the same network, so ``check`` may test items only
+        # (same-seed); null (tables written before the column) or different: a seed draw.
+        ("training_fingerprint", pa.string()),
+        # which configuration a run is: a hash of the recipe's content (masking strategy and optimizer policy
+        # included), preset, schedule and scoring convention (the run record's config_fingerprint). The board
+        # never pools runs of two fingerprints as seeds of one row, and a seed SD is borrowed only within one;
+        # null: not provably the same configuration as anything.
+        ("config_fingerprint", pa.string()),
     ]
 )
 
@@ -102,6 +111,8 @@ class RunInfo:
     schedule: str = ""
     seed: int | None = None
     data_hash: str = ""
+    training_fingerprint: str | None = None  # the run record's; None: unknown (a seed draw)
+    config_fingerprint: str | None = None  # the run record's; None: unknown (not provably any configuration)
     git_commit: str = field(default_factory=lambda: current_git_commit())
     package_version: str = __version__
 

@@ -11,7 +11,7 @@ One job per module, data flowing one way:
 """
 
 from antlm_bench.results.leaderboard.board import build_leaderboard, macro_cell
-from antlm_bench.results.leaderboard.compare import apply_holm, compare, compare_cells
+from antlm_bench.results.leaderboard.compare import FAMILIES, apply_holm, compare, compare_cells
 from antlm_bench.results.leaderboard.definition import (
     DEFAULT_GROUP_BY,
     DEFAULT_TASKS,
@@ -37,6 +37,7 @@ from antlm_bench.results.leaderboard.text import (
     cell_text,
     comparison_text,
     design_text,
+    family_text,
     key_text,
     mde_text,
     method_lines,
@@ -48,9 +49,9 @@ from antlm_bench.results.leaderboard.text import (
 )
 
 __all__ = [
-    "DEFAULT_GROUP_BY", "DEFAULT_TASKS", "FORMATS", "GROUP_KEYS", "MACRO", "BoardRow", "Cell", "Comparison",
+    "DEFAULT_GROUP_BY", "DEFAULT_TASKS", "FAMILIES", "FORMATS", "GROUP_KEYS", "MACRO", "BoardRow", "Cell", "Comparison",
     "CurvePoint", "Leaderboard", "LeaderboardDefinition", "Results", "board_table", "build_leaderboard",
-    "cell_text", "apply_holm", "compare", "compare_cells", "comparison_text", "design_text", "mde_text",
+    "cell_text", "apply_holm", "compare", "compare_cells", "comparison_text", "design_text", "family_text", "mde_text",
     "definition_result_paths", "format_for",
     "key_text", "leaderboard_from_paths", "load_definition", "macro_cell", "method_lines", "p_text", "pct",
     "plot_curves", "read_results", "render_html", "render_markdown", "render_terminal", "verdict",

@@ -11,7 +11,7 @@ import numpy as np
 
 from antlm_bench.errors import UserError
 from antlm_bench.results.leaderboard.checkpoints import RunCheckpoint, run_checkpoints
-from antlm_bench.results.leaderboard.compare import compare
+from antlm_bench.results.leaderboard.compare import FAMILIES, apply_holm, compare
 from antlm_bench.results.leaderboard.curves import curves_of
 from antlm_bench.results.leaderboard.definition import (
     GROUP_KEYS,
@@ -52,9 +52,15 @@ def build_leaderboard(
     alpha: float = 0.05,
     macro_tasks: Sequence[str] | None = None,
     gaps: bool = True,
-    holm: bool = False,
+    family: str = "board",
 ) -> Leaderboard:
-    """Aggregate result rows into a leaderboard; see the module docstring for the rules."""
+    """Aggregate result rows into a leaderboard; see the module docstring for the rules.
+
+    ``family``: the Holm family of the gaps' p-values (``compare.FAMILIES``): every gap on the board (the
+    default), each row's, or none.
+    """
+    if family not in FAMILIES:
+        raise UserError(f"--family {family}: choose one of {', '.join(FAMILIES)}")
     definition = definition or LeaderboardDefinition()
     group_by = list(group_by or definition.group_by)
     for key in group_by:
@@ -70,6 +76,8 @@ def build_leaderboard(
     groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for run_id, ckpts in checkpoints.items():
         groups[_group_key(ckpts[-1], group_by)].append(run_id)
+    if "run_id" not in group_by and "config_fingerprint" not in group_by:
+        groups = _split_configurations(groups, checkpoints, group_by)
 
     column_set = {c for ckpts in checkpoints.values() for c in ckpts[-1].cells}
     order = {t: i for i, t in enumerate(definition.tasks)}
@@ -85,12 +93,14 @@ def build_leaderboard(
     if ref_row is not None:
         for row in rows:
             if row is not ref_row:
-                comparisons.extend(compare(row, ref_row, columns, macro_columns, alpha, holm=holm))
+                comparisons.extend(compare(row, ref_row, columns, macro_columns, alpha, family=family))
+    if family == "board":
+        apply_holm(comparisons, alpha)
     if any(c.interval == "" for r in rows for c in r.cells.values()):
         notes.append("some cells have no interval (one seed, and rows without ci_low/ci_high or items)")
     return Leaderboard(definition, group_by, columns, macro_columns, rows, comparisons,
                        ref_row.key if ref_row else None, alpha, notes,
-                       _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), holm)
+                       _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), family)
 
 
 def _one_convention(results: Results, definition: LeaderboardDefinition, notes: list[str]) -> LeaderboardDefinition:
@@ -138,11 +148,52 @@ def _group_key(final: RunCheckpoint, group_by: Sequence[str]) -> tuple[str, ...]
     return tuple(key)
 
 
+def run_fingerprint(final: RunCheckpoint, which: str) -> str | None:
+    """A run's ``training_fingerprint`` or ``config_fingerprint`` (antlm_bench.results.tables): None when its score
+    rows do not record it (tables written before the columns, or a plain model)."""
+    value = final.meta.get(which)
+    if value is None:
+        value = next((row.get(which) for row in final.cells.values() if row.get(which)), None)
+    return str(value) if value else None
+
+
+def _short(fingerprint: str | None) -> str:
+    return "unknown" if fingerprint is None else fingerprint[:8]
+
+
+def _split_configurations(groups: Mapping[tuple[str, ...], list[str]], checkpoints: Mapping[str, list[RunCheckpoint]],
+                          group_by: Sequence[str]) -> dict[tuple[str, ...], list[str]]:
+    """Runs of two recorded configuration fingerprints are never seeds of one row: a group whose runs record two
+    or more splits into one row per fingerprint (runs without one form their own row), the fingerprint shown in
+    the last grouping column. Runs without a fingerprint beside runs of a single one stay in the row, which then
+    says so (``BoardRow.mixed_configurations``): nothing proves them the same configuration or another."""
+    out: dict[tuple[str, ...], list[str]] = {}
+    for key, run_ids in groups.items():
+        by_fingerprint: dict[str | None, list[str]] = defaultdict(list)
+        for run_id in run_ids:
+            by_fingerprint[run_fingerprint(checkpoints[run_id][-1], "config_fingerprint")].append(run_id)
+        if len([f for f in by_fingerprint if f is not None]) < 2 or not key:
+            out[key] = run_ids
+            continue
+        for fingerprint, members in by_fingerprint.items():
+            out[(*key[:-1], f"{key[-1]} [config {_short(fingerprint)}]")] = members
+    return out
+
+
 def _row(results: Results, checkpoints: Mapping[str, list[RunCheckpoint]], key: tuple[str, ...],
          run_ids: list[str], group_by: Sequence[str], columns: Sequence[str], macro_columns: Sequence[str]) -> BoardRow:
     """One configuration: its runs' final checkpoints pooled as seeds, a cell per column, macro and curves."""
     finals = [checkpoints[r][-1] for r in run_ids]
-    row = BoardRow(key, run_ids, {}, None)
+    row = BoardRow(key, run_ids, {}, None,
+                   config_fingerprints={f.run_id: run_fingerprint(f, "config_fingerprint") for f in finals})
+    if row.mixed_configurations:
+        counts = defaultdict(int)
+        for fingerprint in row.config_fingerprints.values():
+            counts[_short(fingerprint)] += 1
+        row.notes.append("seeds from more than one configuration fingerprint ("
+                         + ", ".join(f"{name}: {n} run(s)" for name, n in sorted(counts.items()))
+                         + "): pooled as one configuration, which nothing proves; re-run the old seeds, or see "
+                         "them apart with --by run_id")
     for k in ("recipe", "preset", "schedule", "limit", "data_hash"):
         if k not in group_by:
             distinct = sorted({str(f.meta[k]) for f in finals if f.meta[k] not in (None, "")})
@@ -177,7 +228,7 @@ def _cell(results: Results, present: list[RunCheckpoint], column: str) -> Cell:
     cell = Cell(float(np.mean(values)), None, None, _spread(values), len(present), "+".join(scorings),
                 int(np.mean([r["n"] or 0 for r in cell_rows])), seed_values=values,
                 seed_runs=[f.run_id for f in present], seed_labels=[_seed_label(f) for f in present],
-                subtasks=subtasks)
+                subtasks=subtasks, seed_fingerprints=[run_fingerprint(f, "training_fingerprint") for f in present])
     cell.items = _group_items(results, present, column, scorings)
     cell.item_var = item_variance(cell.items) if cell.items is not None else _item_var_from_rows(cell_rows)
     _set_interval(cell)
@@ -239,9 +290,10 @@ def macro_cell(row: BoardRow, macro_columns: Sequence[str]) -> Cell | None:
         return None
     per_seed = [float(np.mean([c.seed_values[c.seed_runs.index(r)] for c in cells])) for r in runs]
     labels = [cells[0].seed_labels[cells[0].seed_runs.index(r)] for r in runs]
+    fingerprints = [cells[0].seed_fingerprints[cells[0].seed_runs.index(r)] for r in runs]
     item_vars = [c.item_var for c in cells]
     macro = Cell(float(np.mean(per_seed)), None, None, _spread(per_seed), len(runs), "auto", seed_values=per_seed,
-                 seed_runs=runs, seed_labels=labels)
+                 seed_runs=runs, seed_labels=labels, seed_fingerprints=fingerprints)
     macro.item_var = None if None in item_vars else sum(item_vars) / len(cells) ** 2
     _set_interval(macro)
     return macro

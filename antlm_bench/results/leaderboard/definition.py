@@ -10,7 +10,10 @@ from antlm_bench.errors import UserError
 
 DEFAULT_TASKS = ("blimp", "blimp_supplement", "ewok", "glue")
 DEFAULT_GROUP_BY = ("recipe", "preset", "schedule")
-GROUP_KEYS = ("recipe", "architecture", "preset", "schedule", "seed", "run_id", "limit", "data_hash")
+# config_fingerprint: the run record's hash of the recipe's content, preset, schedule and convention; the board
+# splits a group whose runs record two of them even when it is not named here (board._split_configurations)
+GROUP_KEYS = ("recipe", "architecture", "preset", "schedule", "seed", "run_id", "limit", "data_hash",
+              "config_fingerprint")
 # when a checkpoint was scored several ways and its last phase does not decide, the first of these wins
 SCORING_PREFERENCE = ("clm", "pll", "mntp", "pll-word-l2r", "finetune", "probe")
 # a linear probe is a different measurement from fine-tuning: its rows get their own column

@@ -17,6 +17,7 @@ from antlm_bench.results.leaderboard.text import (
     method_lines,
     p_text,
     pct,
+    runs_text,
     shown_keys,
 )
 
@@ -103,7 +104,7 @@ def render_html(board: Leaderboard, x: str = "epoch") -> str:
     for row in sorted(board.rows, key=lambda r: r.key):
         out.append("<tr>" + '<td class="rank key" data-value=""></td>'
                    + "".join(f'<td class="key">{e(row.key[i])}</td>' for i in shown)
-                   + f'<td data-value="{len(row.run_ids)}">{len(row.run_ids)}</td>'
+                   + f'<td data-value="{len(row.run_ids)}">{e(runs_text(row))}</td>'
                    + "".join(_html_cell(row.cells.get(c)) for c in board.columns)
                    + _html_cell(row.macro, "macro") + "</tr>")
     out.append("</tbody></table>")

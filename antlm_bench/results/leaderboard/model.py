@@ -28,6 +28,8 @@ class Cell:
     seed_values: list[float] = field(default_factory=list)
     seed_runs: list[str] = field(default_factory=list)  # the run of each seed value
     seed_labels: list[str] = field(default_factory=list)  # the training seed of each run, for pairing by seed
+    # each run's training fingerprint (None: not recorded); equal on both sides, seed for seed: the same networks
+    seed_fingerprints: list[str | None] = field(default_factory=list)
     subtasks: dict[str, str] = field(default_factory=dict)  # subtask -> metric, what ``check`` must find again
 
 
@@ -53,6 +55,20 @@ class BoardRow:
     macro: Cell | None
     curves: dict[str, list[CurvePoint]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # run_id -> its configuration fingerprint (None: not recorded)
+    config_fingerprints: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def configuration(self) -> str | None:
+        """The one configuration fingerprint every run of the row records; None when any is missing or two
+        differ (then nothing proves the row's seeds are one configuration)."""
+        values = set(self.config_fingerprints.values())
+        return next(iter(values)) if len(values) == 1 else None
+
+    @property
+    def mixed_configurations(self) -> bool:
+        """The row's seeds come from more than one configuration fingerprint (a missing one counts as its own)."""
+        return len(set(self.config_fingerprints.values())) > 1
 
 
 @dataclass
@@ -88,6 +104,6 @@ class Leaderboard:
     alpha: float
     notes: list[str]
     created_at: str
-    holm: bool = False
+    family: str = "none"  # the Holm family of the gaps' p-values: none, row or board (compare.FAMILIES)
 
 

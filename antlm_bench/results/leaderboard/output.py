@@ -51,7 +51,7 @@ def board_table(board: Leaderboard) -> pa.Table:
              "significant": c.significant, "design": c.design, "mde": c.mde}
             for c in board.comparisons]
     meta = {"antlm_bench.reference": key_text(board, board.reference, full=True), "antlm_bench.gaps": json.dumps(gaps),
-            "antlm_bench.version": __version__}
+            "antlm_bench.version": __version__, "antlm_bench.holm_family": board.family}
     return pa.Table.from_pylist(records, schema=schema.with_metadata(meta))
 
 
@@ -61,7 +61,7 @@ def leaderboard_from_paths(
     group_by: Sequence[str] | None = None,
     reference: Mapping[str, str] | None = None,
     alpha: float = 0.05,
-    holm: bool = False,
+    family: str = "board",
 ) -> Leaderboard:
     """The ``antlm-bench leaderboard`` entry point: a definition's results and/or result folders, aggregated."""
     loaded = load_definition(definition) if definition is not None else LeaderboardDefinition()
@@ -78,7 +78,7 @@ def leaderboard_from_paths(
         # no definition: the AntLM tasks first, then any other task the tables hold (an --include-path task)
         others = sorted({r["task"] for r in results.rows} - set(loaded.tasks))
         loaded = loaded.model_copy(update={"tasks": [*loaded.tasks, *others]})
-    return build_leaderboard(results, loaded, group_by=group_by, reference=reference, alpha=alpha, holm=holm)
+    return build_leaderboard(results, loaded, group_by=group_by, reference=reference, alpha=alpha, family=family)
 
 
 FORMATS = ("terminal", "markdown", "html", "parquet")

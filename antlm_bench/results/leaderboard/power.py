@@ -1,9 +1,11 @@
 """How many seeds a gap needs: per configuration and task, from the observed seed SD and item variance.
 
-For two configurations with k seeds each, scored on the same items, the gap's variance is taken as
-2 s2_seeds / k + 2 V_items (the items unpaired: an upper bound, since two models' item errors correlate
-positively), tested two-sided with Welch's t (2k - 2 df). ``stats.minimum_detectable_effect`` gives the MDE at the
-row's own seed count, ``stats.seeds_needed`` the seeds per side for a target gap at the given power.
+The board tests two configurations with the same seeds by pairing them (``stats.paired_seeds``): the gap's
+variance with k seeds a side is 2 s2_seeds / k + 2 V_items (matched seeds taken as uncorrelated and the items
+unpaired: upper bounds, since both correlate positively), on k - 1 df. ``stats.minimum_detectable_effect`` gives
+the MDE at the row's own seed count, ``stats.seeds_needed`` the seeds per side for a target gap at the given
+power. A seed SD estimated on k seeds is itself uncertain: its chi-square interval (``stats.seed_sd_interval``)
+turns the seed count into a range, printed beside it with the number of seeds the SD rests on.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 from antlm_bench.results.leaderboard.definition import MACRO
 from antlm_bench.results.leaderboard.model import Leaderboard
-from antlm_bench.results.stats import minimum_detectable_effect, seeds_needed
+from antlm_bench.results.stats import minimum_detectable_effect, seed_sd_interval, seeds_needed
 
 
 @dataclass
@@ -21,11 +23,16 @@ class PowerLine:
     row: tuple[str, ...]
     column: str
     n_seeds: int
-    seed_sd: float | None  # observed SD of the per-seed scores (fraction)
+    seed_sd: float | None  # the seed SD used (fraction): the row's observed one, else the given one
+    sd_seeds: int | None  # how many seeds the SD rests on; None when it was given (--seed-sd)
     item_se: float | None  # standard error from item sampling alone (fraction)
-    mde_now: float | None  # MDE of a comparison with n_seeds a side (fraction)
-    seeds_for_gap: int | None  # seeds per side to detect the target gap; None: not reachable (or unknown)
+    mde_now: float | None  # MDE of a paired comparison with n_seeds a side (fraction)
+    seeds_for_gap: int | None  # seeds per side to detect the target gap at seed_sd; None: not reachable
     reachable: bool
+    # seeds per side at the low and high end of the seed SD's 95% interval (None: not reachable / no interval)
+    seeds_low: int | None = None
+    seeds_high: int | None = None
+    sd_interval: tuple[float, float] | None = None
 
 
 def power_lines(board: Leaderboard, gap: float, alpha: float = 0.05, power: float = 0.8,
@@ -35,17 +42,24 @@ def power_lines(board: Leaderboard, gap: float, alpha: float = 0.05, power: floa
     for row in board.rows:
         cells = [*row.cells.items(), *([(MACRO, row.macro)] if row.macro is not None else [])]
         for column, cell in cells:
-            sd = cell.spread if cell.spread is not None else seed_sd
+            observed = cell.spread is not None
+            sd = cell.spread if observed else seed_sd
             item_var = cell.item_var
+            item_se = None if item_var is None else math.sqrt(item_var)
             if sd is None or item_var is None:
-                out.append(PowerLine(row.key, column, cell.n_seeds, cell.spread,
-                                     None if item_var is None else math.sqrt(item_var), None, None, False))
+                out.append(PowerLine(row.key, column, cell.n_seeds, sd, None, item_se, None, None, False))
                 continue
             k = cell.n_seeds
             mde = None
             if k >= 2:
-                mde = minimum_detectable_effect(math.sqrt(2 * sd**2 / k + 2 * item_var), 2 * k - 2, alpha, power)
+                mde = minimum_detectable_effect(math.sqrt(2 * sd**2 / k + 2 * item_var), k - 1, alpha, power)
             needed = seeds_needed(gap, sd, 2 * item_var, alpha, power)
-            out.append(PowerLine(row.key, column, k, cell.spread, math.sqrt(item_var), mde, needed,
-                                 needed is not None))
+            line = PowerLine(row.key, column, k, sd, k if observed else None, item_se, mde, needed,
+                             needed is not None)
+            if observed:
+                low, high = seed_sd_interval(sd, k)
+                line.sd_interval = (low, high)
+                line.seeds_low = seeds_needed(gap, low, 2 * item_var, alpha, power)
+                line.seeds_high = seeds_needed(gap, high, 2 * item_var, alpha, power)
+            out.append(line)
     return out

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from antlm_bench import __version__
 from antlm_bench.results.leaderboard.definition import MACRO
-from antlm_bench.results.leaderboard.model import Cell, Comparison, Leaderboard
+from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, Leaderboard
 
 # ----------------------------------------------------------------------------------------------------------
 # rendering
@@ -50,20 +50,41 @@ def comparison_text(c: Comparison) -> str:
 
 
 DESIGN_TEXT = {
-    "same-seed": "same-seed",
+    "same-seed": "same-seed (same networks)",
     "paired-seeds": "paired by seed",
     "welch": "Welch over seeds",
-    "pooled": "pooled seed SD",
-    "unknown": "1 seed a side: seed variance unknown",
+    "pooled": "seed SD of the configuration",
+    "unknown": "1 seed on a side: seed variance unknown",
 }
 
 
 def design_text(c: Comparison) -> str:
     """The comparison's design, and whether its items were paired (GLUE's F1 members never are)."""
+    if not c.design and "different instruments" in c.note:
+        return c.note
     text = DESIGN_TEXT.get(c.design, "no test")
     if c.design in ("same-seed", "paired-seeds", "welch", "pooled"):
         text += ", paired by item" if c.paired else ", items unpaired"
     return text
+
+
+def runs_text(row: BoardRow) -> str:
+    """How many runs a row pools, marked when they come from more than one configuration fingerprint."""
+    return f"{len(row.run_ids)}" + (" (mixed configs)" if row.mixed_configurations else "")
+
+
+def family_text(board: Leaderboard) -> str:
+    """Which p-values Holm's correction treated as one family, and how many tests that was."""
+    tested = sum(c.p_raw is not None for c in board.comparisons)
+    if board.family == "board":
+        return f"p-values Holm-adjusted over the board's {tested} tests (--family board; the intervals are not)"
+    if board.family == "row":
+        per_row = sorted({sum(c.p_raw is not None for c in board.comparisons if c.row == r.key) for r in board.rows
+                          if r.key != board.reference})
+        sizes = "/".join(map(str, per_row)) or "0"
+        return (f"p-values Holm-adjusted over each row's {sizes} tests (--family row), not over the board's "
+                f"{tested}: read a significant gap against the number of rows (the intervals are not adjusted)")
+    return f"p-values not adjusted for multiplicity over the board's {tested} tests (--family none)"
 
 
 def verdict(c: Comparison) -> str:
@@ -109,8 +130,7 @@ def key_text(board: Leaderboard, key: tuple[str, ...] | None, full: bool = False
 def method_lines(board: Leaderboard) -> list[str]:
     """The footnotes every rendering carries: what the numbers are and which method made each."""
     macro = ", ".join(board.macro_columns) if board.macro_columns else "not defined"
-    multiplicity = ("p-values Holm-adjusted over each row's comparisons (the intervals are not)" if board.holm
-                    else "p-values not adjusted for multiplicity (--holm adjusts them)")
+    multiplicity = family_text(board)
     return [
         ("Scores are percentages: mean over seeds [95% interval] ±standard deviation over seeds, then the scoring "
          "method (clm: sum of log-probabilities left to right; pll / pll-word-l2r: pseudo-log-likelihood; mntp: "
@@ -120,7 +140,8 @@ def method_lines(board: Leaderboard) -> list[str]:
          "covers the items only: seed variance unknown. Method and formulas: docs/statistics.md."),
         f"Final checkpoint of each run (highest phase index). Macro = mean of {macro}; '-' when a row lacks one.",
         ("Gaps to the reference row: paired by seed where both rows have the same seeds, Welch's t over seeds "
-         "otherwise, paired by item within seeds where item tables exist; one seed a side is not tested. "
+         "otherwise, paired by item within seeds where item tables exist; a one-seed side is tested only with a "
+         "seed SD of its own configuration (never another row's); cells scored by two methods are not tested. "
          f"Significant at alpha={board.alpha}; {multiplicity}; MDE = minimum detectable effect at 80% power."),
     ]
 
@@ -140,7 +161,7 @@ def render_terminal(board: Leaderboard, console: Any) -> None:
         table.add_column(escape(column), justify="right")
     table.add_column(MACRO, justify="right", style="bold")
     for rank, row in enumerate(board.rows, 1):
-        table.add_row(str(rank), *[escape(row.key[i]) for i in shown], str(len(row.run_ids)),
+        table.add_row(str(rank), *[escape(row.key[i]) for i in shown], runs_text(row),
                       *[cell_text(row.cells.get(c)) for c in board.columns], cell_text(row.macro, False))
     console.print(table)
     if board.comparisons:
@@ -178,7 +199,7 @@ def render_markdown(board: Leaderboard, plot_files: Sequence[str] = ()) -> str:
     lines.append("|" + "|".join("---:" if h in ("#", "runs") or h in board.columns or h == MACRO else "---"
                                 for h in header) + "|")
     for rank, row in enumerate(board.rows, 1):
-        cells = [str(rank), *[row.key[i] for i in shown], str(len(row.run_ids)), *[cell_text(row.cells.get(c)) for c in board.columns],
+        cells = [str(rank), *[row.key[i] for i in shown], runs_text(row), *[cell_text(row.cells.get(c)) for c in board.columns],
                  f"**{cell_text(row.macro, False)}**"]
         lines.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
     if board.comparisons:

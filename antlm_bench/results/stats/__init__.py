@@ -5,7 +5,8 @@
 - ``variance``: the item-sampling variance of a score measured by several seeds on the same items (two-way
   crossed design), alone or of a difference;
 - ``inference``: intervals and tests over seeds and items (Student-t, Satterthwaite df), comparison designs,
-  Holm's correction, minimum detectable effect and seeds needed for a given gap.
+  one function per comparison design (same_seed, paired_seeds, welch, pooled, untested), Holm's correction,
+  minimum detectable effect, the seed SD's chi-square interval and seeds needed for a given gap.
 
 The formulas, and the simulations that check their calibration, are in docs/statistics.md.
 """
@@ -24,16 +25,26 @@ from antlm_bench.results.stats.bootstrap import (
     win_score,
 )
 from antlm_bench.results.stats.inference import (
+    DESIGNS,
+    MIN_SEEDS_FOR_RECORDED_SD,
     P_FLOOR,
     Difference,
     Estimate,
+    SeedSD,
     choose_design,
     difference,
     estimate,
     holm,
     minimum_detectable_effect,
+    paired_seeds,
+    pooled,
+    recorded_seed_sd,
+    same_seed,
     satterthwaite_df,
+    seed_sd_interval,
     seeds_needed,
+    untested,
+    welch,
 )
 from antlm_bench.results.stats.variance import (
     ItemMatrix,
@@ -44,9 +55,10 @@ from antlm_bench.results.stats.variance import (
 )
 
 __all__ = [
-    "DEFAULT_RESAMPLES", "DEFAULT_SEED", "P_FLOOR", "Difference", "Estimate", "Interval", "ItemMatrix",
-    "PairedComparison", "_replicate_means", "bootstrap_classification", "bootstrap_macro", "bootstrap_mean",
-    "bootstrap_p_value", "choose_design", "difference", "estimate", "holm", "item_variance",
-    "item_variance_of_difference", "minimum_detectable_effect", "paired_bootstrap", "per_seed_scores", "satterthwaite_df",
-    "seeds_needed", "shared_items", "win_score",
+    "DEFAULT_RESAMPLES", "DEFAULT_SEED", "DESIGNS", "MIN_SEEDS_FOR_RECORDED_SD", "P_FLOOR", "Difference", "Estimate",
+    "Interval", "ItemMatrix", "PairedComparison", "SeedSD", "_replicate_means", "bootstrap_classification",
+    "bootstrap_macro", "bootstrap_mean", "bootstrap_p_value", "choose_design", "difference", "estimate", "holm",
+    "item_variance", "item_variance_of_difference", "minimum_detectable_effect", "paired_bootstrap", "paired_seeds",
+    "per_seed_scores", "pooled", "recorded_seed_sd", "same_seed", "satterthwaite_df", "seed_sd_interval",
+    "seeds_needed", "shared_items", "untested", "welch", "win_score",
 ]

@@ -108,7 +108,8 @@ def item_variance_of_difference(a: Mapping[str, ItemMatrix], b: Mapping[str, Ite
     - ``same-seed``: the seeds are fixed (a code change under deterministic training); the only sampling is the
       items', so the plain item variance of the seed-averaged per-item differences.
     - ``paired-seeds``: seed s of a is matched with seed s of b; the matched difference matrix is one cell.
-    - ``unpaired-seeds``: the seed-averaged per-item differences, minus both sides' residuals.
+    - ``unpaired-seeds``: the seed-averaged per-item differences, minus both sides' residuals (a one-seed side,
+      whose residual is not estimable, is taken to have the other side's).
     """
     names = sorted(set(a) & set(b))
     if not names:
@@ -125,6 +126,11 @@ def item_variance_of_difference(a: Mapping[str, ItemMatrix], b: Mapping[str, Ite
         else:
             n = left.shape[1]
             between = float(np.var(left.mean(axis=0) - right.mean(axis=0), ddof=1))
-            overlap = _residual_ms(left) / left.shape[0] + _residual_ms(right) / right.shape[0]
+            ms_left, ms_right = _residual_ms(left), _residual_ms(right)
+            # a one-seed side has no residual of its own to remove; its seed part (a seed SD of the same
+            # configuration, ``inference.pooled``) already holds it, so the other side's residual stands in
+            ms_left = ms_right if left.shape[0] == 1 else ms_left
+            ms_right = ms_left if right.shape[0] == 1 else ms_right
+            overlap = ms_left / left.shape[0] + ms_right / right.shape[0]
             total += max(0.0, between - overlap) / n
     return total / len(names) ** 2
