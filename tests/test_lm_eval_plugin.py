@@ -216,6 +216,28 @@ def test_the_wrapper_hands_lm_evals_own_command_line_the_antlm_model(tasks_dir, 
     assert report["config"]["model"] == "antlm"
 
 
+@pytest.mark.parametrize(("model_args", "says"), [
+    ("pretrained={missing}", "not a folder"),
+    ("pretrained={bert},batch_tokens=0", "--batch-tokens 0"),
+])
+def test_the_wrapper_says_our_errors_in_one_line(tasks_dir, bert_dir, tmp_path, monkeypatch, capsys, model_args, says):
+    """A missing folder or a bad option of ours: one line and exit 2, as every antlm-bench command, no traceback."""
+    from lm_eval.tasks import TaskManager as RealTaskManager
+
+    from antlm_bench.adapters.lm_eval import cli_evaluate
+
+    monkeypatch.setattr("lm_eval.tasks.TaskManager",
+                        lambda include_path=None, metadata=None, **kw: RealTaskManager(
+                            include_path=include_path, include_defaults=False, metadata=metadata))
+    args = model_args.format(missing=tmp_path / "nowhere", bert=bert_dir)
+    with pytest.raises(SystemExit) as stopped:
+        cli_evaluate(["--model", "antlm", "--model_args", args, "--tasks", "antlm_local_pairs", "--include_path",
+                      str(tasks_dir), "--device", "cpu"])
+    assert stopped.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and says in errors[0]
+
+
 @pytest.mark.slow
 def test_the_wrapper_command_runs_lm_eval_with_antlm(tasks_dir, bert_dir, tmp_path):
     """``python -m antlm_bench.adapters.lm_eval`` as a user runs it (lm-eval indexes all its tasks: ~30 s)."""

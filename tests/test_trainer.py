@@ -349,3 +349,61 @@ def test_a_diverged_run_exits_3_with_one_line_and_resumes_from_the_last_good_che
     resumed = _train_cli(config.model_copy(update={"resume": True}))
     assert resumed.exit_code == 0, resumed.output
     assert [m["step"] for m in read_metrics(tmp_path / "run")] == list(range(1, 9))
+
+
+def test_a_full_disk_while_saving_is_one_line_and_keeps_the_resume_point(tmp_path: Path, monkeypatch) -> None:
+    """safetensors reports ENOSPC as its own SafetensorError (not an OSError): still one line, exit 4, and the
+    resume point written before stays whole, so --resume goes on from it."""
+    import antlm_bench.training.checkpoint as checkpoint
+    from safetensors import SafetensorError
+
+    config = tiny_config(tmp_path, tmp_path / "run", schedule="2_CLM", save_every_steps=2)
+    real = checkpoint._write_folder
+    calls = {"n": 0}
+
+    def full_disk(folder, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the second save: the step-2 resume point is on disk by then
+            raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "
+                                  "\"No space left on device\" })")
+        return real(folder, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "_write_folder", full_disk)
+    result = _train_cli(config)
+    line = _one_line(result, 4, "the checkpoint could not be written", "No space left on device", "--resume")
+    assert "step-000000004" in line
+    assert read_record(tmp_path / "run" / "last").step == 2
+    assert not list((tmp_path / "run" / ".resume").glob(".*tmp-*"))  # no half-written staging folder left
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed"
+    monkeypatch.setattr(checkpoint, "_write_folder", real)
+    resumed = _train_cli(config.model_copy(update={"resume": True}))
+    assert resumed.exit_code == 0, resumed.output
+    assert [m["step"] for m in read_metrics(tmp_path / "run")] == list(range(1, 9))
+
+
+def test_a_damaged_metrics_file_is_repaired_on_resume(tmp_path: Path) -> None:
+    config = tiny_config(tmp_path, tmp_path / "run", schedule="1_CLM", max_steps=2)
+    train(config)
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    metrics.write_bytes(metrics.read_bytes() + b"\xff\xfe{not json\n[1, 2]\n{\"step\": \"x\"}\n")
+    train(config.model_copy(update={"resume": True, "max_steps": None}))
+    steps = [m["step"] for m in read_metrics(tmp_path / "run")]
+    assert steps == list(range(1, len(steps) + 1)) and len(steps) > 2
+
+
+def test_off_a_terminal_training_prints_plain_progress_lines(tmp_path: Path, monkeypatch) -> None:
+    """A piped run (CI log) gets whole progress lines, not a live bar that shows nothing until the end."""
+    import io
+
+    from rich.console import Console
+
+    import antlm_bench.training.reporting as reporting
+
+    monkeypatch.setattr(reporting, "PLAIN_PROGRESS_EVERY_S", 0.0)  # every step, for the test
+    out = io.StringIO()
+    train(tiny_config(tmp_path, tmp_path / "run", schedule="1_CLM", progress=True),
+          console=Console(file=out, force_terminal=False, width=200))
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("step ")]
+    total = len(read_metrics(tmp_path / "run"))
+    assert len(lines) == total and lines[-1].startswith(f"step {total}/{total} (phase 0/0 CLM)")
+    assert "tok/s" in lines[0] and "left" in lines[0] and "\x1b[" not in out.getvalue()

@@ -46,7 +46,7 @@ import lm_eval.models  # noqa: F401  isort: skip
 from lm_eval.api.model import LM
 from lm_eval.api.registry import model_registry
 
-from antlm_bench.errors import UserError
+from antlm_bench.errors import EnvironmentFailure, UserError
 from antlm_bench.scoring import check_method, load_scoring_model
 from antlm_bench.scoring.encode import Seq, dedupe, encode, prefix_token_id
 from antlm_bench.scoring.engine import score_seqs
@@ -267,7 +267,11 @@ def cli_evaluate(argv: Sequence[str] | None = None) -> None:
 
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
-    lm_eval_cli()
+    try:
+        lm_eval_cli()
+    except (UserError, EnvironmentFailure) as err:  # ours: one line, as every antlm-bench command says it
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(err.exit_code) from None
 
 
 if __name__ == "__main__":

@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 
-from antlm_bench.errors import UserError
+from antlm_bench.errors import EnvironmentFailure, UserError
 from antlm_bench.runs.layout import LAST, RESUME_DIR
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord, read_record
 
@@ -108,7 +109,13 @@ def write_checkpoint(destination: str | Path, model: torch.nn.Module, tokenizer:
     destination.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}.tmp-"))
     try:
-        _write_folder(staging, model, tokenizer, record, trainer_state)
+        try:
+            _write_folder(staging, model, tokenizer, record, trainer_state)
+        except (OSError, SafetensorError) as err:  # safetensors reports a full disk as its own error type
+            reason = " ".join(str(err).split()) or type(err).__name__
+            raise EnvironmentFailure(f"{destination}: the checkpoint could not be written ({reason}); nothing of the "
+                                     "run was replaced (the last resume point is kept): free space, then --resume"
+                                     ) from None
         aside = None
         if destination.exists() or destination.is_symlink():
             aside = destination.parent / f".{destination.name}.old-{os.getpid()}"

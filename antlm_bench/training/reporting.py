@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,6 +30,7 @@ from antlm_bench.training.lr_schedules import describe
 from antlm_bench.training.plan import PhasePlan
 from antlm_bench.training.step import Dist
 
+PLAIN_PROGRESS_EVERY_S = 30.0  # off a terminal: one progress line at most this often (and at the last step)
 
 @dataclass(frozen=True)
 class ScoreRequest:
@@ -140,6 +142,10 @@ class Reporter:
         self._progress: Any = None
         self._task: Any = None
         self._reporters: _Reporters | None = None
+        # off a terminal (a CI log, a pipe) a live bar prints nothing until the end: a plain line now and then
+        self._plain_every_s = PLAIN_PROGRESS_EVERY_S if console is not None and not console.is_terminal else None
+        self._plain_last = 0.0
+        self._stop_at = 0
 
     def say(self, message: str) -> None:
         if self.console is not None and self.dist.main:
@@ -170,7 +176,9 @@ class Reporter:
         self.write_run_file(record)
         self._truncate_metrics(step)
         self._reporters = _Reporters(self.config.report_to, self.layout, record)
-        if self.config.progress:
+        self._stop_at = stop_at
+        self._plain_last = time.monotonic()
+        if self.config.progress and self._plain_every_s is None:
             self._progress = self._start_progress(step, stop_at)
 
     def stop(self) -> None:
@@ -210,6 +218,13 @@ class Reporter:
             os.close(fd)
         if self._reporters is not None:
             self._reporters.log(info)
+        if self.config.progress and self._plain_every_s is not None and (
+                time.monotonic() - self._plain_last >= self._plain_every_s or info.step == self._stop_at):
+            self._plain_last = time.monotonic()
+            left = (self._stop_at - info.step) * self.facts.global_batch * self.facts.seq_len / max(info.tokens_per_s, 1)
+            self.say(f"step {info.step}/{self._stop_at} (phase {info.phase_index}/{len(self.facts.plans) - 1} "
+                     f"{info.objective}), epoch {info.epoch:.2f}, loss {info.loss:.4f}, {info.tokens_per_s:,.0f} "
+                     f"tok/s, about {_duration(left)} left")
         if self._progress is not None:
             plan = self.facts.plans[info.phase_index]
             self._progress.update(self._task, completed=info.step, epoch=f"{info.epoch:.2f}", loss=f"{info.loss:.4f}",
@@ -304,6 +319,14 @@ class Reporter:
             scores = read_results_folder(self.layout.folder, with_items=False).scores
             done = set(scores.column("checkpoint").to_pylist())
         return [f for f in folders if str(f.relative_to(self.layout.folder)) not in done]
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
 def read_metrics(output: str | Path) -> list[dict[str, Any]]:
