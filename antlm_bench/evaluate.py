@@ -10,11 +10,11 @@ object in memory) and its tokenizer are arguments of their own. ``evaluate`` res
 model once (if any task scores minimal pairs), picks the scoring method (``auto``: the checkpoint's last phase, or
 clm / pll for a plain causal / masked LM), runs every task's adapter, and builds the tables. With ``output_dir`` it holds that folder's lock and commits the scores, the items
 (with ``log_samples``) and the record (configuration, versions, data hashes, timings) as ONE event of the folder's
-results store (``antlm_bench.results.store``: a kill leaves all of it or none); ``run.json`` is a copy of the latest
+results store (``antlm_bench.results.store``: a kill leaves all of it or none); ``eval.json`` is a copy of the latest
 evaluation's record, naming its event.
 
 The ``data_hash`` column is the run's training-data hash (from ``run_info`` or the checkpoint's record; empty for
-a plain Hugging Face folder). The sha256 of the evaluation files each task read is kept in ``run.json`` under
+a plain Hugging Face folder). The sha256 of the evaluation files each task read is kept in ``eval.json`` under
 ``data`` (an adapter exposes it as ``data_hash`` / ``data_files``).
 """
 
@@ -41,7 +41,7 @@ from antlm_bench.errors import UserError
 from antlm_bench.models.threads import choose_threads
 from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, now_utc, score_table
-from antlm_bench.runs.layout import RUN_FILE
+from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.record import CheckpointRecord, read_record, scoring_method
 from antlm_bench.scoring import METHODS, ScoringModel, load_scoring_model, resolve_device_dtype, wrap_model
 from antlm_bench.tasks import resolve_tasks
@@ -56,7 +56,7 @@ class EvalConfig(BaseModel):
 
     tasks: str | list[str]  # names or groups, "blimp,ewok" or a list; "glue:rte,mrpc" for some members
     scoring: str = "auto"  # auto | clm | pll | pll-word-l2r | mntp (auto: the checkpoint's last phase's method)
-    output_dir: Path | None = None  # commit scores (+ items) and run.json here, holding the folder's lock
+    output_dir: Path | None = None  # commit scores (+ items) and eval.json here, holding the folder's lock
     limit: int | None = None  # the first N items of each subtask
     log_samples: bool = False  # also the item table
     batch_tokens: int = DEFAULT_BATCH_TOKENS  # token budget per forward pass
@@ -111,7 +111,7 @@ def eval_config(config: EvalConfig | str | list[str] | None = None, **fields: An
 class EvalOutput:
     scores: pa.Table
     items: pa.Table | None
-    run: dict[str, Any]  # what run.json holds
+    run: dict[str, Any]  # what eval.json holds
     method: str  # the scoring method minimal pairs were scored with ("auto" if no task scored any)
     notes: list[str] = field(default_factory=list)
     output_dir: Path | None = None
@@ -148,7 +148,8 @@ def run_info_from_record(record: CheckpointRecord | None, model_path: Path | Non
     parts = [record.recipe, record.preset, record.schedule, f"seed{record.seed if record.seed is not None else ''}"]
     run_id = re.sub(r"[^A-Za-z0-9_.+:()-]+", "_", "-".join(p for p in parts if p))
     return RunInfo(run_id=run_id, recipe=record.recipe, architecture=record.architecture, preset=record.preset,
-                   schedule=record.schedule, seed=record.seed, data_hash=record.data_hash)
+                   schedule=record.schedule, seed=record.seed, data_hash=record.data_hash,
+                   training_fingerprint=record.training_fingerprint, config_fingerprint=record.config_fingerprint)
 
 
 def checkpoint_info_from_record(record: CheckpointRecord | None, checkpoint: str | Path | None) -> CheckpointInfo:
@@ -338,7 +339,7 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
         # earlier evaluations stay unless these re-score them (the latest event wins, key by key)
         record["event"] = commit_results(out_dir, scores, items, {"kind": "eval", "record": record})
         payload = json.dumps(record, indent=2, sort_keys=False, default=str).encode()
-        atomic_write_bytes(out_dir / RUN_FILE, payload + b"\n")  # the latest evaluation's record, for people
+        atomic_write_bytes(RunLayout(out_dir).eval_file, payload + b"\n")  # the latest evaluation's record
     return EvalOutput(scores, items, record, method, notes, out_dir)
 
 

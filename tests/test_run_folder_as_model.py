@@ -8,7 +8,7 @@ import shutil
 
 from cli_support import run_cli
 
-from antlm_bench.runs.model_folder import model_folder
+from antlm_bench.runs.layout import model_folder
 
 
 def _run_folder(tmp_path, llama_dir, finished: bool):

@@ -102,7 +102,7 @@ def eval_command(
         convention=convention, progress=progress,
         options={k: v for k, v in glue_options.items() if v is not None}, seeds=parse_seeds(seeds),
     )
-    from antlm_bench.runs.model_folder import model_folder
+    from antlm_bench.runs.layout import model_folder
 
     model, chosen = model_folder(model)
     if chosen is not None:

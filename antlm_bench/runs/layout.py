@@ -182,3 +182,16 @@ class RunLayout:
                                f"({self.last.resolve().name})")
         raise UserError(f"{self.folder}: a run folder without a final checkpoint or a resume point; train it (or "
                         "--resume) first, or pass a checkpoint folder")
+
+
+def model_folder(path: str | Path) -> tuple[Path, str | None]:
+    """Where a model is asked for (``eval --model``, ``export CKPT``): (the model folder, why that one). ``path``
+    itself when it holds config.json (or is no run: the caller's loader then says what is wrong with it), else the
+    checkpoint its run stands for (``RunLayout.model_folder``), with the reason to print."""
+    path = Path(path).expanduser()
+    if (path / "config.json").is_file() or not path.is_dir():
+        return path, None
+    layout = RunLayout(path)
+    if not layout.has_run():
+        return path, None
+    return layout.model_folder()
