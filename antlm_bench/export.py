@@ -36,8 +36,7 @@ from typing import Any
 import antlm_bench
 from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
-from antlm_bench.runs.layout import RunLayout
-from antlm_bench.runs.layout import model_folder
+from antlm_bench.runs.layout import RunLayout, model_folder
 from antlm_bench.runs.record import STATE_FILE
 
 FORMATS = ("babylm",)
