@@ -3,9 +3,9 @@
 For a tiny and a small BabyLlama (the recipe presets, seeded random weights: speed does not depend on what the
 weights know) and for RTE and MRPC, one run each of
 
-- ``antlm-bench``: :func:`antlm_bench.adapters.glue.finetune` as ``antlm-bench eval --tasks glue`` runs it on the saved
-  checkpoint (our BabyLlama class), and the same loop on transformers' ``LlamaForCausalLM`` (to separate the loop
-  from the model code);
+- ``antlm-bench``: :func:`antlm_bench.adapters.glue.finetune.finetune` as ``antlm-bench eval --tasks glue`` runs it
+  on the saved checkpoint (our BabyLlama class), and the same loop on transformers' ``LlamaForCausalLM`` (to
+  separate the loop from the model code);
 - ``Trainer``: ``LlamaForSequenceClassification`` from the same folder, ``group_by_length``, dynamic padding,
   evaluation on the same dev slice every epoch and ``load_best_model_at_end`` (what gives it the same best-epoch
   selection), then prediction of the reported split.
@@ -37,13 +37,9 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from antlm_bench.adapters.glue import (
-    FinetuneSettings,
-    PairEncoder,
-    classification_metrics,
-    finetune,
-    make_splits,
-)
+from antlm_bench.adapters.glue.data import make_splits
+from antlm_bench.adapters.glue.encoding import PairEncoder
+from antlm_bench.adapters.glue.finetune import FinetuneSettings, classification_metrics, finetune
 from antlm_bench.tasks import resolve_tasks
 
 

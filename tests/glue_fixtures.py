@@ -11,7 +11,7 @@ import json
 import random
 from pathlib import Path
 
-from antlm_bench.adapters.glue import Example
+from antlm_bench.adapters.glue.data import Example
 
 FILLER = ["the", "a", "cat", "dog", "man", "woman", "house", "tree", "car", "book", "sat", "ran", "saw",
     "took", "gave", "little", "big", "old", "new", "red", "blue", "green", "in", "on", "at", "with",

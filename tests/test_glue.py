@@ -14,24 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from antlm_bench.adapters.base import EvalContext
-from antlm_bench.adapters.glue import (
-    Backbone,
+from antlm_bench.adapters.glue.data import Example, SealedSplit, hash_unit, make_splits, split_by_key
+from antlm_bench.adapters.glue.encoding import PairEncoder, pad_token_id, truncate_longest_first
+from antlm_bench.adapters.glue.finetune import (
     EpochLog,
-    Example,
     FinetuneSettings,
-    PairEncoder,
-    SealedSplit,
-    SequenceClassifier,
-    _truncate_longest_first,
     classification_metrics,
     finetune,
-    fresh_copy,
-    hash_unit,
-    make_splits,
-    pad_token_id,
     predict_logits,
-    split_by_key,
 )
+from antlm_bench.adapters.glue.model import Backbone, SequenceClassifier, fresh_copy
+from antlm_bench.adapters.glue.probe import probe
 from antlm_bench.errors import UserError
 from antlm_bench.results.stats import bootstrap_classification
 from antlm_bench.results.tables import CheckpointInfo, RunInfo, score_table
@@ -69,7 +62,7 @@ def test_finetuning_beats_chance_on_a_learnable_task(name):
 def test_probe_beats_chance_and_is_labelled():
     model, tokenizer = backbones()["hf-bert"]
     splits = make_splits(cue_examples(240, 0), cue_examples(100, 1, "r"), 0.1, None, "cue")
-    outcome = finetune(model, tokenizer, splits, 2, FinetuneSettings(probe=True, max_length=64), seed=42)
+    outcome = probe(model, tokenizer, splits, 2, FinetuneSettings(max_length=64), seed=42)
     assert outcome.method == "probe" and outcome.best_epoch == 0
     assert float(np.mean(outcome.labels == outcome.predictions)) >= 0.7
     assert any("probe" in note for note in outcome.notes)
@@ -292,7 +285,7 @@ def test_truncation_matches_the_tokenizers_longest_first(la, lb, budget):
     tokenizer = build_tiny_tokenizer("wordpiece")
     a, b = " ".join(["cat"] * la), " ".join(["dog"] * lb)
     cat, dog = tokenizer.convert_tokens_to_ids(["cat", "dog"])
-    ours = _truncate_longest_first([cat] * la, [dog] * lb, budget)
+    ours = truncate_longest_first([cat] * la, [dog] * lb, budget)
     if budget < 2:
         return  # the tokenizer refuses budgets smaller than its special tokens
     theirs = tokenizer(a, b, truncation="longest_first", max_length=budget + 3)["input_ids"]
@@ -421,7 +414,7 @@ def test_sealed_split_refuses_reads_until_unsealed():
 
 
 def test_batches_cover_every_example_once_within_their_budgets():
-    from antlm_bench.adapters.glue import length_grouped_batches, sorted_batches
+    from antlm_bench.adapters.glue.encoding import length_grouped_batches, sorted_batches
 
     lengths = np.random.default_rng(0).integers(3, 300, size=500)
     for batches in (sorted_batches(lengths, 64, max_tokens=2048),

@@ -27,7 +27,7 @@ class Encoded:
         return np.fromiter((len(ids) for ids in self.input_ids), dtype=np.int64, count=len(self.input_ids))
 
 
-def _truncate_longest_first(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int]]:
+def truncate_longest_first(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int]]:
     """Cut the ends so that both fit in ``budget`` tokens, as the tokenizers' ``longest_first`` does: the shorter
     sequence (the first on a tie) keeps up to half the budget, the longer one gets the rest."""
     budget = max(budget, 0)
@@ -90,7 +90,7 @@ class PairEncoder:
         budget = self.max_length - len(self.prefix) - len(self.suffix) - len(self.sep)
         joined = []
         for a, b in zip(ids_a, ids_b):
-            a, b = _truncate_longest_first(a, b, budget)
+            a, b = truncate_longest_first(a, b, budget)
             joined.append(self.prefix + a + self.sep + b + self.suffix)
         return Encoded(joined, None, labels)
 

@@ -65,7 +65,8 @@ class DataSpec(_Strict):
     report: str = "{member}.valid.jsonl"
 
 
-def _validated(model: type[BaseModel], document: Any, where: str) -> Any:
+def validated(model: type[BaseModel], document: Any, where: str) -> Any:
+    """``document`` as ``model``; the first error as one line naming ``where`` and the field."""
     try:
         return model.model_validate(document)
     except ValidationError as err:

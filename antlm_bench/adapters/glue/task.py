@@ -1,5 +1,5 @@
-"""The GLUE task adapter: fine-tune the checkpoint on each member task of ``tasks/glue.yaml`` and report it on
-the valid split.
+"""The GLUE task adapter: fine-tune (or probe) the checkpoint on each member task of ``tasks/glue.yaml``, report it
+on the valid split, and show the progress on the terminal.
 
 ``--tasks glue`` runs every member, ``--tasks glue:rte,mrpc`` a few. Per seed and member one row per metric
 (``accuracy``, plus ``f1`` for MRPC and QQP), and per seed a task-level row ``score``: the mean over the members
@@ -12,46 +12,41 @@ Settings (``EvalContext.options``; ``None`` means "the spec's value"): see :data
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from antlm_bench.adapters.base import EvalContext, TaskResult
-from antlm_bench.adapters.glue.data import make_splits
-from antlm_bench.adapters.glue.loop import finetune
-from antlm_bench.adapters.glue.members import MemberData, find_member_files, read_member
-from antlm_bench.adapters.glue.model import fresh_copy
-from antlm_bench.adapters.glue.progress import _Reporter
-from antlm_bench.adapters.glue.report import (
-    aggregate_row,
-    explain_score,
-    item_records,
-    majority_note,
-    majority_score,
-    member_rows,
-    member_score,
+from antlm_bench.adapters.base import EvalContext, TaskAdapter, TaskResult
+from antlm_bench.adapters.glue.data import MemberData, find_member_files, make_splits, read_member
+from antlm_bench.adapters.glue.finetune import (
+    EpochLog,
+    FinetuneSettings,
+    MemberOutcome,
+    classification_metrics,
+    finetune,
 )
-from antlm_bench.adapters.glue.settings import FinetuneSettings, MemberOutcome
-from antlm_bench.adapters.glue.spec import OPTION_KEYS, DataSpec, Hyper, MemberSpec, _validated
+from antlm_bench.adapters.glue.model import fresh_copy
+from antlm_bench.adapters.glue.probe import probe
+from antlm_bench.adapters.glue.spec import OPTION_KEYS, DataSpec, Hyper, MemberSpec, validated
 from antlm_bench.data import hash_files
 from antlm_bench.errors import UserError
-from antlm_bench.registry import register_task_class
+from antlm_bench.results.stats import bootstrap_classification
 from antlm_bench.results.tables import ScoreRow
 from antlm_bench.tasks import TaskSpec
 
 
-@register_task_class("GlueTask")
-class GlueTask:
+class GlueTask(TaskAdapter):
     """Adapter for ``class: GlueTask`` specs: members with text fields, labels and metrics."""
 
     def __init__(self, spec: TaskSpec, members: list[str] | None = None) -> None:
-        self.spec = spec
-        self.name = spec.name
+        super().__init__(spec, members)
         where = f"{spec.source}: "
-        self.data = _validated(DataSpec, spec.data, f"{where}data")
-        self.defaults = _validated(Hyper, spec.defaults, f"{where}defaults")
-        self.members = {name: _validated(MemberSpec, body, f"{where}members.{name}")
+        self.data = validated(DataSpec, spec.data, f"{where}data")
+        self.defaults = validated(Hyper, spec.defaults, f"{where}defaults")
+        self.members = {name: validated(MemberSpec, body, f"{where}members.{name}")
                         for name, body in spec.members.items()}
         if not self.members:
             raise UserError(f"{spec.source}: a GlueTask spec needs `members:`")
@@ -60,15 +55,13 @@ class GlueTask:
         if unknown:
             raise UserError(f"task {self.name} has no member {unknown[0]!r}; members: {', '.join(self.members)}")
         self.selected = sorted(selected)
-        self.data_hash = ""
-        self.data_files: list[str] = []
 
     # ------------------------------------------------------------------------------------------------------
     # settings
 
     def options(self, context: EvalContext) -> Hyper:
         given = {k: v for k, v in (context.options or {}).items() if k in OPTION_KEYS and v is not None}
-        return _validated(Hyper, given, "option ")
+        return validated(Hyper, given, "option ")
 
     def settings(self, member: str, options: Hyper, context: EvalContext) -> FinetuneSettings:
         """defaults < member settings < options."""
@@ -109,7 +102,7 @@ class GlueTask:
         data = {m: self.load_member(Path(context.data_dir), m) for m in self.selected}
         seeds = list(context.seeds) or [self.defaults.seed or 42]
         model, tokenizer = _load_model(context)
-        log = _Reporter(context, self._work(data, seeds, options, context))
+        log = _TerminalProgress(context, self._work(data, seeds, options, context))
 
         rows: list[ScoreRow] = []
         items: list[dict[str, Any]] = []
@@ -125,8 +118,12 @@ class GlueTask:
                                      settings.max_train_examples, f"{self.name}/{member}")
                 label = f"{self.name}/{member} seed {seed}"
                 log.start(label, settings, len(splits.train), len(splits.dev))
-                outcome = finetune(fresh_copy(model), tokenizer, splits, len(self.members[member].labels), settings,
-                                   seed, on_epoch=log.epoch, on_step=log.step)
+                num_labels = len(self.members[member].labels)
+                if settings.probe:
+                    outcome = probe(fresh_copy(model), tokenizer, splits, num_labels, settings, seed)
+                else:
+                    outcome = finetune(fresh_copy(model), tokenizer, splits, num_labels, settings, seed,
+                                       on_epoch=log.epoch, on_step=log.step)
                 metric = self.members[member].score_metric
                 log.finish(outcome, metric, majority_score(data[member], metric, context))
                 outcomes[member] = outcome
@@ -196,3 +193,172 @@ def _load_model(context: EvalContext) -> tuple[Any, Any]:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise UserError(f"{context.model_path}: cannot load the tokenizer ({first})") from None
     return model, tokenizer
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# what a run reports: score rows (per member and the task's ``score``), item records, and the notes that
+# explain the score and give the majority-class floor
+
+
+def member_score(outcome: MemberOutcome, metric: str) -> float:
+    return classification_metrics(outcome.labels, outcome.predictions)[metric]
+
+
+def explain_score(task: str, members: dict[str, MemberSpec], outcomes: dict[str, MemberOutcome] | None = None
+                  ) -> str:
+    """How the task's score is made, with each member's number when ``outcomes`` are given."""
+    names = sorted(outcomes) if outcomes is not None else sorted(members)
+    by_metric: dict[str, list[str]] = {}
+    for member in names:
+        by_metric.setdefault(members[member].score_metric, []).append(member)
+    how = "; ".join(f"{'F1 (positive class)' if metric == 'f1' else metric} for {', '.join(group)}"
+                    for metric, group in sorted(by_metric.items()))
+    text = f"{task} score = unweighted mean over {len(names)} members of each member's own metric ({how})"
+    if outcomes:
+        text += ": " + ", ".join(f"{m} {members[m].score_metric} "
+                                 f"{member_score(outcomes[m], members[m].score_metric):.4f}" for m in names)
+    return text
+
+
+def majority_score(d: MemberData, metric: str, context: EvalContext) -> float:
+    """What always guessing the training split's most frequent label scores on the reported examples."""
+    report = d.report[: context.limit] if context.limit else d.report
+    labels = np.array([e.label for e in report])
+    majority = int(np.bincount([e.label for e in d.train]).argmax())
+    return float(classification_metrics(labels, np.full_like(labels, majority))[metric])
+
+
+def majority_note(task: str, members: dict[str, MemberSpec], data: dict[str, MemberData], context: EvalContext
+                  ) -> str:
+    """What always guessing the training split's most frequent label scores: the floor to read a small
+    model's numbers against (MRPC's F1 is 0.81 for it)."""
+    values = [majority_score(d, members[member].score_metric, context) for member, d in data.items()]
+    return (f"{task}: the majority-class guess (the training split's most frequent label) would score "
+            f"{np.mean(values):.4f} on these {len(values)} members (same metrics)")
+
+
+def member_rows(task: str, spec: MemberSpec, member: str, outcome: MemberOutcome, data: MemberData,
+                settings: FinetuneSettings, seed: int, context: EvalContext) -> list[ScoreRow]:
+    metrics = classification_metrics(outcome.labels, outcome.predictions)
+    if outcome.method == "finetune":
+        chosen = (f"best epoch {outcome.best_epoch}/{settings.epochs} "
+                  f"(dev {settings.selection_metric} {max(outcome.dev_history):.4f})")
+    else:
+        chosen = "probe"
+    notes = "; ".join([*data.notes, *outcome.notes, chosen, f"n_train={outcome.n_train}, n_dev={outcome.n_dev}"])
+    rows = []
+    for metric in spec.metrics:
+        interval = bootstrap_classification({member: (outcome.labels, outcome.predictions, metric)})
+        rows.append(ScoreRow(
+            task=task, subtask=member, metric=metric, value=metrics[metric], n=len(outcome.labels),
+            scoring=outcome.method, ci_low=interval.low, ci_high=interval.high, limit=context.limit,
+            notes=notes, seed=seed,
+        ))
+    return rows
+
+
+def aggregate_row(task: str, members: dict[str, MemberSpec], outcomes: dict[str, MemberOutcome], seed: int,
+                  context: EvalContext) -> ScoreRow:
+    strata = {m: (o.labels, o.predictions, members[m].score_metric) for m, o in outcomes.items()}
+    interval = bootstrap_classification(strata)
+    method = "probe" if all(o.method == "probe" for o in outcomes.values()) else "finetune"
+    which = ", ".join(f"{m} {members[m].score_metric}" for m in sorted(outcomes))
+    notes = f"mean over {len(outcomes)}/{len(members)} members: {which}"
+    if method == "probe":
+        notes += "; probe"
+    return ScoreRow(
+        task=task, subtask="", metric="score", value=interval.value,
+        n=int(sum(len(o.labels) for o in outcomes.values())), scoring=method, ci_low=interval.low,
+        ci_high=interval.high, limit=context.limit, notes=notes, seed=seed,
+    )
+
+
+def item_records(task: str, spec: MemberSpec, member: str, outcome: MemberOutcome, seed: int
+                 ) -> list[dict[str, Any]]:
+    names = spec.labels
+    records = []
+    for example, label, prediction, probs in zip(outcome.report_examples, outcome.labels, outcome.predictions,
+                                                 outcome.probabilities):
+        others = np.delete(probs, label)
+        records.append({
+            "scoring": outcome.method, "task": task, "subtask": member, "item_id": example.id,
+            "group_id": example.group, "context": example.text_a, "sentence_good": example.text_b,
+            # probability of the gold label against the strongest other label: correct iff good > bad
+            "score_good": float(probs[label]), "score_bad": float(others.max()),
+            "correct": float(prediction == label), "prediction": names[int(prediction)],
+            "label": names[int(label)], "seed": seed,
+        })
+    return records
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# progress on the terminal: per member run and epoch, with the ETA of the run and of the task
+
+
+class _TerminalProgress:
+    """Progress per member run and epoch, with the ETA of the run and of the whole task.
+
+    With a rich ``Progress`` in the context, a bar per run (its own ETA column shows the run's ETA) and epoch lines
+    above it; otherwise one line per epoch on stderr (nothing when options['quiet'] is set).
+    """
+
+    def __init__(self, context: EvalContext, total_work: float) -> None:
+        self.progress = context.progress
+        self.quiet = bool((context.options or {}).get("quiet"))
+        self.total_work = total_work
+        self.done_work = 0.0
+        self.started = time.perf_counter()
+        self.task_id = None
+        self.label = ""
+        self.run_work = 0.0
+        self.n_train = 0
+        self.metric = "accuracy"
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress.console.print(line, highlight=False)
+        elif not self.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    def start(self, label: str, settings: FinetuneSettings, n_train: int, n_dev: int) -> None:
+        self.label = label
+        self.n_train = n_train
+        self.epochs = 1 if settings.probe else settings.epochs
+        self.run_start_work = self.done_work
+        if self.progress is not None:  # counted in training examples, so the bar's rate reads examples/s
+            self.task_id = self.progress.add_task(label, total=self.epochs * n_train)
+        method = "probe" if settings.probe else f"fine-tuning {settings.epochs} epochs"
+        self.metric = settings.selection_metric
+        chosen = "" if settings.probe else f"; best epoch by dev {self.metric}"
+        self._say(f"{label}: {method} on {n_train} examples (dev slice {n_dev}{chosen})")
+
+    def step(self, done: int, total: int) -> None:
+        if self.progress is not None and self.task_id is not None:
+            self.progress.update(self.task_id, completed=done)
+
+    def epoch(self, info: EpochLog) -> None:
+        self.done_work = self.run_start_work + self.n_train * info.epoch
+        elapsed = time.perf_counter() - self.started
+        remaining = elapsed / max(self.done_work, 1e-9) * (self.total_work - self.done_work)
+        self._say(
+            f"{self.label} epoch {info.epoch}/{info.epochs}: loss {info.train_loss:.4f}, dev {self.metric} "
+            f"{info.dev_metric:.4f} (best {info.best_metric:.4f} @ epoch {info.best_epoch}), {info.seconds:.1f}s; "
+            f"ETA {_clock(info.eta_seconds)} this run, {_clock(remaining)} all"
+        )
+
+    def finish(self, outcome: MemberOutcome, metric: str, majority: float) -> None:
+        self.done_work = self.run_start_work + self.n_train * self.epochs
+        if self.progress is not None and self.task_id is not None:
+            self.progress.update(self.task_id, completed=self.epochs * self.n_train)
+            self.progress.remove_task(self.task_id)
+            self.task_id = None
+        value = member_score(outcome, metric)
+        also = "" if metric == "accuracy" else f", accuracy {float(np.mean(outcome.labels == outcome.predictions)):.4f}"
+        self._say(f"{self.label}: reported {metric} {value:.4f} (majority class {majority:.4f}{also}) on "
+                  f"{len(outcome.labels)} examples ({outcome.train_examples_per_second:.0f} train examples/s)")
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"

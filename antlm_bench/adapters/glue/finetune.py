@@ -1,4 +1,5 @@
-"""The fine-tuning loop: train the classifier, pick the best epoch on the dev slice, then predict the reported split.
+"""Fine-tuning a classifier on a GLUE member: its settings and outcome, the training loop with model selection,
+and inference.
 
 One loop for every checkpoint, ours (BabyLlama, LTG-BERT) and plain Hugging Face causal or masked LMs:
 
@@ -6,9 +7,11 @@ One loop for every checkpoint, ours (BabyLlama, LTG-BERT) and plain Hugging Face
     batches -> backbone last hidden states -> pool (encoders: first token, decoders: last non-padding token,
     both found from the attention mask, so the padding side cannot matter) -> classifier head -> cross-entropy
 
-One thing differs on purpose from the BabyLM 2025 pipeline: that pipeline keeps the epoch that scores best on the
-split it then reports. Here the best epoch is chosen on a held-out slice of the *training* split, and the reported
-split stays sealed until selection is over.
+Defaults follow the BabyLM 2025 pipeline (``eval_finetuning.sh`` and ``evaluation_pipeline/finetune``): AdamW,
+lr 3e-5, weight decay 0.01, cosine schedule with 6% warm-up down to 10% of the peak, head dropout 0.1. One thing
+differs on purpose: that pipeline keeps the epoch that scores best on the split it then reports. Here the best
+epoch is chosen on a held-out slice of the *training* split, and the reported split stays sealed until selection
+is over.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,25 +27,137 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from antlm_bench.adapters.glue.data import Splits
+from antlm_bench.adapters.glue.data import Example, Splits
 from antlm_bench.adapters.glue.encoding import (
+    Encoded,
     PairEncoder,
     collate,
     length_grouped_batches,
     pad_token_id,
     shuffled_batches,
+    sorted_batches,
 )
-from antlm_bench.adapters.glue.inference import _autocast, _softmax, predict_logits
 from antlm_bench.adapters.glue.model import Backbone, SequenceClassifier, max_positions
-from antlm_bench.adapters.glue.probing import probe
-from antlm_bench.adapters.glue.settings import (
-    EpochLog,
-    FinetuneSettings,
-    MemberOutcome,
-    _check_labels,
-    classification_metrics,
-)
 from antlm_bench.errors import UserError
+
+
+@dataclass
+class FinetuneSettings:
+    """Hyper-parameters of one fine-tuning run (the BabyLM 2025 defaults)."""
+
+    lr: float = 3e-5
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    eval_batch_tokens: int | None = 4096  # padded tokens per inference batch (rows x longest row)
+    max_length: int = 512
+    epochs: int = 10
+    weight_decay: float = 0.01
+    warmup: float = 0.06  # fraction of all steps
+    min_lr_factor: float = 0.1  # the cosine ends at this fraction of lr
+    dropout: float = 0.1  # classifier head
+    grad_clip: float = 0.0  # 0: off (as the BabyLM pipeline)
+    dev_fraction: float = 0.1  # held-out slice of the training split used to pick the best epoch
+    max_train_examples: int | None = None
+    pooling: str = "auto"  # auto | first | last | mean
+    attention: str = "auto"  # auto | causal | bidirectional (our models only)
+    length_grouped: bool = True
+    probe: bool = False  # the task runs the frozen-feature probe instead (probe.probe)
+    selection_metric: str = "accuracy"  # accuracy | f1
+    device: str = "cpu"
+    dtype: str = "float32"  # on CUDA, bfloat16 means autocast with float32 master weights
+
+
+def classification_metrics(labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+    """accuracy, and binary F1 (positive class 1) when the task has two labels -- scikit-learn's definitions."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    metrics = {"accuracy": float(accuracy_score(labels, predictions))}
+    if set(np.unique(labels)) <= {0, 1}:
+        metrics["f1"] = float(f1_score(labels, predictions, pos_label=1, zero_division=0.0))
+    return metrics
+
+
+@dataclass
+class EpochLog:
+    epoch: int
+    epochs: int
+    train_loss: float
+    dev_metric: float
+    best_epoch: int
+    best_metric: float
+    seconds: float
+    eta_seconds: float
+
+
+@dataclass
+class MemberOutcome:
+    """What one fine-tuning (or probe) run produced on the reported split."""
+
+    labels: np.ndarray
+    predictions: np.ndarray
+    probabilities: np.ndarray  # [n, num_labels]
+    report_examples: list[Example]
+    best_epoch: int  # 1-based; 0 for a probe
+    dev_history: list[float]
+    n_train: int
+    n_dev: int
+    train_seconds: float
+    train_examples_per_second: float
+    method: str  # finetune | probe
+    notes: list[str] = field(default_factory=list)
+
+
+def check_labels(labels: np.ndarray, num_labels: int, where: str) -> None:
+    if labels.size and (labels.min() < 0 or labels.max() >= num_labels):
+        raise UserError(f"{where}: label {int(labels.max())} outside 0..{num_labels - 1}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# inference
+
+
+def autocast(settings: FinetuneSettings, device: torch.device):
+    # bf16 only where the hardware has it; on a CPU it is ~100x slower, so never there
+    if device.type == "cuda" and settings.dtype in ("bfloat16", "bf16"):
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return torch.autocast(device.type, enabled=False)
+
+
+@torch.inference_mode()
+def predict_logits(
+    model: SequenceClassifier,
+    encoded: Encoded,
+    pad_id: int,
+    batch_size: int,
+    settings: FinetuneSettings,
+    padding_side: str = "right",
+) -> np.ndarray:
+    """Logits [n, num_labels] in the examples' order."""
+    if padding_side != "right" and not model.backbone.takes_positions:
+        # without position ids a left-padded sequence would start at position > 0
+        raise ValueError("left padding needs a backbone that takes position_ids")
+    device = torch.device(settings.device)
+    model.eval()
+    out: np.ndarray | None = None
+    for indices in sorted_batches(encoded.lengths, batch_size, settings.eval_batch_tokens):
+        batch = collate(encoded, indices, pad_id, padding_side).to(device)
+        with autocast(settings, device):
+            logits = model(batch).float().cpu().numpy()
+        if out is None:
+            out = np.zeros((len(encoded.input_ids), logits.shape[1]), dtype=np.float32)
+        out[indices] = logits
+    assert out is not None
+    return out
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the training loop
 
 
 def cosine_with_warmup(step: int, total: int, warmup: int, min_factor: float) -> float:
@@ -65,11 +181,10 @@ def finetune(
     """Fine-tune ``model`` (modified in place; pass a copy) and predict the reported split with the best epoch.
 
     The best epoch is the one with the highest ``settings.selection_metric`` on ``splits.dev``; the reported
-    split stays sealed until that choice is made. ``on_step(examples_done, examples_total)`` after every
+    split stays sealed until that choice is made. ``settings.probe`` is not read here: the caller that wants a
+    probe calls :func:`antlm_bench.adapters.glue.probe.probe`. ``on_step(examples_done, examples_total)`` after every
     optimizer step, ``on_epoch(log)`` after every epoch's selection step.
     """
-    if settings.probe:
-        return probe(model, tokenizer, splits, num_labels, settings, seed)
     device = torch.device(settings.device)
     torch.manual_seed(seed)  # the head's initial weights and dropout
     rng = np.random.default_rng(seed)  # batch order
@@ -78,7 +193,7 @@ def finetune(
     pad_id = pad_token_id(tokenizer)
     train = encoder.encode(splits.train)
     dev = encoder.encode(splits.dev)
-    _check_labels(train.labels, num_labels, "training split")
+    check_labels(train.labels, num_labels, "training split")
 
     classifier = SequenceClassifier(Backbone(model, settings.attention), num_labels, settings.dropout,
                                     settings.pooling).to(device)
@@ -104,7 +219,7 @@ def finetune(
         loss_sum = torch.zeros((), device=device)  # summed on the device: no host sync per step
         for indices in batches:
             batch = collate(train, indices, pad_id).to(device)
-            with _autocast(settings, device):
+            with autocast(settings, device):
                 logits = classifier(batch)
             loss = F.cross_entropy(logits.float(), batch.labels)
             loss.backward()
@@ -138,7 +253,7 @@ def finetune(
 
     report = list(splits.report.unseal())  # selection is over: now, and only now, the reported split is read
     encoded = encoder.encode(report)
-    _check_labels(encoded.labels, num_labels, "reported split")
+    check_labels(encoded.labels, num_labels, "reported split")
     logits = predict_logits(classifier, encoded, pad_id, settings.eval_batch_size, settings)
     return MemberOutcome(
         labels=encoded.labels, predictions=logits.argmax(1), probabilities=_softmax(logits),

@@ -1,4 +1,5 @@
-"""Probe: frozen pooled features and a scikit-learn logistic regression (its C chosen on the dev slice).
+"""Frozen-feature probing, what a GLUE task runs instead of fine-tuning under ``probe: true`` (``--probe``): pooled
+features of the frozen backbone and a scikit-learn logistic regression (its C chosen on the dev slice).
 
 Fast on a CPU; labelled ``probe`` wherever it is reported.
 """
@@ -14,12 +15,36 @@ import torch
 from torch import nn
 
 from antlm_bench.adapters.glue.data import Splits
-from antlm_bench.adapters.glue.encoding import PairEncoder, pad_token_id
-from antlm_bench.adapters.glue.inference import pooled_features
+from antlm_bench.adapters.glue.encoding import Encoded, PairEncoder, collate, pad_token_id, sorted_batches
+from antlm_bench.adapters.glue.finetune import (
+    FinetuneSettings,
+    MemberOutcome,
+    autocast,
+    check_labels,
+    classification_metrics,
+)
 from antlm_bench.adapters.glue.model import Backbone, SequenceClassifier, max_positions
-from antlm_bench.adapters.glue.settings import FinetuneSettings, MemberOutcome, _check_labels, classification_metrics
 
 PROBE_C_GRID = (0.01, 0.1, 1.0, 10.0)
+
+
+@torch.inference_mode()
+def pooled_features(
+    model: SequenceClassifier, encoded: Encoded, pad_id: int, batch_size: int, settings: FinetuneSettings
+) -> np.ndarray:
+    """Pooled features [n, hidden] of the frozen backbone, in the examples' order."""
+    device = torch.device(settings.device)
+    model.eval()
+    out: np.ndarray | None = None
+    for indices in sorted_batches(encoded.lengths, batch_size, settings.eval_batch_tokens):
+        batch = collate(encoded, indices, pad_id).to(device)
+        with autocast(settings, device):
+            features = model.features(batch).float().cpu().numpy()
+        if out is None:
+            out = np.zeros((len(encoded.input_ids), features.shape[1]), dtype=np.float32)
+        out[indices] = features
+    assert out is not None
+    return out
 
 
 def probe(
@@ -42,7 +67,7 @@ def probe(
     started = time.perf_counter()
     classifier = SequenceClassifier(Backbone(model, settings.attention), num_labels, 0.0, pooling).to(device)
     train, dev = encoder.encode(splits.train), encoder.encode(splits.dev)
-    _check_labels(train.labels, num_labels, "training split")
+    check_labels(train.labels, num_labels, "training split")
     x_train = pooled_features(classifier, train, pad_id, settings.eval_batch_size, settings)
     x_dev = pooled_features(classifier, dev, pad_id, settings.eval_batch_size, settings)
     scaler = StandardScaler().fit(x_train)
@@ -61,7 +86,7 @@ def probe(
 
     report = list(splits.report.unseal())
     encoded = encoder.encode(report)
-    _check_labels(encoded.labels, num_labels, "reported split")
+    check_labels(encoded.labels, num_labels, "reported split")
     x_report = scaler.transform(pooled_features(classifier, encoded, pad_id, settings.eval_batch_size, settings))
     probabilities = np.zeros((len(report), num_labels), dtype=np.float64)
     probabilities[:, fitted.classes_] = fitted.predict_proba(x_report)
