@@ -23,6 +23,7 @@ import numpy as np
 
 from antlm_bench.adapters.base import EvalContext, TaskAdapter, TaskResult
 from antlm_bench.data import hash_files, list_zip_members, read_jsonl, read_zip_jsonl, sha256_file
+from antlm_bench.data.readers import data_files
 from antlm_bench.errors import UserError
 from antlm_bench.results.stats import bootstrap_macro, bootstrap_mean, win_score
 from antlm_bench.results.tables import ScoreRow
@@ -140,7 +141,7 @@ class MinimalPairTask(TaskAdapter):
     def check_data(self, data_dir: Path) -> None:
         """Fail fast (before the model loads) when the data is missing or incomplete."""
         folder = self._data_folder(data_dir)
-        self._check_count(len(list(folder.glob(str(self.data.get("pattern", "*.jsonl*"))))), folder)
+        self._check_count(len(data_files(folder, str(self.data.get("pattern", "*.jsonl*")))), folder)
 
     def _build(self, name: str, source: str, records: list[dict[str, Any]], limit: int | None) -> Subtask:
         if not records:
@@ -155,6 +156,9 @@ class MinimalPairTask(TaskAdapter):
             for key in (good_key, bad_key):
                 if not isinstance(record.get(key), str):
                     raise UserError(f"{source}: record {index + 1}: field {key!r} missing or not a string")
+                if not record[key].strip():  # an empty sentence scores 0 on both sides: a tie counted as data
+                    raise UserError(f"{source}: record {index + 1}: field {key!r} is empty; the data is damaged, "
+                                    "check it with `antlm-bench data verify` or fetch it again")
             sub.good.append(record[good_key])
             sub.bad.append(record[bad_key])
             sub.item_ids.append(str(record[id_key]) if id_key and id_key in record else str(index))
@@ -162,7 +166,7 @@ class MinimalPairTask(TaskAdapter):
 
     def load(self, data_dir: Path, limit: int | None = None) -> list[Subtask]:
         folder = self._data_folder(data_dir)
-        files = sorted(folder.glob(str(self.data.get("pattern", "*.jsonl*"))))
+        files = data_files(folder, str(self.data.get("pattern", "*.jsonl*")))
         self._check_count(len(files), folder)
         if not files:
             raise UserError(f"{self.name}: no data files in {folder}; run `antlm-bench data verify`")

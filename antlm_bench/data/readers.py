@@ -55,6 +55,18 @@ def parse_jsonl_lines(lines: Iterable[str], source: str) -> Iterator[dict]:
         yield record
 
 
+def data_files(folder: Path, pattern: str) -> list[Path]:
+    """The files of ``folder`` matching ``pattern``, sorted; anything else under a data file's name (a folder, a
+    dangling link, a FIFO) is one line naming it, before anything is read or hashed."""
+    found = sorted(folder.glob(pattern))
+    for path in found:
+        if not path.is_file():
+            kind = "a folder" if path.is_dir() else "a dangling link" if path.is_symlink() else "not a regular file"
+            raise UserError(f"{path}: {kind} where a data file belongs; remove it and re-fetch the data "
+                            "(`antlm-bench data fetch`)")
+    return found
+
+
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
     """Read a ``.jsonl`` or ``.jsonl.xz`` file into a list of dicts."""
     path = Path(path)

@@ -15,6 +15,7 @@ import numpy as np
 
 from antlm_bench.adapters.base import EvalContext, TaskAdapter
 from antlm_bench.adapters.minimal_pairs import subtask_name
+from antlm_bench.data.readers import data_files
 from antlm_bench.errors import UserError
 from antlm_bench.results.tables import ScoreRow
 from antlm_bench.runs.record import read_record
@@ -42,12 +43,13 @@ class _Task(TaskAdapter):
         folder = data_dir / str(self.data.get("folder", ""))
         if not folder.is_dir():
             raise UserError(f"{self.name}: data folder {folder} not found; pass --data-dir DIR (the folder holding "
-                            f"{self.data.get('folder')}/), set $ANTLM_BENCH_DATA, or run `antlm-bench data fetch`")
+                            f"{self.data.get('folder')}/), set $ANTLM_BENCH_DATA, or run "
+                            "`antlm-bench data fetch babylm-2025`")
         return folder
 
     def _files(self, data_dir: Path) -> list[Path]:
         folder = self._folder(data_dir)
-        files = sorted(folder.glob(str(self.data.get("pattern", "*.jsonl*"))))
+        files = data_files(folder, str(self.data.get("pattern", "*.jsonl*")))
         wanted = self.data.get("files")
         if wanted is not None:
             files = [f for f in files if subtask_name(f.name) in set(wanted)]

@@ -37,6 +37,7 @@ PANDAS_NA = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-N
                        "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"})
 EYE_TRACKING = ("RTfirstfix", "RTfirstpass", "RTgopast", "RTrightbound")
 SELF_PACED = "self_paced_reading_time"
+MIN_COMPLETE_ROWS = 30  # per measure: well above the 17 coefficients of the largest (self-paced) regression
 NUMERIC = ("Subtlex_log10", "length", "context_length", "prev_length", *EYE_TRACKING, SELF_PACED)
 
 
@@ -86,12 +87,19 @@ def read_reading_csv(path: Path) -> ReadingData:
     words = [text(row, "word") for row in rows]
     if any(w is None for w in words):
         raise UserError(f"{path}: a row has no word; the data is damaged")
+    columns = {c: np.asarray([number(row[at[c]], line, c) for line, row in enumerate(rows, start=2)])
+               for c in NUMERIC}
+    predictors = np.isfinite(columns["Subtlex_log10"]) & np.isfinite(columns["length"]) \
+        & np.isfinite(columns["context_length"])
+    for measure in (*EYE_TRACKING, SELF_PACED):  # a regression needs rows to fit: fewer end in a division by zero
+        complete = int(np.sum(predictors & np.isfinite(columns[measure])))
+        if complete < MIN_COMPLETE_ROWS:
+            raise UserError(f"{path}: column {measure}: {complete} rows with a value (and the predictors), at least "
+                            f"{MIN_COMPLETE_ROWS} are needed for its regression; the data is damaged, fetch it again")
     return ReadingData(
         item=[text(row, "item") or "None" for row in rows], word=[str(w) for w in words],
         prev_item=[text(row, "prev_item") for row in rows], prev_word=[text(row, "prev_word") for row in rows],
-        columns={c: np.asarray([number(row[at[c]], line, c) for line, row in enumerate(rows, start=2)])
-                 for c in NUMERIC},
-        sentence=[row[header.index("sent_id")] for row in rows] if "sent_id" in header else [],
+        columns=columns, sentence=[row[header.index("sent_id")] for row in rows] if "sent_id" in header else [],
     )
 
 

@@ -67,9 +67,10 @@ class WugAdjTask(_Task):
         for path in files:
             for index, record in enumerate(read_jsonl(path)):
                 parts = str(record.get("sentences", "")).split("\t")
-                if len(parts) != 2 or not isinstance(record.get("ratio"), (int, float)):
+                if len(parts) != 2 or not isinstance(record.get("ratio"), (int, float)) \
+                        or isinstance(record["ratio"], bool) or not math.isfinite(record["ratio"]):
                     raise UserError(f"{path}: record {index + 1}: needs 'sentences' (two tab-separated variants) "
-                                    "and a numeric 'ratio'")
+                                    "and a finite numeric 'ratio'")
                 firsts.append(parts[0])
                 seconds.append(parts[1])
                 ratios.append(float(record["ratio"]))
