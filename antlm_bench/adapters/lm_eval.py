@@ -47,11 +47,11 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import model_registry
 
 from antlm_bench.errors import EnvironmentFailure, UserError
+from antlm_bench.runs.record import read_record, scoring_method
 from antlm_bench.scoring import check_method, load_scoring_model
 from antlm_bench.scoring.encode import Seq, dedupe, encode, prefix_token_id
 from antlm_bench.scoring.engine import score_seqs
 from antlm_bench.scoring.model import BIDIRECTIONAL, CAUSAL, ScoringModel
-from antlm_bench.runs.record import read_record, scoring_method
 
 logger = logging.getLogger(__name__)
 MODEL_NAME = "antlm"
