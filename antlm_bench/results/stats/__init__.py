@@ -62,3 +62,4 @@ __all__ = [
     "per_seed_scores", "pooled", "recorded_seed_sd", "same_seed", "satterthwaite_df", "seed_sd_interval",
     "seeds_needed", "shared_items", "untested", "welch", "win_score",
 ]
+from antlm_bench.results.stats.sequential import SequentialInterval, confidence_sequence, decide, prior_precision  # noqa: E402,F401,I001  (seeds until decided: docs/statistics.md)
