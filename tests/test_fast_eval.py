@@ -82,16 +82,16 @@ def test_groups_and_babylm2025_boards(tmp_path, real_data_dir):
     from antlm_bench.results.leaderboard import load_definition
     from antlm_bench.tasks import resolve_tasks
 
-    assert [r.name for r in resolve_tasks("babylm2025")] == [
+    assert [r.name for r in resolve_tasks("babylm-2025")] == [
         "blimp", "blimp_supplement", "ewok", "entity_tracking", "wug_adj", "reading", "glue"]
     assert [r.name for r in resolve_tasks("zero-shot")] == [
         "blimp", "blimp_supplement", "ewok", "entity_tracking", "wug_adj", "reading"]
     out = tmp_path / "r"
     evaluate(_model(), "wug_adj,reading", fast=True, data_dir=real_data_dir, progress=False, output_dir=out)
-    board = build_leaderboard(read_results([out]), load_definition("babylm2025-fast"), gaps=False)
+    board = build_leaderboard(read_results([out]), load_definition("babylm-2025-fast"), gaps=False)
     cells = board.rows[0].cells
     assert {"wug_adj", "reading.eye_tracking", "reading.self_paced_reading"} <= set(cells)
     assert cells["reading.eye_tracking"].value != cells["reading.self_paced_reading"].value
     assert board.rows[0].macro is None  # no invented aggregate
     with pytest.raises(UserError, match="no rows"):  # the full board never shows fast rows
-        build_leaderboard(read_results([out]), load_definition("babylm2025"), gaps=False)
+        build_leaderboard(read_results([out]), load_definition("babylm-2025"), gaps=False)

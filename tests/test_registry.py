@@ -78,7 +78,7 @@ def test_a_shipped_task_class_is_imported_on_first_lookup_only():
     before, after = done.stdout.splitlines()
     assert before == "[]"
     assert after.startswith("MinimalPairTask ") and "'antlm_bench.adapters.minimal_pairs'" in after
-    assert "glue" not in after and "babylm2025" not in after
+    assert "glue" not in after and "babylm-2025" not in after
 
 
 def test_every_shipped_task_class_is_a_task_adapter():

@@ -24,8 +24,10 @@ def _seeds(text: str) -> list[int]:
 def run(
     model: str = typer.Option("antlm-babyllama", "--model", "-m", help="Trainer recipe (see `antlm-bench list models`)."),
     tasks: str = typer.Option("babylm", "--tasks", "-t",
-                              help="Tasks to evaluate the final model on: blimp, blimp_supplement, ewok, glue "
-                                   "(glue:rte,mrpc for a few members), or the group babylm (all four)."),
+                              help="Tasks to evaluate the final model on (any of `antlm-bench list tasks`): "
+                                   "blimp, blimp_supplement, ewok, glue (glue:rte,mrpc for a few members), "
+                                   "entity_tracking, wug_adj, reading, or the groups babylm (the first four), "
+                                   "zero-shot (all but glue) and babylm-2025 (all seven)."),
     preset: str | None = typer.Option(None, help="Model size: tiny, small or paper (default: paper with CUDA, "
                                                  "tiny otherwise)."),
     schedule: str | None = typer.Option(None, help="Schedule such as 4_CLM+16_MLM+4_CLM (default: the recipe's)."),

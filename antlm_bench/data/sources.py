@@ -13,6 +13,12 @@ shared ``pretrain_sample`` folder holds 10k-word snippets cut from those same fi
 data hash than the shared one. The Switchboard file (of ``train_10M``, ~10x larger than the others) is left out so
 that it does not dominate the mixture.
 
+Why these repositories: the official BabyLM evaluation data is published only on OSF (2024: osf.io/ad7qg, 2025:
+osf.io/ryjfm), and the ``babylm`` organisation's pipeline repositories hold the code, not the data. The two GitHub
+repositories here (``suchirsalhan/babylm-evaluation-2025``, ``moritzlad/BabyLM-Tiny``) vendor byte-identical
+copies; a fixed commit and each file's git blob hash (checked against a third copy, see shared/data/README.md)
+make what is kept the official bytes whoever serves them.
+
 ``$ANTLM_BENCH_SOURCES`` names a registry file of your own (same columns) to use instead of the shipped one.
 ``--mirror BASE`` fetches the same paths from another server (``BASE/<owner>/<repo>/<commit>/<path>``, the layout
 of raw.githubusercontent.com); the checksums are the same, so a mirror cannot change what is kept.
@@ -42,10 +48,14 @@ REGISTRY_FILE = Path(__file__).with_name("sources.tsv")
 DEFAULT_BASE = "https://raw.githubusercontent.com"
 ZIP_PASSWORDS = {"ewok_filtered.zip": b"ewok"}  # zips we assemble from verified members (never unpacked to disk)
 GROUPS = {
+    # the data of the task group babylm (the AntLM paper's four tasks)
     "babylm-eval": ["blimp", "blimp_supplement", "ewok", "glue"],
-    "babylm": ["blimp", "blimp_supplement", "ewok", "glue", "pretrain"],
+    # the data of the task group babylm-2025: every shipped task, and the official fast subsets (eval --fast)
     "babylm-2025": ["blimp", "blimp_supplement", "ewok", "glue", "entity_tracking", "wug_adj_nominalization",
-                    "reading", "fast_eval", "pretrain"],
+                    "reading", "fast_eval"],
+    # the quickstart's: everything any shipped task reads, and the pre-training text
+    "babylm": ["blimp", "blimp_supplement", "ewok", "glue", "entity_tracking", "wug_adj_nominalization",
+               "reading", "fast_eval", "pretrain"],
 }
 DESCRIPTIONS = {
     "blimp": "BLiMP, BabyLM-filtered (67 paradigms)",
