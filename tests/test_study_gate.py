@@ -28,7 +28,8 @@ def test_a_seed_against_its_configurations_other_seeds_passes(config):
         others = [s for s in (1, 2, 3) if s != seed]
         report = run_check(_runs(config, [seed]), _runs(config, others))
         assert report.exit_code == 0, [(line.column, line.status) for line in report.lines]
-        assert {line.test for line in report.lines} == {"pooled"}
+        # two other seeds and no configuration fingerprints in these tables: no seed SD to borrow (issue 22)
+        assert {line.test for line in report.lines} == {"unknown"}
 
 
 def test_two_seeds_of_one_configuration_are_not_called_different():

@@ -48,10 +48,10 @@ for run in sorted(p for p in runs.iterdir() if (p / "scores.parquet").is_file())
     record.get("config", {}).pop("output", None)
     (out / "run.json").write_text(json.dumps(record, indent=1, sort_keys=True))
 PY
-antlm-bench leaderboard -d mini-antlm --holm -f markdown -o "$HERE/leaderboard.md" --plots "$HERE/plots"
-antlm-bench leaderboard -d mini-antlm --holm -f html -o "$HERE/leaderboard.html"
-antlm-bench leaderboard -d mini-antlm --holm -f parquet -o "$HERE/leaderboard.parquet"
+antlm-bench leaderboard -d mini-antlm --family row -f markdown -o "$HERE/leaderboard.md" --plots "$HERE/plots"
+antlm-bench leaderboard -d mini-antlm --family row -f html -o "$HERE/leaderboard.html"
+antlm-bench leaderboard -d mini-antlm --family row -f parquet -o "$HERE/leaderboard.parquet"
 for arch in babyllama ltgbert; do   # AntLM against its own baselines: paired by seed and item, Holm over tasks
-  antlm-bench leaderboard -d "mini-antlm-$arch" --holm -f markdown -o "$HERE/leaderboard-$arch.md"
+  antlm-bench leaderboard -d "mini-antlm-$arch" --family row -f markdown -o "$HERE/leaderboard-$arch.md"
 done
 echo "study wall time: $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s (training + evaluation, $JOBS parallel runs)"
