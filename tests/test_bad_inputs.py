@@ -121,7 +121,9 @@ def _run_copy(tmp: Path, name: str) -> None:
     target = tmp / name
     target.mkdir(parents=True)
     for file in ("scores.parquet", "run.json", "items.parquet"):
-        if (MINI_RUN / file).exists():
+        if (MINI_RUN / file).is_dir():  # the results store and its items view
+            shutil.copytree(MINI_RUN / file, target / file)
+        elif (MINI_RUN / file).exists():
             shutil.copy2(MINI_RUN / file, target / file)
 
 

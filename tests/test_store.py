@@ -119,8 +119,12 @@ def test_an_event_of_an_unknown_schema_version_is_refused_in_one_line(tmp_path, 
 
 def test_an_event_record_that_does_not_parse_is_one_line_naming_it(tmp_path):
     event = commit_results(tmp_path, scores())
-    (tmp_path / "scores.parquet" / event / EVENT_PART).write_text("{", encoding="utf-8")
-    with pytest.raises(UserError, match=f"^{tmp_path / 'scores.parquet' / event / EVENT_PART}:1: "):
+    record_file = tmp_path / "scores.parquet" / event / EVENT_PART
+    record_file.write_text("{", encoding="utf-8")
+    with pytest.raises(UserError, match=f"^{record_file}:1: not a readable event record"):
+        read_results_folder(tmp_path / "scores.parquet")
+    record_file.write_text("[1]", encoding="utf-8")
+    with pytest.raises(UserError, match=f"^{record_file}: not an event record"):
         read_results_folder(tmp_path / "scores.parquet")
 
 

@@ -119,8 +119,11 @@ def _check_version(event: Path) -> None:
     record_file = event / EVENT_PART
     if not record_file.is_file():
         return
-    record = read_json(record_file, "not a readable event record", "remove the event folder or re-run the evaluation")
-    version = record.get("schema_version", 1) if isinstance(record, dict) else 1
+    fix = "remove the event folder or re-run the evaluation"
+    record = read_json(record_file, "not a readable event record", fix)
+    if not isinstance(record, dict):
+        raise UserError(f"{record_file}: not an event record (a JSON object); {fix}")
+    version = record.get("schema_version", 1)
     if version != SCHEMA_VERSION:
         raise UserError(f"{record_file}: schema_version {version!r}, but this antlm-bench reads version "
                         f"{SCHEMA_VERSION}; read it with the antlm-bench that wrote it, or re-run the evaluation")
