@@ -24,10 +24,7 @@ import pyarrow.parquet as pq
 
 from antlm_bench import __version__
 from antlm_bench.data import readable_file_mode
-
-SCORES_FILE = "scores.parquet"
-ITEMS_FILE = "items.parquet"
-INDEX_FILE = "index.jsonl"
+from antlm_bench.runs.layout import INDEX_FILE
 
 SCORE_SCHEMA = pa.schema(
     [
@@ -194,7 +191,7 @@ def append_index(results_root: Path, entry: dict[str, Any]) -> None:
     """Append one JSON line to ``index.jsonl``; a single ``write`` with O_APPEND is atomic for short lines."""
     results_root.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()
-    fd = os.open(results_root / INDEX_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    fd = os.open(results_root / INDEX_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     try:
         os.write(fd, line)
     finally:

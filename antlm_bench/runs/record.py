@@ -171,3 +171,12 @@ def scoring_method(record: CheckpointRecord | None, is_masked_lm: bool) -> tuple
 def scoring_method_of_phase(phase: Phase) -> str:
     """The method that scores a model the way ``phase`` trained it (a mixture: its heaviest objective's)."""
     return SCORING_FOR_OBJECTIVE[phase.dominant_objective]
+
+
+def scoring_method_of_objective(label: str) -> str | None:
+    """The same, from a phase's objective as rows record it (``MLM``, ``MIX(CLM:1,MLM:15)``), read with the
+    schedule grammar; None when the label is not one."""
+    try:
+        return scoring_method_of_phase(parse_schedule(f"1_{label}").phases[0])
+    except UserError:
+        return None

@@ -10,7 +10,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from antlm_bench.errors import UserError
 from antlm_bench.results.leaderboard.definition import (
     GROUP_KEYS,
     SCORING_PREFERENCE,
@@ -18,8 +17,7 @@ from antlm_bench.results.leaderboard.definition import (
     LeaderboardDefinition,
 )
 from antlm_bench.results.leaderboard.results import Results
-from antlm_bench.runs.record import scoring_method_of_phase
-from antlm_bench.runs.schedule import Phase, parse_schedule
+from antlm_bench.runs.record import scoring_method_of_objective
 
 
 def column_of(task: str, scoring: str) -> str:
@@ -55,25 +53,12 @@ def _row_preference(row: Mapping[str, Any]) -> tuple:
     return (row["limit"] is None, row["limit"] or 0, created)
 
 
-def _phase_of(row: Mapping[str, Any]) -> Phase | None:
-    """The phase a row's checkpoint was saved in, read from its schedule and phase index (None: not known)."""
-    schedule, index = row.get("schedule"), row.get("phase_index")
-    if not schedule or index is None:
-        return None
-    try:
-        phases = parse_schedule(str(schedule)).phases
-    except UserError:
-        return None
-    return phases[int(index)] if 0 <= int(index) < len(phases) else None
-
-
-def _pick_scoring(candidates: Iterable[str], phase: Phase | None) -> str:
+def _pick_scoring(candidates: Iterable[str], phase_objective: str | None) -> str:
     """The method that matches the checkpoint's last phase (``runs.record``'s rule), else the first by preference."""
     candidates = sorted(set(candidates), key=lambda s: (SCORING_PREFERENCE.index(s) if s in SCORING_PREFERENCE
                                                         else len(SCORING_PREFERENCE), s))
-    if phase is not None and scoring_method_of_phase(phase) in candidates:
-        return scoring_method_of_phase(phase)
-    return candidates[0]
+    auto = scoring_method_of_objective(phase_objective) if phase_objective else None
+    return auto if auto in candidates else candidates[0]
 
 
 @dataclass
@@ -138,7 +123,7 @@ def run_checkpoints(results: Results, definition: LeaderboardDefinition) -> dict
                 metric = _task_metric(definition, task, set(by_metric))
                 if metric not in by_metric:
                     continue
-                choice = _pick_scoring(by_metric[metric], _phase_of(rows[0]))
+                choice = _pick_scoring(by_metric[metric], rows[0]["phase_objective"])
                 cells[column] = by_metric[metric][choice]
             meta = {k: rows[0].get(k) for k in ("phase_index", "phase_objective", "epoch", "tokens_seen",
                                                  "words_seen", "checkpoint", *GROUP_KEYS)}

@@ -64,10 +64,8 @@ def read_results(paths: Sequence[str | Path]) -> Results:
 
 
 def _has_items(source: Path) -> bool:
-    from antlm_bench.results.store import ITEMS_PART, ITEMS_VIEW
+    from antlm_bench.results.store import ITEMS_PART
 
-    if source.is_file():
-        return (source.parent / ITEMS_VIEW).is_file()
     return any((part.parent / ITEMS_PART).is_file() for part in score_parts(source))
 
 
@@ -75,10 +73,7 @@ _items_cache: dict[tuple[str, tuple], pa.Table] = {}
 
 
 def _stamp(source: Path) -> tuple:
-    """What changes when a results folder does: its committed events (and the old file's mtime)."""
-    if source.is_file():
-        beside = source.parent / "items.parquet"
-        return (source.stat().st_mtime_ns, beside.stat().st_mtime_ns if beside.exists() else None)
+    """What changes when a results folder does: its committed events."""
     return tuple(p.parent.name for p in score_parts(source))
 
 

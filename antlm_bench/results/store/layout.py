@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from antlm_bench.results.tables import ITEMS_FILE, SCORES_FILE
+from antlm_bench.runs.layout import ITEMS, SCORES
 
-STORE = SCORES_FILE
-ITEMS_VIEW = ITEMS_FILE
+STORE = SCORES
+ITEMS_VIEW = ITEMS
 PART = "part.parquet"
 ITEMS_PART = "_items.parquet"
 EVENT_PART = "_event.json"
