@@ -76,9 +76,10 @@ class Masking(_Strict):
     rate: float = Field(0.15, gt=0, lt=1)
     mask_token_ratio: float = Field(0.8, ge=0, le=1)
     random_token_ratio: float = Field(0.1, ge=0, le=1)
-    # span: LTG-BERT's subword spans (their code, one replacement decision per span); whole_word_span: spans of
-    # 1..max_span whole words (what "span" meant here before; kept under its own name)
-    strategy: Literal["token", "whole_word", "span", "whole_word_span"] = "token"
+    # span: LTG-BERT's subword spans as their code draws them (one replacement decision per span, the last span
+    # running over the row's budget: ~17% chosen for rate 0.15); span_budget: the same, the last span cut to the
+    # budget (the configured rate, shorter spans); whole_word_span: spans of 1..max_span whole words
+    strategy: Literal["token", "whole_word", "span", "span_budget", "whole_word_span"] = "token"
     max_span: int = Field(3, gt=0)  # whole_word_span only: geometric span lengths capped here, in words
 
 
@@ -101,6 +102,10 @@ class Recipe(_Strict):
     # ("keep") or start from zero ("reset", as a fresh optimizer per phase would). Default keep: one optimizer
     # for the whole run, what a recipe without the key has always done.
     optimizer_at_phase: Literal["keep", "reset"] = "keep"
+    # how a MIX step weighs its objectives (training.objectives.MixedBatch.loss_scales): "row_share", each
+    # objective's mean token loss weighted by its share of the batch's rows (GPT-BERT's default), or "token", the
+    # mean over every labelled token of the batch (a CLM row then weighs about 1/rate times a masked one)
+    mix_loss: Literal["row_share", "token"] = "row_share"
     presets: dict[str, Preset]
     source: Path | None = None  # the YAML file it came from
 

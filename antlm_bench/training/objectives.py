@@ -8,18 +8,23 @@ sequences is turned into (inputs, labels, label shift, attention mode):
   bidirectional attention; the loss only at the chosen positions, read at the same position (shift 0). How many
   tokens a sequence masks is drawn as Binomial(eligible tokens, rate) (LTG-BERT's rule; the expected rate is the
   configured one); which ones, as the recipe says: ``token`` (BERT), ``whole_word``, ``whole_word_span`` (spans of
-  1..max_span whole words), or ``span``: LTG-BERT's own subword spans with one replacement decision per span.
+  1..max_span whole words), ``span``: LTG-BERT's own subword spans with one replacement decision per span, the
+  last span running over the budget as theirs does (so about 17% for 15%), or ``span_budget``: the same with
+  the last span cut to the budget (the configured rate, shorter spans).
 - MNTP: MLM's corruption, the chosen token i predicted from position i-1 (shift 1), bidirectional attention.
 - MIX: every global batch is split by the weights, row by row (``mix_rows``): GPT-BERT's per-sample mixture. Each
-  part is built as its own objective's batch (``MixedBatch``); the step's loss is the mean over every labelled
-  token of the whole global batch, as for a single objective (so a CLM row, which labels every position, weighs
-  more than an MLM row, which labels ``rate`` of them).
+  part is built as its own objective's batch (``MixedBatch``). The step's loss is the recipe's ``mix_loss``
+  (``MixedBatch.loss_scales``): ``row_share`` (the default, GPT-BERT's without ``--token_weighted_loss``) weighs
+  each objective's mean token loss by its share of the batch's rows, so MIX(CLM:1,MNTP:15) gives the CLM rows
+  1/16 of the gradient; ``token`` is the mean over every labelled token of the global batch, where a CLM row,
+  which labels every position, weighs about 1/rate times an MNTP row (the CLM rows then carry about 30% of it).
 - BATCHMIX: each optimizer step draws ONE of its objectives by weight (``draw_mix_objective``).
 
 All randomness comes from ``numpy`` generators keyed by (seed, step, purpose), never from a global state: the same
 step gets the same masks whether the run was resumed or not and however many processes share the global batch.
 A builder always corrupts the WHOLE global batch; each process then takes its rows (``Batch.rows``), so every
-process also knows how many tokens the global batch predicts (``n_targets``), the loss's denominator.
+process also knows how many tokens the global batch (and each MIX part of it) predicts (``n_targets``), the
+loss's denominators.
 
 ``sequence_loss_sum`` is the loss itself: hidden states, then the head ONLY at the positions that carry a loss.
 """
@@ -63,6 +68,11 @@ class Batch:
     def rows(self, index: slice | np.ndarray) -> Batch:
         return replace(self, input_ids=self.input_ids[index], labels=self.labels[index])
 
+    def loss_scales(self, mix_loss: str) -> list[tuple[Batch, float]]:
+        """(part, scale) pairs: the step's loss is the sum over parts of scale x the part's summed token loss. A
+        plain batch is one part, its loss the mean over its labelled tokens whatever ``mix_loss`` says."""
+        return [(self, 1.0 / max(self.n_targets, 1))]
+
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
 
@@ -78,6 +88,22 @@ class MixedBatch:
     @property
     def n_targets(self) -> int:
         return sum(part.n_targets for part in self.parts)
+
+    def loss_scales(self, mix_loss: str) -> list[tuple[Batch, float]]:
+        """(part, scale) pairs: the step's loss is the sum over parts of scale x the part's summed token loss, all
+        counts over the GLOBAL batch (so micro-batches and processes add up to the same gradient).
+
+        ``row_share``: scale = (the part's share of the rows) / (its labelled tokens): each objective's mean token
+        loss weighted by its share of the rows, as GPT-BERT trains by default (every GPU holds one objective and
+        averages over its own tokens; DDP averages the GPUs). ``token``: 1 / (every labelled token of the batch),
+        the mean over all of them (GPT-BERT's ``--token_weighted_loss``)."""
+        if mix_loss == "token":
+            per_token = 1.0 / max(self.n_targets, 1)
+            return [(part, per_token) for part in self.parts]
+        if mix_loss == "row_share":
+            rows = len(self)
+            return [(part, len(part) / rows / max(part.n_targets, 1)) for part in self.parts]
+        raise ValueError(f"mix_loss {mix_loss!r}: use row_share or token")
 
     def __len__(self) -> int:
         return sum(len(part) for part in self.parts)
@@ -165,15 +191,16 @@ class BatchBuilder:
         replacement draw shared by each span's positions (None: ``corrupt`` draws one per token).
 
         Every strategy first draws how many tokens a row masks, Binomial(eligible tokens, rate) (at least one where
-        any is eligible), as LTG-BERT does: the expected rate is exactly ``rate``."""
+        any is eligible), as LTG-BERT does: the expected rate is exactly ``rate``, except under ``span``, whose
+        last span runs over that budget as LTG-BERT's does."""
         eligible = ~np.isin(ids, self.special_ids)
         if skip_first:
             eligible[:, 0] = False  # MNTP reads token i at position i-1: position 0 has nothing before it
         n_eligible = eligible.sum(axis=1)
         budget = np.minimum(n_eligible, np.maximum(1, rng.binomial(n_eligible, self.masking.rate)))
         strategy = self.masking.strategy
-        if strategy == "span":
-            return self._ltgbert_spans(eligible, budget, rng)
+        if strategy in ("span", "span_budget"):
+            return self._ltgbert_spans(eligible, budget, rng, cut_to_budget=strategy == "span_budget")
         # the units that are masked as a whole: tokens, words, or spans of consecutive words
         if strategy == "token" or word_starts is None:
             unit_start = np.ones_like(eligible)
@@ -209,15 +236,21 @@ class BatchBuilder:
         np.put_along_axis(take, order, take_sorted, axis=1)
         return np.take_along_axis(take, unit, axis=1) & eligible
 
-    def _ltgbert_spans(self, eligible: np.ndarray, budget: np.ndarray,
-                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """LTG-BERT's span masking (Samuel et al. 2023, ``SpanMaskingStrategy`` in ltgoslo/ltg-bert's
-        ``pre_training/dataset.py``): SUBWORD spans, length ``Geometric(1/3) % 10`` (0 is a spent try), placed at
-        a uniform offset in ``[-(length - 1), T + length)`` (so spans may hang over either end), special tokens
-        skipped, until the row's Binomial(n, rate) budget is met or 100 tries are spent; one replacement draw per
-        span (80% [MASK] / 10% random / 10% kept for the whole span), a later span re-deciding positions it
-        overlaps. One change, for the rate: the span that would pass the budget is cut to it (LTG-BERT lets it run
-        over, which puts the rate above the configured one by about a span's length per row)."""
+    def _ltgbert_spans(self, eligible: np.ndarray, budget: np.ndarray, rng: np.random.Generator,
+                       cut_to_budget: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """LTG-BERT's span masking (Samuel et al. 2023) as its BabyLM code writes it: ``SpanMaskingStrategy`` in
+        ltgoslo/ltg-bert's ``babylm/train/dataset.py``. Per row: a budget of Binomial(eligible, rate) tokens (at
+        least one); then, while fewer are chosen and fewer than 100 tries are spent, a SUBWORD span of length
+        ``Geometric(1/3) % 10`` (0 is a spent try) at a uniform offset in ``[-(length - 1), T + length)``, cut to
+        ``[0, T - 1)`` (spans hang over either end; the row's last position is never chosen: in LTG-BERT's rows it
+        is always [SEP] or padding), special tokens skipped. The last span is NOT cut to the budget: it runs over,
+        so the rate ends above the configured one (17.1% for 15% on 64-token rows) and long spans stay long. One
+        replacement draw per span (80% [MASK] / 10% random / 10% kept for the whole span); a later span re-decides
+        the positions it overlaps. (The repository's older ``training/mlm_dataset.py`` subtracts each span's size,
+        overlaps counted twice, from the budget and has no try limit; the BabyLM code is the one its paper ran.)
+
+        ``cut_to_budget`` (strategy ``span_budget``): the span that would pass the budget is cut to it, so the rate
+        is the configured one, at the price of shorter spans (mean run 2.5 subwords instead of 2.9)."""
         n_rows, length = eligible.shape
         chosen = np.zeros_like(eligible)
         draw = np.ones((n_rows, length))  # positions never chosen keep 1.0 (not corrupted anyway)
@@ -229,13 +262,13 @@ class BatchBuilder:
                 if span == 0:
                     continue
                 offset = int(rng.integers(-(span - 1), length + span))
-                lo, hi = max(0, offset), min(length, offset + span)
+                lo, hi = max(0, offset), min(length - 1, offset + span)
                 if lo >= hi:
                     continue
                 seg = eligible[row, lo:hi]
                 new = seg & ~chosen[row, lo:hi]
                 excess = int(new.sum()) - (need - got)
-                if excess > 0:
+                if cut_to_budget and excess > 0:
                     new[np.flatnonzero(new)[-excess:]] = False
                 span_draw = rng.random()
                 chosen[row, lo:hi] |= new

@@ -1,5 +1,6 @@
 """One optimizer step over the global batch: the objective's forward passes in micro-batches, gradients
-accumulated so that the step's gradient is the mean over every labelled token of the global batch, whatever the
+accumulated so that the step's gradient is that of the global batch's loss (the mean over its labelled tokens; a
+MIX batch's objectives weighed as the recipe's ``mix_loss`` says, ``MixedBatch.loss_scales``), whatever the
 micro-batch size or the number of processes (under DDP gradients are all-reduced at the last micro-batch only);
 and the optimizer policy at a phase's first step (the LR schedule restarts; AdamW's moments too where the recipe
 says ``optimizer_at_phase: reset``). Also here: the device (``check_device``), the DDP process group (``_Dist``),
@@ -120,7 +121,9 @@ def split_rows(n_rows: int, parts: int) -> list[np.ndarray]:
 
 @dataclass
 class StepOutcome:
-    loss: float  # mean loss per labelled token of the global batch
+    # the global batch's loss: the mean over its labelled tokens; a MIX batch's as the recipe's mix_loss weighs its
+    # objectives (row_share: each objective's mean token loss times its share of the rows)
+    loss: float
     grad_norm: float
     save_wanted: bool  # some process wants a checkpoint after this step (a wall-clock trigger)
     stop_wanted: bool  # some process received SIGINT / SIGTERM: every process stops after this step
@@ -160,48 +163,50 @@ class StepRunner:
         # the synchronising backward is the last one: keep the non-empty chunks at the end
         return sorted(chunks, key=len)
 
-    def _chunks(self, batch: Batch | MixedBatch) -> list[tuple[Batch, np.ndarray]]:
-        """(part, rows) forward passes of one step: a plain batch is one part; a MIX batch runs each objective's
-        part in its own micro-batches (one attention mode and label shift per forward pass)."""
+    def _chunks(self, batch: Batch | MixedBatch) -> list[tuple[Batch, np.ndarray, float]]:
+        """(part, rows, scale) forward passes of one step: a plain batch is one part; a MIX batch runs each
+        objective's part in its own micro-batches (one attention mode and label shift per forward pass). ``scale``
+        weighs a part's summed token loss in the step's loss (``loss_scales``, from counts over the global batch)."""
+        scales = batch.loss_scales(self.recipe.mix_loss)
         if isinstance(batch, Batch):
-            return [(batch, rows) for rows in self.micro_batches(len(batch))]
-        chunks = [(part, rows) for part in batch.parts for rows in self.micro_batches(len(part), len(part))]
+            ((_, scale),) = scales
+            return [(batch, rows, scale) for rows in self.micro_batches(len(batch))]
+        chunks = [(part, rows, scale) for part, scale in scales
+                  for rows in self.micro_batches(len(part), len(part))]
         # the synchronising backward is the last one: the empty chunks first, as for a plain batch
         return sorted(chunks, key=lambda chunk: len(chunk[1]) > 0)
 
     def gradients(self, batch: Batch | MixedBatch, save_wanted: bool = False,
                   stop_wanted: bool = False) -> StepOutcome:
-        """Accumulate one step's gradients over the global batch. The loss sum, the wish for a checkpoint and a
-        stop signal travel in one all-reduce, so every process learns what any of them wants after this step."""
-        n_targets = batch.n_targets
+        """Accumulate one step's gradients over the global batch. The loss, the wish for a checkpoint and a stop
+        signal travel in one all-reduce, so every process learns what any of them wants after this step."""
         chunks = self._chunks(batch)
-        scale = self.dist.world / max(n_targets, 1)
-        local_sum = torch.zeros((), device=self.device, dtype=torch.float32)
-        for i, (part, rows) in enumerate(chunks):
+        local_loss = torch.zeros((), device=self.device, dtype=torch.float32)
+        for i, (part, rows, scale) in enumerate(chunks):
             last = i == len(chunks) - 1
             if len(rows) == 0 and not (last and self.dist.enabled):
                 continue
-            weight = 1.0
             if len(rows) == 0:  # this process has no rows left but must join the gradient all-reduce
-                rows, weight = np.arange(1), 0.0
+                rows, scale = np.arange(1), 0.0
             x = torch.from_numpy(part.input_ids[rows]).to(self.device, non_blocking=True)
             y = torch.from_numpy(part.labels[rows]).to(self.device, non_blocking=True)
             sync = contextlib.nullcontext() if last or not self.dist.enabled else self.loss_module.no_sync()
             with sync:
                 with self.autocast:
                     loss_sum = self.loss_module(x, y, part.shift, part.attention_mode)
-                (loss_sum * (scale * weight)).backward()
-            local_sum += loss_sum.detach().float() * weight
+                # DDP averages the processes' gradients: x world gives the sum of every process's share
+                (loss_sum * (self.dist.world * scale)).backward()
+            local_loss += loss_sum.detach().float() * scale
         flags = torch.tensor([float(save_wanted), float(stop_wanted)], device=self.device)
-        stats = self.dist.all_reduce_sum(torch.cat([local_sum[None], flags]))
-        total, wanted, stop = stats.tolist()
+        stats = self.dist.all_reduce_sum(torch.cat([local_loss[None], flags]))
+        loss, wanted, stop = stats.tolist()
         clip = self.recipe.optimizer.grad_clip
         params = [p for p in self.model.parameters() if p.grad is not None]
         if clip:
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
         else:
             grad_norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
-        return StepOutcome(total / max(n_targets, 1), grad_norm, wanted > 0, stop > 0)
+        return StepOutcome(loss, grad_norm, wanted > 0, stop > 0)
 
 
 class StopSignal:
