@@ -181,3 +181,20 @@ def test_power_command_prints_every_row_and_task(tmp_path, monkeypatch, capsys):
     assert not exited.value.code
     out = capsys.readouterr().out
     assert "seeds needed to detect a 2-point gap" in out and "blimp" in out and "docs/statistics.md" in out
+
+
+def test_two_scoring_methods_are_never_compared(tmp_path, monkeypatch, capsys):
+    """One instrument per comparison: a board shows the gap between a clm and a pll cell untested (the macro too),
+    and check refuses it with one line naming both methods."""
+    rng = np.random.default_rng(9)
+    for seed in (1, 2, 3):
+        for schedule, scoring in (("24_CLM", "clm"), ("24_MLM", "pll")):
+            data = {"blimp": {"a": (rng.random(300) < 0.6) * 1.0}, "ewok": {"d": (rng.random(300) < 0.6) * 1.0}}
+            write_run(tmp_path / schedule, f"{schedule}-{seed}", [{"phase_index": 0, "scoring": scoring,
+                                                                  "tasks": data}], schedule=schedule, seed=seed)
+    board = build_leaderboard(read_results([tmp_path]), reference={"schedule": "24_CLM"}, macro_tasks=["blimp", "ewok"])
+    assert board.comparisons and all(c.p_value is None and c.significant is None for c in board.comparisons)
+    assert "different instruments" in render_markdown(board)
+    code, _, err = _cli(monkeypatch, capsys, "--results", tmp_path / "24_MLM", "--baseline", tmp_path / "24_CLM",
+                        "--by", "recipe,preset")
+    assert code == 2 and "pll" in err and "clm" in err and len(err.strip().splitlines()) == 1
