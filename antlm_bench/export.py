@@ -36,6 +36,7 @@ from typing import Any
 import antlm_bench
 from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
+from antlm_bench.locking import fault_point
 from antlm_bench.runs.layout import RunLayout, model_folder
 from antlm_bench.runs.record import STATE_FILE
 
@@ -178,6 +179,7 @@ def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = 
         manifest = {"format": "babylm", "source": str(source), "branches": [folder.name for folder in words],
                     "antlm_bench": antlm_bench.__version__}
         (built / EXPORT_MARKER).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        fault_point("export.staged")
         if os.path.lexists(output):  # an earlier export or an empty folder (_check_output): swap, then remove it
             aside = staging / "replaced"
             os.rename(output, aside)

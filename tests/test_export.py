@@ -218,3 +218,24 @@ def test_a_run_that_stopped_early_exports_its_resume_point_named_in_the_output(t
     assert result.exit_code == 0, result.output
     assert "resume point last (step-12)" in result.output
     assert json.loads((tmp_path / "out" / "antlm_state.json").read_text())["step"] == 12
+
+
+def test_an_export_killed_before_its_rename_leaves_the_earlier_export_whole(tmp_path):
+    """Fault injection: killed (like kill -9) with the new export staged, OUT is still the earlier export, whole."""
+    import os
+    import subprocess
+    import sys
+
+    from antlm_bench.locking import FAULT_ENV, FAULT_EXIT_CODE
+
+    run, _ = _run(tmp_path)
+    out = tmp_path / "out"
+    export_babylm(run / "checkpoints" / "phase-0-CLM", out)
+    before = sorted((str(p.relative_to(out)), p.read_bytes()) for p in out.rglob("*") if p.is_file())
+    done = subprocess.run([sys.executable, "-m", "antlm_bench", "export", str(run), str(out), "--overwrite"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, FAULT_ENV: "export.staged", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == FAULT_EXIT_CODE, done.stderr
+    assert sorted((str(p.relative_to(out)), p.read_bytes()) for p in out.rglob("*") if p.is_file()) == before
+    export_babylm(run, out, overwrite=True)  # and the next export goes through
+    assert json.loads((out / "antlm_export.json").read_text())["source"].endswith("phase-1-MLM")
