@@ -139,6 +139,79 @@ def _locked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "mkdir", mkdir)
 
 
+def _zeros_zip(total: int) -> bytes:
+    """A zip bomb: ``total`` bytes of zeros deflated (~1000x), written in chunks."""
+    buffer = io.BytesIO()
+    chunk = bytes(1 << 20)
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("data/zeros.bin", "w", force_zip64=True) as member:
+            for _ in range(total // len(chunk)):
+                member.write(chunk)
+    return buffer.getvalue()
+
+
+ARCHIVES["/bomb.zip"] = _zeros_zip(96 << 20)
+
+
+def _plant_lock(tmp: Path, kind: str) -> None:
+    """``out/.antlm-bench.lock`` planted as a link to a file of the user's, or as a folder."""
+    _write(tmp / "victim.txt", "the user's file\n")
+    lock = tmp / "out" / ".antlm-bench.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "symlink":
+        lock.symlink_to(tmp / "victim.txt")
+    else:
+        lock.mkdir()
+
+
+def _model(tmp: Path, name: str = "m") -> Path:
+    from tiny_models import save_tiny
+
+    return save_tiny("llama", tmp / name)
+
+
+def _model_with(tmp: Path, damage: str) -> None:
+    """A model folder at tmp/m, damaged: an auto_map naming evil.py, truncated or NaN weights."""
+    folder = _model(tmp)
+    weights = folder / "model.safetensors"
+    if damage == "auto-map":
+        (folder / "evil.py").write_text("raise SystemExit('planted')\n")
+        config = json.loads((folder / "config.json").read_text())
+        config["auto_map"] = {"AutoModelForCausalLM": "evil.Evil"}
+        (folder / "config.json").write_text(json.dumps(config))
+    elif damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    elif damage == "nan":
+        import torch
+        from safetensors.torch import load_file, save_file
+
+        tensors = load_file(weights)
+        save_file({k: torch.full_like(v, float("nan")) for k, v in tensors.items()}, weights,
+                  metadata={"format": "pt"})
+
+
+def _export_targets(tmp: Path, kind: str) -> None:
+    """A model at tmp/m and an OUT that --overwrite must not replace: a link to a folder of the user's, a folder
+    that is no export, or the run the checkpoint belongs to."""
+    if kind == "run":
+        _write(tmp / "run" / "run.json", json.dumps({"schedule": "1_CLM"}))
+        _model(tmp / "run" / "checkpoints", "phase-0-CLM")
+        return
+    _model(tmp)
+    _write(tmp / "mine" / "notes.txt", "the user's notes\n")
+    if kind == "link":
+        (tmp / "link").symlink_to(tmp / "mine")
+
+
+def _own_registry(tmp: Path) -> None:
+    _write(tmp / "mine.tsv", "source\tdest\trepo\tcommit\tpath\tchecksum\n"
+           "mine\t../outside.txt\towner/repo\tabc\tx.txt\tsha256:" + "0" * 64 + "\n")
+
+
+def _registry_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTLM_BENCH_SOURCES", "mine.tsv")  # relative: the case runs in its own tmp folder
+
+
 # -- the corpus --------------------------------------------------------------------------------------------------------
 
 
@@ -370,6 +443,33 @@ CASES: list[Case] = [
       code=4, says="permission denied", needs=("server",), inject=_locked),
     C("env-permission-leaderboard-out", "leaderboard", "{run}", "--out", "{tmp}/locked/board.md", code=4,
       says="permission denied", needs=("run",), inject=_locked),
+    # a lock file planted in a folder we write to: never written through, never removed (#25)
+    C("lock-symlink-eval", "eval", "--model", "{model}", "--tasks", "blimp", "--limit", "1", "--output", "{tmp}/out",
+      says="symbolic link", needs=("model",), setup=lambda t: _plant_lock(t, "symlink")),
+    C("lock-folder-eval", "eval", "--model", "{model}", "--tasks", "blimp", "--limit", "1", "--output", "{tmp}/out",
+      says="a folder", needs=("model",), setup=lambda t: _plant_lock(t, "folder")),
+    C("lock-symlink-train", "train", "-o", "{tmp}/out", "--max-words", "2000", "--max-steps", "1", "--no-progress",
+      "--cache-dir", "{tmp}/cache", says="symbolic link", setup=lambda t: _plant_lock(t, "symlink")),
+    # export: only code we generate, only weights eval would load, never over the source or a non-export (#25)
+    C("export-auto-map-evil", "export", "{tmp}/m", "{tmp}/out", says="evil.py",
+      setup=lambda t: _model_with(t, "auto-map")),
+    C("export-truncated-weights", "export", "{tmp}/m", "{tmp}/out", says="truncated or corrupt",
+      setup=lambda t: _model_with(t, "truncated")),
+    C("export-nan-weights", "export", "{tmp}/m", "{tmp}/out", says="NaN", setup=lambda t: _model_with(t, "nan")),
+    C("export-overwrite-a-link", "export", "{tmp}/m", "{tmp}/link", "--overwrite", says="symbolic link",
+      setup=lambda t: _export_targets(t, "link")),
+    C("export-overwrite-not-an-export", "export", "{tmp}/m", "{tmp}/mine", "--overwrite",
+      says="not an earlier antlm-bench export", setup=lambda t: _export_targets(t, "folder")),
+    C("export-overwrite-its-own-run", "export", "{tmp}/run/checkpoints/phase-0-CLM", "{tmp}/run", "--overwrite",
+      says="lies inside", setup=lambda t: _export_targets(t, "run")),
+    # fetch: a zip bomb, a registry row that writes outside --dest (#25)
+    C("fetch-zip-bomb", "data", "fetch", "--url", "{url}/bomb.zip", "--dest", "{tmp}/d/data", says="zip bomb",
+      needs=("server",)),
+    C("fetch-registry-dest-outside", "data", "fetch", "mine", "--dest", "{tmp}/d", says="leaves the data folder",
+      setup=_own_registry, inject=_registry_env),
+    # threads (#25)
+    C("train-threads-zero", "train", "--threads", "0", "-o", "{tmp}/out", says="--threads"),
+    C("run-threads-zero", "run", "--threads", "0", "-o", "{tmp}/out", "--preset", "tiny", says="--threads"),
 ]
 
 # cases that fail today because of code owned elsewhere: id -> owner (none left)
