@@ -15,7 +15,10 @@ import torch
 
 from antlm_bench.models import babyllama, loss, ltgbert, masks
 from antlm_bench.models.remote_code import CUT_MARKER, module_source
+from antlm_bench.runs.record import CheckpointRecord
 from antlm_bench.training.checkpoint import write_checkpoint
+
+RECORD = CheckpointRecord(schedule="1_MLM", phase_index=0, phase_objective="MLM", step=0)
 
 SPECIALS = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "mask_token_id": 4}
 
@@ -57,7 +60,7 @@ def _ltgbert() -> ltgbert.LtgBertForMaskedLM:
 
 def test_ltgbert_checkpoint_loads_without_antlm_bench(tmp_path):
     model = _ltgbert()
-    folder = write_checkpoint(tmp_path / "ckpt", model, None, {"step": 0})
+    folder = write_checkpoint(tmp_path / "ckpt", model, None, RECORD)
     config = json.loads((folder / "config.json").read_text())
     assert config["auto_map"]["AutoModelForMaskedLM"] == "modeling_ltgbert.LtgBertForMaskedLM"
     assert set(config["auto_map"]) >= {"AutoConfig", "AutoModelForCausalLM", "AutoModelForSequenceClassification"}
@@ -94,6 +97,6 @@ def test_stock_backends_write_no_code(tmp_path):
     torch.manual_seed(0)
     config = babyllama.make_config(vocab_size=61, hidden_size=32, n_layers=1, n_heads=4, intermediate_size=48,
                                    max_position_embeddings=64, tie_word_embeddings=True, dropout=0.0, **SPECIALS)
-    folder = write_checkpoint(tmp_path / "llama", babyllama.BabyLlamaForCausalLM(config), None, {"step": 0})
+    folder = write_checkpoint(tmp_path / "llama", babyllama.BabyLlamaForCausalLM(config), None, RECORD)
     assert "auto_map" not in json.loads((folder / "config.json").read_text())
     assert not list(Path(folder).glob("*.py"))
