@@ -39,3 +39,16 @@ def make_zip(members: list[tuple[str, bytes, int | None]]) -> bytes:
                 info.external_attr = mode << 16
             archive.writestr(info, payload)
     return buffer.getvalue()
+
+
+def zeros_zip(total: int, members: int = 1) -> bytes:
+    """A zip bomb: ``total`` bytes of zeros in ``members`` members, deflated (~1000x), written in chunks."""
+    buffer = io.BytesIO()
+    chunk = bytes(1 << 20)
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("data/README.md", b"hi\n")
+        for number in range(members):
+            with archive.open(f"data/zeros-{number}.bin", "w", force_zip64=True) as member:
+                for _ in range(total // members // len(chunk)):
+                    member.write(chunk)
+    return buffer.getvalue()

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from archive_support import make_tar
+from archive_support import make_tar, zeros_zip
+from checkpoint_support import damage_weights
 from loopback_http import Server
 from typer.testing import CliRunner
 
@@ -139,18 +140,7 @@ def _locked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "mkdir", mkdir)
 
 
-def _zeros_zip(total: int) -> bytes:
-    """A zip bomb: ``total`` bytes of zeros deflated (~1000x), written in chunks."""
-    buffer = io.BytesIO()
-    chunk = bytes(1 << 20)
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        with archive.open("data/zeros.bin", "w", force_zip64=True) as member:
-            for _ in range(total // len(chunk)):
-                member.write(chunk)
-    return buffer.getvalue()
-
-
-ARCHIVES["/bomb.zip"] = _zeros_zip(96 << 20)
+ARCHIVES["/bomb.zip"] = zeros_zip(96 << 20)
 
 
 def _plant_lock(tmp: Path, kind: str) -> None:
@@ -173,21 +163,13 @@ def _model(tmp: Path, name: str = "m") -> Path:
 def _model_with(tmp: Path, damage: str) -> None:
     """A model folder at tmp/m, damaged: an auto_map naming evil.py, truncated or NaN weights."""
     folder = _model(tmp)
-    weights = folder / "model.safetensors"
     if damage == "auto-map":
         (folder / "evil.py").write_text("raise SystemExit('planted')\n")
         config = json.loads((folder / "config.json").read_text())
         config["auto_map"] = {"AutoModelForCausalLM": "evil.Evil"}
         (folder / "config.json").write_text(json.dumps(config))
-    elif damage == "truncated":
-        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    elif damage == "nan":
-        import torch
-        from safetensors.torch import load_file, save_file
-
-        tensors = load_file(weights)
-        save_file({k: torch.full_like(v, float("nan")) for k, v in tensors.items()}, weights,
-                  metadata={"format": "pt"})
+    else:
+        damage_weights(folder, damage)
 
 
 def _export_targets(tmp: Path, kind: str) -> None:

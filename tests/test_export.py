@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+from checkpoint_support import damage_weights
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 from typer.testing import CliRunner
 
@@ -17,6 +18,7 @@ from antlm_bench.export import export_babylm
 from antlm_bench.models import ltgbert
 from antlm_bench.runs.record import CheckpointRecord
 from antlm_bench.training.checkpoint import write_checkpoint
+
 
 def _record(step: int) -> CheckpointRecord:
     return CheckpointRecord(schedule="1_CLM+1_MLM", phase_index=1, phase_objective="MLM", step=step)
@@ -137,21 +139,6 @@ def test_export_refuses_foreign_auto_map_on_a_stock_model(tmp_path, llama_dir):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith((".out", "out"))] == []
 
 
-def _damage_weights(folder, how):
-    from safetensors.torch import load_file, save_file
-
-    weights = folder / "model.safetensors"
-    if how == "truncated":
-        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    elif how == "nan":
-        tensors = load_file(weights)
-        save_file({k: torch.full_like(v, float("nan")) for k, v in tensors.items()}, weights,
-                  metadata={"format": "pt"})
-    elif how == "half-written":  # a tensor the model needs is missing
-        tensors = load_file(weights)
-        save_file(dict(list(tensors.items())[: len(tensors) // 2]), weights, metadata={"format": "pt"})
-
-
 @pytest.mark.parametrize(("how", "says"), [("truncated", "truncated or corrupt"), ("nan", "NaN"),
                                            ("half-written", "lacks")])
 def test_export_refuses_weights_eval_refuses(tmp_path, llama_dir, how, says):
@@ -159,7 +146,7 @@ def test_export_refuses_weights_eval_refuses(tmp_path, llama_dir, how, says):
 
     source = tmp_path / "m"
     shutil.copytree(llama_dir, source)
-    _damage_weights(source, how)
+    damage_weights(source, how)
     result = CliRunner().invoke(app, ["export", str(source), str(tmp_path / "out")])
     assert result.exit_code == 2 and says in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1

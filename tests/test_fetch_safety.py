@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from archive_support import make_tar, make_zip
+from archive_support import make_tar, make_zip, zeros_zip
 from loopback_http import Server
 
 from antlm_bench import data
@@ -240,19 +240,6 @@ def test_manifest_not_utf8_is_one_line(tmp_path):
 # -- size caps: a zip bomb is refused before anything is written -------------------------------------------------------
 
 
-def _zeros_zip(total: int, members: int = 2) -> bytes:
-    """A real zip whose members are ``total`` bytes of zeros together (deflate: ~1000x smaller), written in chunks."""
-    buffer = io.BytesIO()
-    chunk = bytes(1 << 20)
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("data/README.md", b"hi\n")
-        for number in range(members):
-            with archive.open(f"data/zeros-{number}.bin", "w", force_zip64=True) as member:
-                for _ in range(total // members // len(chunk)):
-                    member.write(chunk)
-    return buffer.getvalue()
-
-
 def _zeros_tar(total: int) -> bytes:
     import tarfile
 
@@ -274,7 +261,7 @@ def _zeros_tar(total: int) -> bytes:
 
 @pytest.mark.parametrize("kind", ["zip", "tar.gz"])
 def test_a_zip_bomb_is_refused_by_its_ratio_and_nothing_is_written(tmp_path, kind):
-    payload = _zeros_zip(96 << 20) if kind == "zip" else _zeros_tar(96 << 20)
+    payload = zeros_zip(96 << 20, members=2) if kind == "zip" else _zeros_tar(96 << 20)
     assert len(payload) < (96 << 20) // 100  # really a bomb: more than 100x
     dest = tmp_path / "data"
     with Server(payload, name=f"bomb.{kind}") as server, pytest.raises(UserError) as caught:
