@@ -128,4 +128,6 @@ def test_power_prints_a_range_from_the_seed_sds_interval(monkeypatch, capsys):
     code, out, _ = run_cli(monkeypatch, capsys, "power", *map(str, LTG_CLM), "--gap", "1")
     assert code == 0
     line = next(x for x in out.splitlines() if "│ blimp " in x)
-    assert "3 seeds" in line and "[" in line and "paired over seeds, k-1 df" in out
+    assert "3 seeds" in line and "paired over seeds, k-1 df" in out and "[range]" in out
+    # LTG-BERT 24_CLM's BLiMP seed SD 0.30 points on 3 seeds: 6 seeds a side at that SD, 5 to 89 within its interval
+    assert "0.30 [0.15, 1.86]" in line and "6 [5, 89]" in line

@@ -91,7 +91,7 @@ def power_command(
                                f"alpha {alpha}, paired over seeds, k-1 df)"))
     for column in ("row", "task", "seeds", "seed SD [95% CI]", "SD from", "item SE", "MDE now",
                    f"seeds/side for {gap:g} [range]"):
-        table.add_column(column, justify="left" if column in ("row", "task", "SD from") else "right",
+        table.add_column(escape(column), justify="left" if column in ("row", "task", "SD from") else "right",
                          overflow="fold")
     for line in lines:
         table.add_row(escape(key_text(board, line.row)), escape(line.column), str(line.n_seeds), _sd_text(line),
@@ -100,11 +100,11 @@ def power_command(
                       "-" if line.item_se is None else f"{100 * line.item_se:.2f}",
                       "-" if line.mde_now is None else f"{100 * line.mde_now:.2f}", _seeds_text(line))
     console.print(table)
-    console.print("[dim]seed SD: SD of the per-seed scores, with its chi-square 95% interval (it rests on the seeds "
-                  "named in 'SD from'); seeds/side: at the observed SD, [range] at the two ends of its interval "
-                  "('>1000': the items' noise alone is too large at that gap); item SE: the items' sampling error "
-                  "alone; MDE now: the smallest gap a comparison with this many seeds a side detects; method: "
-                  "docs/statistics.md[/dim]")
+    console.print("[dim]" + escape(
+        "seed SD: SD of the per-seed scores, with its chi-square 95% interval (it rests on the seeds named in 'SD "
+        "from'); seeds/side: at the observed SD, [range] at the two ends of its interval ('>1000': the items' noise "
+        "alone is too large at that gap); item SE: the items' sampling error alone; MDE now: the smallest gap a "
+        "comparison with this many seeds a side detects; method: docs/statistics.md") + "[/dim]")
 
 
 def _sd_text(line) -> str:
