@@ -4,7 +4,7 @@
   confusion-count bootstrap, and the item-paired bootstrap;
 - ``variance``: the item-sampling variance of a score measured by several seeds on the same items (two-way
   crossed design), alone or of a difference;
-- ``inference``: intervals and tests over seeds and items (Student-t, Satterthwaite df), comparison designs,
+- ``inference``: intervals and tests over seeds and items (Student-t on the seeds' df), comparison designs,
   one function per comparison design (same_seed, paired_seeds, welch, pooled, untested), Holm's correction,
   minimum detectable effect, the seed SD's chi-square interval and seeds needed for a given gap.
 
