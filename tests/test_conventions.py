@@ -24,7 +24,7 @@ def test_names_map_to_the_leading_space() -> None:
     assert resolve_convention("babylm-2025").leading_space is False
     assert resolve_convention("babylm-2024").leading_space is True
     assert resolve_convention(resolve_convention("babylm-2024")).name == "babylm-2024"  # resolved once, passed down
-    with pytest.raises(UserError, match="unknown; use babylm-2025 or babylm-2024"):
+    with pytest.raises(UserError, match="unknown; use babylm-2025, babylm-2024 or babylm-2026"):
         resolve_convention("babylm-2023")
 
 
@@ -86,7 +86,7 @@ def test_the_cli_takes_the_convention_and_refuses_an_unknown_one(llama_dir, tmp_
     common = ["eval", "--model", str(llama_dir), "--tasks", "blimp", "--limit", "1", "--data-dir",
               str(real_data_dir), "--no-progress"]
     code, err = _run_cli(monkeypatch, capsys, *common, "--convention", "babylm-2023")
-    assert code == 2 and "unknown; use babylm-2025 or babylm-2024" in err
+    assert code == 2 and "unknown; use babylm-2025, babylm-2024 or babylm-2026" in err
     code, err = _run_cli(monkeypatch, capsys, *common, "--convention", "babylm-2024", "--output", str(tmp_path / "o"))
     assert code == 0, err[-2000:]
     assert json.loads((tmp_path / "o" / "eval.json").read_text())["config"]["convention"] == "babylm-2024"

@@ -7,7 +7,6 @@ share (``common``: data files, the scoring method, batched scoring and its notes
 
 from __future__ import annotations
 
-from antlm_bench.adapters.babylm2025.common import CONVENTION
 from antlm_bench.adapters.babylm2025.entity_tracking import (
     EntityTrackingTask,
     entity_tracking_value,
@@ -28,7 +27,7 @@ from antlm_bench.adapters.babylm2025.reading import (
 from antlm_bench.adapters.babylm2025.wug import WugAdjTask, spearman, wug_p_first
 
 __all__ = [
-    "CONVENTION", "EYE_TRACKING", "NUMERIC", "PANDAS_NA", "SELF_PACED", "EntityTrackingTask", "ReadingData",
+    "EYE_TRACKING", "NUMERIC", "PANDAS_NA", "SELF_PACED", "EntityTrackingTask", "ReadingData",
     "ReadingTask", "WugAdjTask", "entity_tracking_value", "option_credit", "r_squared", "read_reading_csv",
     "reading_scores", "spearman", "word_surprisals", "wug_p_first",
 ]

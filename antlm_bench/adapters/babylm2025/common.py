@@ -24,9 +24,6 @@ from antlm_bench.scoring.babylm2025 import merge_prefix_groups
 from antlm_bench.scoring.encode import Seq, dedupe
 from antlm_bench.scoring.engine import longest_input, score_seqs
 
-CONVENTION = "babylm-2025"
-
-
 class _Task(TaskAdapter):
     needs_scoring_model = True
     has_fast_subset = True
@@ -86,7 +83,7 @@ class _Task(TaskAdapter):
             scale = len(seqs) / max(1, len(unique))
             report = lambda done: ctx.progress.update(bar, advance=done * scale)  # noqa: E731
         scores = score_seqs(sm, unique, method, ctx.batch_tokens, report, groups)[index]
-        notes = [f"convention={CONVENTION}", "reduction=sum"]
+        notes = [f"convention={ctx.convention.name}", "reduction=sum"]
         longest, limit = longest_input(unique, method), sm.max_length
         if limit is not None and longest > limit:
             notes.append(f"positions beyond the configured {limit} used (longest input {longest} tokens)")

@@ -5,6 +5,10 @@
 task = mean over files. One deliberate difference from the official pipeline: a tie is never counted toward the
 correct option (the official ``torch.max`` gives every tie to index 0, which is always the correct one); k options
 tied at the maximum count 1/k when the correct one is among them, and ``n_ties`` counts those items.
+
+Under a convention with ``skip_nothing_targets`` (``babylm-2026``) the items whose correct option contains
+"nothing" are dropped before anything else (``--limit`` counts the items kept), as the 2026 pipeline drops them
+when it writes its predictions and its leaderboard drops them from the gold (``skip_nothing_targets``).
 """
 
 from __future__ import annotations
@@ -50,32 +54,41 @@ def entity_tracking_value(credit_by_file: dict[str, np.ndarray], numops_by_file:
 class EntityTrackingTask(_Task):
     """Five continuations of a prefix; the first is the correct one."""
 
-    def load(self, data_dir: Path, limit: int | None) -> dict[str, list[dict[str, Any]]]:
+    def load(self, data_dir: Path, limit: int | None, skip_nothing_targets: bool = False
+             ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+        """(the items of each file, how many items of each file ``skip_nothing_targets`` dropped)."""
         files = self._files(data_dir)
         self.data_files, self.data_hash = [str(f) for f in files], hash_files(files)
-        out = {}
+        out, dropped = {}, {}
         for path in files:
             records, taken = read_jsonl(path), {}
             if not records:
                 raise UserError(f"{path}: no records; the data is damaged, fetch it again")
-            kept = []
+            kept, skipped = [], 0
             for index, record in enumerate(records):
                 options = record.get("options")
                 if not isinstance(record.get("input_prefix"), str) or not isinstance(options, list) or \
                         len(options) < 2 or not all(isinstance(o, str) for o in options):
                     raise UserError(f"{path}: record {index + 1}: needs input_prefix (text) and options (2+ texts)")
+                if skip_nothing_targets and "nothing" in options[0]:
+                    skipped += 1
+                    continue
                 group = int(record.get("numops", 0))
                 # --limit: the first N items of every numops group, so that every group keeps its say
                 if limit is not None and taken.get(group, 0) >= limit:
                     continue
                 taken[group] = taken.get(group, 0) + 1
                 kept.append(record)
+            if not kept:
+                raise UserError(f"{path}: no items left to score (every correct option is a 'nothing' answer); "
+                                "the data is damaged, fetch it again")
             out[subtask_name(path.name)] = kept
-        return out
+            dropped[subtask_name(path.name)] = skipped
+        return out, dropped
 
     def run(self, ctx: EvalContext) -> TaskResult:
         started = time.perf_counter()
-        files = self.load(ctx.data_dir, ctx.limit)
+        files, dropped = self.load(ctx.data_dir, ctx.limit, ctx.convention.skip_nothing_targets)
         sm = scoring_model_for(ctx)
         method = self._method(ctx, sm)
         sentences, completions, shape = [], [], {}
@@ -87,6 +100,9 @@ class EntityTrackingTask(_Task):
             shape[name] = (len(records), len(records[0]["options"]))
         seqs = span_seqs(sm.tokenizer, sentences, completions, method)
         flat, notes = self._score(ctx, sm, seqs, method, shape[next(iter(shape))][1])
+        if ctx.convention.skip_nothing_targets:
+            notes += (f"; {ctx.convention.name}: items whose correct option is a 'nothing' answer dropped "
+                      f"({sum(dropped.values())})")
         credit, tied, numops, scores, offset = {}, {}, {}, {}, 0
         for name, records in files.items():
             if any(len(r["options"]) != shape[name][1] for r in records):
@@ -124,6 +140,9 @@ class EntityTrackingTask(_Task):
                     })
         self.seconds = time.perf_counter() - started
         result_notes = []
+        if ctx.convention.skip_nothing_targets:
+            result_notes.append(f"{self.name}: {ctx.convention.name}: "
+                                + ", ".join(f"{name} {n} 'nothing' items dropped" for name, n in dropped.items()))
         if ctx.limit is not None:
             result_notes.append(f"{self.name}: --limit {ctx.limit}: first {ctx.limit} items of each numops group")
         return TaskResult(rows=rows, items=items, notes=result_notes)
