@@ -89,9 +89,7 @@ def _check_output(output: Path, protected: list[Path], overwrite: bool) -> None:
         if real == kept_real or kept_real in real.parents or real in kept_real.parents:
             raise UserError(f"{output}: is, contains or lies inside {kept}, which is being exported; give an OUT "
                             "outside the run and its checkpoints")
-    if not output.exists() and not os.path.lexists(output):
-        return
-    if output.is_dir() and not any(output.iterdir()):
+    if not output.exists() or (output.is_dir() and not any(output.iterdir())):
         return
     if not overwrite:
         raise UserError(f"{output} already exists; pass --overwrite to replace an earlier export, or choose "
