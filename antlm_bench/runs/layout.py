@@ -104,10 +104,6 @@ class RunLayout:
         return self.folder / SCORES
 
     @property
-    def index_file(self) -> Path:
-        return self.folder / INDEX_FILE
-
-    @property
     def evals_dir(self) -> Path:
         return self.folder / EVALS_DIR
 
@@ -124,9 +120,6 @@ class RunLayout:
 
     def phase_checkpoint(self, index: int, phase: Phase) -> Path:
         return self.checkpoint(phase_checkpoint_name(index, phase))
-
-    def words_checkpoint(self, words: int) -> Path:
-        return self.checkpoint(words_checkpoint_name(words))
 
     def saved_checkpoints(self, prefix: str = "") -> list[Path]:
         """The finished checkpoint folders whose names start with ``prefix`` (staging folders left out), by name."""

@@ -42,7 +42,7 @@ def _check_columns(part: Path) -> None:
 
 
 def read_results(paths: Sequence[str | Path]) -> Results:
-    """Every results folder under ``paths`` (store or old layout); a missing path or none at all: UserError."""
+    """Every results store under ``paths``; a missing path or none at all: UserError."""
     rows: list[dict[str, Any]] = []
     items_sources: dict[str, Path] = {}
     run_files: dict[str, list[Path]] = defaultdict(list)
