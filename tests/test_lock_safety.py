@@ -173,5 +173,5 @@ def test_n_evaluations_into_one_folder_at_once_all_land(tmp_path, llama_dir, rea
     assert [child.returncode for child in children] == [0] * n, errors
     landed = set(read_scores([out]).column("task").to_pylist())
     assert set(tasks) <= landed, landed
-    assert json.loads((out / "run.json").read_text())["config"]["tasks"]  # one whole record, not a torn one
+    assert json.loads((out / "eval.json").read_text())["config"]["tasks"]  # one whole record, not a torn one
     assert not (out / LOCK_FILE).exists()

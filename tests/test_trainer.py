@@ -407,3 +407,17 @@ def test_off_a_terminal_training_prints_plain_progress_lines(tmp_path: Path, mon
     total = len(read_metrics(tmp_path / "run"))
     assert len(lines) == total and lines[-1].startswith(f"step {total}/{total} (phase 0/0 CLM)")
     assert "tok/s" in lines[0] and "left" in lines[0] and "\x1b[" not in out.getvalue()
+
+
+def test_train_records_its_thread_choice_in_run_json(tmp_path: Path, monkeypatch) -> None:
+    """train chooses threads as eval does (one below 10M parameters) and run.json says so, with the reason."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    try:
+        result = _train_cli(tiny_config(tmp_path, tmp_path / "run", schedule="0.25_CLM"))
+        assert result.exit_code == 0, result.output
+        config = json.loads((tmp_path / "run" / "run.json").read_text())["config"]
+        assert config["torch_threads"] == 1 and config["torch_threads_reason"].startswith("model size")
+        assert "torch threads 1" in result.stderr
+    finally:
+        torch.set_num_threads(before)

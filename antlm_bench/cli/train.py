@@ -36,8 +36,10 @@ def train_command(
     save_every_minutes: float = typer.Option(30.0, "--save-every-minutes", help="Resume point every M minutes."),
     save_every_epoch: bool = typer.Option(False, "--save-every-epoch", help="A checkpoint at every epoch end."),
     save_at_words: str | None = typer.Option(None, "--save-at-words", help="checkpoints/chck_<N>M at these words "
-                                             "seen (repeats counted): 1M,2M,... (K and M suffixes), or babylm "
-                                             "(every 1M to 10M, then every 10M to 100M)."),
+                                             "seen (repeats counted): 1M,2M,... (K and M suffixes), or a BabyLM "
+                                             "grid: babylm-strict-small (19: every 1M to 10M, then every 10M to "
+                                             "100M; babylm is its alias) or babylm-strict (28: and every 100M to "
+                                             "1000M). Counts the schedule never reaches are named at the start."),
     micro_batch_size: int | None = typer.Option(None, "--micro-batch-size", help="Sequences per forward pass "
                                                 "(gradient accumulation keeps the recipe's global batch)."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
@@ -63,6 +65,11 @@ def train_command(
     if eval_limit is None and eval_every != "none":
         eval_limit = load_recipe(model).preset(preset).eval_limit
     kinds = [kind.strip() for item in report_to or [] for kind in item.split(",") if kind.strip()]
+    from antlm_bench.models import count_parameters
+    from antlm_bench.models.threads import choose_threads, training_device
+
+    n_threads, threads_why = choose_threads(threads, count_parameters(load_recipe(model), preset),
+                                            training_device(device))
     try:
         config = TrainConfig(
             model=model, preset=preset, output=output, schedule=schedule, data_dir=data_dir, corpus=corpus,
@@ -72,7 +79,7 @@ def train_command(
             save_every_minutes=save_every_minutes, save_every_epoch=save_every_epoch,
             save_at_words=save_at_words or [],
             micro_batch_size=micro_batch_size, max_steps=max_steps, device=device, deterministic=deterministic,
-            report_to=kinds, progress=not no_progress,
+            report_to=kinds, progress=not no_progress, torch_threads=n_threads, torch_threads_reason=threads_why,
         )
     except ValidationError as err:
         first = err.errors()[0]
@@ -80,14 +87,6 @@ def train_command(
         raise UserError(f"{field}: {first['msg']} (got {first.get('input')!r})") from None
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other; pass one")
-    import torch
-
-    from antlm_bench.models import count_parameters
-    from antlm_bench.models.threads import choose_threads, training_device
-
-    n_threads, threads_why = choose_threads(threads, count_parameters(load_recipe(model), preset),
-                                            training_device(device))
-    torch.set_num_threads(n_threads)
     from antlm_bench.training.trainer import TrainingInterrupted
 
     try:

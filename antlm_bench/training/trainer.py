@@ -12,8 +12,9 @@ scores come from a scorer the caller passes in (``PhaseScorer``): training impor
 step:
 
 1. builds the WHOLE global batch for its objective (``objectives.BatchBuilder``; masks keyed by (seed, step); MIX
-   splits it row by row), takes this process's rows, and runs them in micro-batches: the step's gradient is the
-   mean over every labelled token of the global batch, whatever the micro-batch size or number of processes;
+   splits it row by row), takes this process's rows, and runs them in micro-batches: the step's gradient is that of
+   the global batch's loss (a MIX batch's objectives weighed as the recipe's ``mix_loss`` says), whatever the
+   micro-batch size or number of processes;
 2. stops the run before the optimizer moves if the loss or gradient norm is not finite (``TrainingDiverged``; the
    last checkpoint stays as it was); otherwise clips, steps AdamW and the phase's LR schedule (restarted at every
    phase; AdamW's moments too where the recipe says ``optimizer_at_phase: reset``);
@@ -108,6 +109,10 @@ class TrainConfig(BaseModel):
     deterministic: bool = False  # torch.use_deterministic_algorithms (bit-exact reruns; slower on GPU)
     report_to: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list)
     progress: bool = True
+    # CPU threads for torch, as the caller chose them (models.threads.choose_threads) and why; applied and recorded
+    # in run.json's config. None: torch's current setting. Not part of the run's identity (a resume may differ).
+    torch_threads: int | None = Field(None, gt=0)
+    torch_threads_reason: str = ""
 
     @field_validator("save_at_words", mode="before")
     @classmethod
@@ -154,6 +159,8 @@ class Trainer:
         self.device = resolve_device(requested, self.dist.local_rank)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
+        if config.torch_threads is not None:
+            torch.set_num_threads(config.torch_threads)
         if config.deterministic:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
             torch.use_deterministic_algorithms(True)
@@ -265,6 +272,11 @@ class Trainer:
         start_time = last_save = time.perf_counter()
         tokens_at_start = self.tokens_seen
         reporter.say(reporter.plan_text())
+        schedule_words = self.facts.words_seen(steps.sequences_before(steps.total_steps) * self.facts.seq_len)
+        unreachable = [words for words in config.save_at_words if words > schedule_words]
+        if unreachable:  # a grid (babylm-strict) larger than the run: say so now, not by their absence at the end
+            reporter.say(f"--save-at-words: the schedule ends at {schedule_words:,} words seen; never reached: "
+                         + ", ".join(words_checkpoint_name(words) for words in unreachable))
         scheduler, scheduler_phase = None, -1
         with ThreadPoolExecutor(max_workers=1) as prefetch, self.signal.caught():
             pending = prefetch.submit(steps.build, self.step) if self.step < stop_at else None
