@@ -81,12 +81,18 @@ def eval_command(
                                        "for encoders, last real token for decoders)."),
     probe: bool = typer.Option(False, "--probe", help="GLUE: frozen features + logistic regression (fast, CPU); "
                                "rows say scoring=probe."),
+    protocol: str | None = typer.Option(None, "--glue-protocol", help="GLUE: default (best epoch on a slice of the "
+                                        "training split: honest selection) or babylm-official (as the BabyLM 2025 "
+                                        "pipeline: best epoch on the reported split, first-position pooling for "
+                                        "every model; rows say scoring=finetune-official, never ranked with the "
+                                        "default)."),
 ) -> None:
     """Score minimal pairs (BLiMP, BLiMP supplement, EWoK) and other tasks; print a summary, write Parquet.
 
     Accuracy = (wins + ties / 2) / n per subtask; a task's score is the unweighted mean over its subtasks, with a
     95% bootstrap interval.
     """
+    from antlm_bench.adapters.glue.protocol import glue_protocol
     from antlm_bench.evaluate import eval_config, evaluate
     from antlm_bench.training.step import check_device
 
@@ -94,7 +100,8 @@ def eval_command(
         add_include_path(folder)
     glue_options = {"lr": lr, "batch_size": batch_size, "epochs": epochs, "max_length": max_length,
                     "max_train_examples": max_train_examples, "warmup": warmup, "weight_decay": weight_decay,
-                    "pooling": pooling, "probe": probe or None}
+                    "pooling": pooling, "probe": probe or None,
+                    "protocol": protocol and glue_protocol(protocol).name}
     config = eval_config(
         tasks=tasks, scoring=scoring.value, output_dir=output, limit=limit, log_samples=log_samples,
         batch_tokens=batch_tokens, device=resolve_device(check_device(device)), dtype=dtype.value, data_dir=data_dir,

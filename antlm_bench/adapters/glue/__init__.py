@@ -7,9 +7,11 @@ One concept per module; import a name from the module that owns it:
 - ``data``: a member's examples read from its files, their deterministic splits, the sealed reported split;
 - ``encoding``: examples to token ids (the tokenizer's pair template, or "a <sep> b") and padded batches;
 - ``model``: the classifier (backbone, pooling, head);
-- ``finetune``: a run's settings and outcome, the training loop with model selection on a held-out slice of the
-  training split, inference;
+- ``finetune``: a run's settings and outcome, the training loop with model selection on the examples it is given,
+  inference;
 - ``probe``: frozen pooled features and a logistic regression;
+- ``protocol``: ``default`` (best epoch on a slice of the training split) or ``babylm-official`` (as the BabyLM 2025
+  pipeline: best epoch on the reported split, first-position pooling), decided once per task run;
 - ``task``: the ``GlueTask`` adapter, its result rows and notes, and its progress on the terminal.
 """
 

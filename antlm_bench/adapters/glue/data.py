@@ -1,7 +1,7 @@
 """The examples of a GLUE member: read from its files, split deterministically, the reported split sealed.
 
-Model selection uses a held-out slice of the *training* split; the reported split is sealed (:class:`SealedSplit`)
-until selection is over. Every split is fixed by the examples' ids alone: the same on every machine, in every order.
+Model selection uses a held-out slice of the *training* split (or, under the ``babylm-official`` protocol, the
+reported split itself: ``protocol``); the reported split is sealed (:class:`SealedSplit`) until selection is over. Every split is fixed by the examples' ids alone: the same on every machine, in every order.
 A member without a training file (BoolQ and MultiRC in the BabyLM data) gives ``split_valid:`` in the spec: its
 valid file is split deterministically (by the key it names) into a training and a reporting part, and the notes
 say so.
@@ -86,9 +86,10 @@ def hash_order(examples: Sequence[Example], salt: str) -> list[Example]:
 @dataclass
 class Splits:
     train: list[Example]
-    dev: list[Example]  # for model selection only; carved from the training split
+    dev: list[Example]  # for model selection only
     report: SealedSplit
     notes: list[str] = field(default_factory=list)
+    selected_on: str = "training slice"  # where ``dev`` comes from: "training slice" or "reported"
 
 
 def make_splits(

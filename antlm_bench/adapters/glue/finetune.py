@@ -8,10 +8,10 @@ One loop for every checkpoint, ours (BabyLlama, LTG-BERT) and plain Hugging Face
     both found from the attention mask, so the padding side cannot matter) -> classifier head -> cross-entropy
 
 Defaults follow the BabyLM 2025 pipeline (``eval_finetuning.sh`` and ``evaluation_pipeline/finetune``): AdamW,
-lr 3e-5, weight decay 0.01, cosine schedule with 6% warm-up down to 10% of the peak, head dropout 0.1. One thing
-differs on purpose: that pipeline keeps the epoch that scores best on the split it then reports. Here the best
-epoch is chosen on a held-out slice of the *training* split, and the reported split stays sealed until selection
-is over.
+lr 3e-5, weight decay 0.01, cosine schedule with 6% warm-up down to 10% of the peak, head dropout 0.1. Which
+examples pick the best epoch is the caller's (``Splits.dev``, made by the ``protocol``): by default a held-out slice
+of the *training* split, while that pipeline keeps the epoch that scores best on the split it then reports. The
+reported split stays sealed until selection is over either way.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ class FinetuneSettings:
     length_grouped: bool = True
     probe: bool = False  # the task runs the frozen-feature probe instead (probe.probe)
     selection_metric: str = "accuracy"  # accuracy | f1
+    scoring: str = "finetune"  # what the rows record for this run: the protocol's name for fine-tuning
     device: str = "cpu"
     dtype: str = "float32"  # on CUDA, bfloat16 means autocast with float32 master weights
 
@@ -101,9 +102,10 @@ class MemberOutcome:
     dev_history: list[float]
     n_train: int
     n_dev: int
+    selected_on: str  # the split that picked the best epoch, or the probe's C (Splits.selected_on)
     train_seconds: float
     train_examples_per_second: float
-    method: str  # finetune | probe
+    method: str  # the scoring rows record: finetune (finetune-official under babylm-official) | probe
     notes: list[str] = field(default_factory=list)
 
 
@@ -258,9 +260,10 @@ def finetune(
     return MemberOutcome(
         labels=encoded.labels, predictions=logits.argmax(1), probabilities=_softmax(logits),
         report_examples=report, best_epoch=best_epoch, dev_history=history, n_train=len(splits.train),
-        n_dev=len(splits.dev), train_seconds=train_seconds,
+        n_dev=len(splits.dev), selected_on=splits.selected_on, train_seconds=train_seconds,
         train_examples_per_second=len(splits.train) * settings.epochs / max(train_seconds, 1e-9),
-        method="finetune", notes=[*splits.notes, encoder.describe(), f"pooling={classifier.pooling}"],
+        method=settings.scoring, notes=[*splits.notes, encoder.describe(), f"pooling={classifier.pooling}",
+               f"attention={classifier.backbone.attention}"],
     )
 
 

@@ -93,7 +93,7 @@ def probe(
     return MemberOutcome(
         labels=encoded.labels, predictions=probabilities.argmax(1), probabilities=probabilities,
         report_examples=report, best_epoch=0, dev_history=history, n_train=len(splits.train),
-        n_dev=len(splits.dev), train_seconds=train_seconds,
+        n_dev=len(splits.dev), selected_on=splits.selected_on, train_seconds=train_seconds,
         train_examples_per_second=len(splits.train) / max(train_seconds, 1e-9), method="probe",
         notes=[*splits.notes, encoder.describe(),
                f"probe: frozen {pooling}-pooled features, logistic regression C={c} chosen on the dev slice"],

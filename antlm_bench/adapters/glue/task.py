@@ -4,8 +4,8 @@ on the valid split, and show the progress on the terminal.
 ``--tasks glue`` runs every member, ``--tasks glue:rte,mrpc`` a few. Per seed and member one row per metric
 (``accuracy``, plus ``f1`` for MRPC and QQP), and per seed a task-level row ``score``: the mean over the members
 that ran of F1 (MRPC, QQP) or accuracy (the others), as DESIGN.md defines the GLUE score. Intervals are a
-(stratified) bootstrap over the reported examples. The ``scoring`` column says ``finetune`` or ``probe``; the
-``seed`` column is the fine-tuning seed.
+(stratified) bootstrap over the reported examples. The ``scoring`` column says ``finetune``, ``finetune-official``
+(the ``babylm-official`` protocol: ``protocol``) or ``probe``; the ``seed`` column is the fine-tuning seed.
 
 Settings (``EvalContext.options``; ``None`` means "the spec's value"): see :data:`OPTION_KEYS`.
 """
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from antlm_bench.adapters.base import EvalContext, TaskAdapter, TaskResult
-from antlm_bench.adapters.glue.data import MemberData, find_member_files, make_splits, read_member
+from antlm_bench.adapters.glue.data import MemberData, Splits, find_member_files, read_member
 from antlm_bench.adapters.glue.finetune import (
     EpochLog,
     FinetuneSettings,
@@ -30,7 +30,8 @@ from antlm_bench.adapters.glue.finetune import (
 )
 from antlm_bench.adapters.glue.model import fresh_copy
 from antlm_bench.adapters.glue.probe import probe
-from antlm_bench.adapters.glue.spec import OPTION_KEYS, DataSpec, Hyper, MemberSpec, validated
+from antlm_bench.adapters.glue.protocol import GlueProtocol, glue_protocol
+from antlm_bench.adapters.glue.spec import OPTION_KEYS, DataSpec, Hyper, MemberSpec, TaskSettings, validated
 from antlm_bench.data import hash_files
 from antlm_bench.errors import UserError
 from antlm_bench.results.stats import bootstrap_classification
@@ -45,7 +46,8 @@ class GlueTask(TaskAdapter):
         super().__init__(spec, members)
         where = f"{spec.source}: "
         self.data = validated(DataSpec, spec.data, f"{where}data")
-        self.defaults = validated(Hyper, spec.defaults, f"{where}defaults")
+        self.defaults = validated(TaskSettings, spec.defaults, f"{where}defaults")
+        glue_protocol(self.defaults.protocol)  # an unknown name fails here, naming the known ones
         self.members = {name: validated(MemberSpec, body, f"{where}members.{name}")
                         for name, body in spec.members.items()}
         if not self.members:
@@ -59,20 +61,27 @@ class GlueTask(TaskAdapter):
     # ------------------------------------------------------------------------------------------------------
     # settings
 
-    def options(self, context: EvalContext) -> Hyper:
+    def options(self, context: EvalContext) -> TaskSettings:
         given = {k: v for k, v in (context.options or {}).items() if k in OPTION_KEYS and v is not None}
-        return validated(Hyper, given, "option ")
+        options = validated(TaskSettings, given, "option ")
+        glue_protocol(options.protocol)
+        return options
 
-    def settings(self, member: str, options: Hyper, context: EvalContext) -> FinetuneSettings:
-        """defaults < member settings < options."""
+    def protocol(self, options: TaskSettings) -> GlueProtocol:
+        """The options' protocol, else the spec's, else the default: one for the whole task run."""
+        return glue_protocol(options.protocol or self.defaults.protocol)
+
+    def settings(self, member: str, options: TaskSettings, context: EvalContext) -> FinetuneSettings:
+        """defaults < member settings < options, under the task's protocol."""
         merged: dict[str, Any] = {}
         for layer in (self.defaults, self.members[member], options):
             merged.update({k: v for k, v in layer.model_dump(include=set(Hyper.model_fields)).items()
                            if v is not None})
         merged.pop("seed", None)
         spec = self.members[member]
-        return FinetuneSettings(**merged, selection_metric=spec.score_metric, device=context.device,
-                                dtype=context.dtype, eval_batch_tokens=context.batch_tokens)
+        settings = FinetuneSettings(**merged, selection_metric=spec.score_metric, device=context.device,
+                                    dtype=context.dtype, eval_batch_tokens=context.batch_tokens)
+        return self.protocol(options).settings(settings, member)
 
     # ------------------------------------------------------------------------------------------------------
     # data
@@ -98,6 +107,7 @@ class GlueTask(TaskAdapter):
 
     def run(self, context: EvalContext) -> TaskResult:
         options = self.options(context)
+        protocol = self.protocol(options)
         self.check_data(Path(context.data_dir))
         data = {m: self.load_member(Path(context.data_dir), m) for m in self.selected}
         seeds = list(context.seeds) or [self.defaults.seed or 42]
@@ -114,10 +124,9 @@ class GlueTask(TaskAdapter):
             for member in self.selected:
                 settings = self.settings(member, options, context)
                 report = data[member].report[: context.limit] if context.limit else data[member].report
-                splits = make_splits(data[member].train, report, settings.dev_fraction,
-                                     settings.max_train_examples, f"{self.name}/{member}")
+                splits = protocol.splits(data[member].train, report, settings, f"{self.name}/{member}")
                 label = f"{self.name}/{member} seed {seed}"
-                log.start(label, settings, len(splits.train), len(splits.dev))
+                log.start(label, settings, splits)
                 num_labels = len(self.members[member].labels)
                 if settings.probe:
                     outcome = probe(fresh_copy(model), tokenizer, splits, num_labels, settings, seed)
@@ -133,12 +142,13 @@ class GlueTask(TaskAdapter):
                 if context.log_samples:
                     items.extend(item_records(self.name, self.members[member], member, outcome, seed))
                 summary.setdefault(member, []).append(member_score(outcome, self.members[member].score_metric))
-            rows.append(aggregate_row(self.name, self.members, outcomes, seed, context))
+            rows.append(aggregate_row(self.name, self.members, outcomes, seed, context, protocol))
             summary.setdefault("", []).append(rows[-1].value)
         if len(seeds) > 1:
             for member, values in sorted(summary.items()):
                 notes.append(f"{self.name}/{member or 'score'} over seeds {','.join(map(str, seeds))}: "
                              f"mean {np.mean(values):.4f}, sd {np.std(values, ddof=1):.4f}")
+        notes.append(f"{self.name}: glue protocol {protocol.name} ({protocol.summary})")
         notes.append(self.score_explanation(outcomes))
         notes.append(majority_note(self.name, self.members, data, context))
         if "probe" in methods:
@@ -149,7 +159,8 @@ class GlueTask(TaskAdapter):
         """How the task's score is made, with each member's number when ``outcomes`` are given."""
         return explain_score(self.name, self.members, outcomes)
 
-    def _work(self, data: dict[str, MemberData], seeds: list[int], options: Hyper, context: EvalContext) -> float:
+    def _work(self, data: dict[str, MemberData], seeds: list[int], options: TaskSettings, context: EvalContext
+              ) -> float:
         """Total work in example-passes, for the overall ETA."""
         total = 0.0
         for member, d in data.items():
@@ -240,11 +251,11 @@ def majority_note(task: str, members: dict[str, MemberSpec], data: dict[str, Mem
 def member_rows(task: str, spec: MemberSpec, member: str, outcome: MemberOutcome, data: MemberData,
                 settings: FinetuneSettings, seed: int, context: EvalContext) -> list[ScoreRow]:
     metrics = classification_metrics(outcome.labels, outcome.predictions)
-    if outcome.method == "finetune":
-        chosen = (f"best epoch {outcome.best_epoch}/{settings.epochs} "
-                  f"(dev {settings.selection_metric} {max(outcome.dev_history):.4f})")
-    else:
+    if outcome.method == "probe":
         chosen = "probe"
+    else:
+        chosen = (f"best epoch {outcome.best_epoch}/{settings.epochs} "
+                  f"({outcome.selected_on} {settings.selection_metric} {max(outcome.dev_history):.4f})")
     notes = "; ".join([*data.notes, *outcome.notes, chosen, f"n_train={outcome.n_train}, n_dev={outcome.n_dev}"])
     rows = []
     for metric in spec.metrics:
@@ -258,12 +269,12 @@ def member_rows(task: str, spec: MemberSpec, member: str, outcome: MemberOutcome
 
 
 def aggregate_row(task: str, members: dict[str, MemberSpec], outcomes: dict[str, MemberOutcome], seed: int,
-                  context: EvalContext) -> ScoreRow:
+                  context: EvalContext, protocol: GlueProtocol) -> ScoreRow:
     strata = {m: (o.labels, o.predictions, members[m].score_metric) for m, o in outcomes.items()}
     interval = bootstrap_classification(strata)
-    method = "probe" if all(o.method == "probe" for o in outcomes.values()) else "finetune"
+    method = "probe" if all(o.method == "probe" for o in outcomes.values()) else protocol.scoring
     which = ", ".join(f"{m} {members[m].score_metric}" for m in sorted(outcomes))
-    notes = f"mean over {len(outcomes)}/{len(members)} members: {which}"
+    notes = f"mean over {len(outcomes)}/{len(members)} members: {which}; glue protocol {protocol.name}"
     if method == "probe":
         notes += "; probe"
     return ScoreRow(
@@ -320,17 +331,17 @@ class _TerminalProgress:
         elif not self.quiet:
             print(line, file=sys.stderr, flush=True)
 
-    def start(self, label: str, settings: FinetuneSettings, n_train: int, n_dev: int) -> None:
+    def start(self, label: str, settings: FinetuneSettings, splits: Splits) -> None:
         self.label = label
-        self.n_train = n_train
+        self.n_train = n_train = len(splits.train)
         self.epochs = 1 if settings.probe else settings.epochs
         self.run_start_work = self.done_work
         if self.progress is not None:  # counted in training examples, so the bar's rate reads examples/s
             self.task_id = self.progress.add_task(label, total=self.epochs * n_train)
         method = "probe" if settings.probe else f"fine-tuning {settings.epochs} epochs"
         self.metric = settings.selection_metric
-        chosen = "" if settings.probe else f"; best epoch by dev {self.metric}"
-        self._say(f"{label}: {method} on {n_train} examples (dev slice {n_dev}{chosen})")
+        chosen = "" if settings.probe else f"; best epoch by its {self.metric}"
+        self._say(f"{label}: {method} on {n_train} examples ({splits.selected_on} {len(splits.dev)}{chosen})")
 
     def step(self, done: int, total: int) -> None:
         if self.progress is not None and self.task_id is not None:

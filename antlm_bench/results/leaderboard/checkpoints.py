@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from antlm_bench.results.leaderboard.definition import (
+    FINETUNED_SCORING,
     GROUP_KEYS,
     SCORING_PREFERENCE,
     SEPARATE_SCORING,
@@ -128,7 +129,7 @@ def run_checkpoints(results: Results, definition: LeaderboardDefinition) -> dict
             meta = {k: rows[0].get(k) for k in ("phase_index", "phase_objective", "epoch", "tokens_seen",
                                                  "words_seen", "checkpoint", *GROUP_KEYS)}
             # the run's training seed: GLUE rows carry their fine-tuning seed instead
-            trained = [r["seed"] for r in rows if r["scoring"] not in ("finetune", "probe") and r["seed"] is not None]
+            trained = [r["seed"] for r in rows if r["scoring"] not in FINETUNED_SCORING and r["seed"] is not None]
             meta["seed"] = trained[0] if trained else meta["seed"]
             variants = {column: by_limit[(column, row["metric"], row["scoring"])] for column, row in cells.items()}
             out[run_id].append(RunCheckpoint(run_id, ckpt, meta, cells, dict(subtask_metrics), variants))

@@ -9,6 +9,7 @@ import numpy as np
 
 from antlm_bench.results.leaderboard.checkpoints import RunCheckpoint
 from antlm_bench.results.leaderboard.definition import (
+    FINETUNED_SCORING,
     MACRO,
 )
 from antlm_bench.results.leaderboard.model import CurvePoint
@@ -35,7 +36,7 @@ def curves_of(checkpoints: Mapping[str, list[RunCheckpoint]], run_ids: Sequence[
             if macro_columns and all(c in chosen for c in macro_columns):
                 value = float(np.mean([chosen[c]["value"] for c in macro_columns]))
                 methods = "/".join(sorted({chosen[c]["scoring"] for c in macro_columns},
-                                          key=lambda m: (m in ("finetune", "probe"), m)))
+                                          key=lambda m: (m in FINETUNED_SCORING, m)))
                 limits = {chosen[c]["limit"] for c in macro_columns}
                 points[MACRO][at].append((ckpt, value, methods, None, None, limits.pop() if len(limits) == 1
                                           else None))

@@ -15,9 +15,12 @@ DEFAULT_GROUP_BY = ("recipe", "preset", "schedule")
 GROUP_KEYS = ("recipe", "architecture", "preset", "schedule", "seed", "run_id", "limit", "data_hash",
               "config_fingerprint")
 # when a checkpoint was scored several ways and its last phase does not decide, the first of these wins
-SCORING_PREFERENCE = ("clm", "pll", "mntp", "pll-word-l2r", "finetune", "probe")
-# a linear probe is a different measurement from fine-tuning: its rows get their own column
-SEPARATE_SCORING = ("probe",)
+SCORING_PREFERENCE = ("clm", "pll", "mntp", "pll-word-l2r", "finetune", "finetune-official", "probe")
+# GLUE's methods (adapters/glue): their rows' seed is the fine-tuning seed, not the training seed
+FINETUNED_SCORING = ("finetune", "finetune-official", "probe")
+# a linear probe is a different measurement from fine-tuning, and fine-tuning under the BabyLM 2025 pipeline's
+# protocol (best epoch chosen on the reported split) another: their rows get their own column
+SEPARATE_SCORING = ("probe", "finetune-official")
 REQUIRED_COLUMNS = ("run_id", "task", "subtask", "metric", "value", "scoring")
 Z95 = 1.959963984540054
 MACRO = "macro"

@@ -16,7 +16,8 @@ from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, Le
 # ----------------------------------------------------------------------------------------------------------
 # rendering
 
-MARKERS = {"clm": "o", "pll": "s", "mntp": "^", "pll-word-l2r": "D", "finetune": "P", "probe": "X"}
+MARKERS = {"clm": "o", "pll": "s", "mntp": "^", "pll-word-l2r": "D", "finetune": "P", "finetune-official": "p",
+           "probe": "X"}
 
 
 def pct(value: float | None, digits: int = 1) -> str:
@@ -134,7 +135,8 @@ def method_lines(board: Leaderboard) -> list[str]:
     return [
         ("Scores are percentages: mean over seeds [95% interval] ±standard deviation over seeds, then the scoring "
          "method (clm: sum of log-probabilities left to right; pll / pll-word-l2r: pseudo-log-likelihood; mntp: "
-         "masked next-token; finetune / probe: GLUE)."),
+         "masked next-token; finetune / probe: GLUE; finetune-official: GLUE as the BabyLM 2025 pipeline, best epoch "
+         "chosen on the reported split)."),
         ("Intervals count both sources of error: Student-t over the per-seed scores (k-1 df) with the items' "
          "sampling variance added (two-way crossed seeds x items, residual counted once); a '(1 seed)' cell "
          "covers the items only: seed variance unknown. Method and formulas: docs/statistics.md."),
