@@ -19,7 +19,7 @@ from antlm_bench.errors import UserError
 from antlm_bench.pipeline import score_checkpoint
 from antlm_bench.runs.layout import words_checkpoint_name
 from antlm_bench.runs.record import read_record
-from antlm_bench.training.plan import BABYLM_WORDS, parse_save_at_words
+from antlm_bench.training.plan import BABYLM_STRICT_SMALL_WORDS, BABYLM_STRICT_WORDS, parse_save_at_words
 from antlm_bench.training.reporting import read_metrics
 from antlm_bench.training.trainer import TrainConfig, train
 
@@ -28,12 +28,18 @@ WORDS = "1K,2.5K,5K,6000,9K,11K,500K"  # about 6700 words an epoch, two epochs: 
 
 def test_parse_save_at_words() -> None:
     assert parse_save_at_words("1M,2M, 500K,2M") == [500_000, 1_000_000, 2_000_000]
-    assert parse_save_at_words("babylm") == BABYLM_WORDS
-    assert BABYLM_WORDS[:10] == [n * 1_000_000 for n in range(1, 10)] + [10_000_000]
-    assert BABYLM_WORDS[-1] == 100_000_000 and len(BABYLM_WORDS) == 19
+    # the BabyLM checkpoint grids: strict-small every 1M to 10M then every 10M to 100M; strict adds every 100M
+    # to 1000M; "babylm" is the strict-small grid
+    small, strict = parse_save_at_words("babylm-strict-small"), parse_save_at_words("Babylm-Strict")
+    assert small == BABYLM_STRICT_SMALL_WORDS == parse_save_at_words("babylm") and len(small) == 19
+    assert small == [n * 1_000_000 for n in range(1, 10)] + [n * 10_000_000 for n in range(1, 11)]
+    assert strict == BABYLM_STRICT_WORDS and len(strict) == 28
+    assert strict == small + [n * 100_000_000 for n in range(2, 11)]
+    assert [words_checkpoint_name(w) for w in strict[-3:]] == ["chck_800M", "chck_900M", "chck_1000M"]
+    assert parse_save_at_words("babylm,babylm-strict,5K") == [5_000] + strict
     assert parse_save_at_words("2.5k,1000") == [1000, 2500]
     assert parse_save_at_words(None) == [] and parse_save_at_words("") == []
-    for bad in ("0", "1.5", "2X", "M", "-1M"):
+    for bad in ("0", "1.5", "2X", "M", "-1M", "babylm-strict-tiny"):
         with pytest.raises(UserError):
             parse_save_at_words(bad)
     assert [words_checkpoint_name(w) for w in (1_000_000, 20_000_000, 5_000, 2_500)] == \
@@ -46,6 +52,27 @@ def test_config_checks_words(tmp_path: Path) -> None:
     assert TrainConfig.model_validate_json(config.model_dump_json()).save_at_words == [1000, 5000]
     with pytest.raises(ValidationError):
         TrainConfig(output=tmp_path / "r", eval_every="words")
+
+
+def test_babylm_strict_plans_28_checkpoints_and_names_those_the_run_cannot_reach(tmp_path: Path, monkeypatch,
+                                                                                  capsys) -> None:
+    """`train --save-at-words babylm-strict` plans the 28 checkpoints; a run whose schedule ends below some of them
+    says at the start which ones it will never reach (here, on ~6,700 words an epoch, every one of them)."""
+    from cli_support import run_cli
+    from trainer_support import cli_args
+
+    # 1.3 epochs of 4 steps: 5 steps, the 4th an epoch's short last batch (126 sequences, batches of 32)
+    config = tiny_config(tmp_path, tmp_path / "run", schedule="1.3_CLM")
+    code, _, err = run_cli(monkeypatch, capsys, *cli_args(config), "--save-at-words", "babylm-strict,1K,50K")
+    assert code == 0, err[-2000:]
+    planned = json.loads((tmp_path / "run" / "run.json").read_text())["config"]["save_at_words"]
+    assert planned == [1_000, 50_000] + BABYLM_STRICT_WORDS
+    (line,) = [line for line in err.splitlines() if line.startswith("--save-at-words:")]
+    never = line.split("never reached: ")[1].split(", ")
+    assert never == ["chck_50K"] + [words_checkpoint_name(w) for w in BABYLM_STRICT_WORDS], line
+    # the words the line announces are the words the run ends at
+    assert f"ends at {read_metrics(tmp_path / 'run')[-1]['words_seen']:,} words seen" in line
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("chck_*")) == ["chck_1K"]
 
 
 def _expected_steps(run: Path, thresholds: list[int]) -> dict[str, int]:

@@ -43,8 +43,9 @@ def run(
                                    "checkpoint with the fast suite (words; the run then draws curves over words "
                                    "seen), or not at all (none)."),
     save_at_words: str | None = typer.Option(None, "--save-at-words", help="Checkpoints chck_<N>M at these words "
-                                             "seen (repeats counted): 1M,2M,... or babylm (every 1M to 10M, then "
-                                             "every 10M to 100M)."),
+                                             "seen (repeats counted): 1M,2M,... or a BabyLM grid: "
+                                             "babylm-strict-small (19: every 1M to 10M, then every 10M to 100M; "
+                                             "babylm is its alias) or babylm-strict (28: and every 100M to 1000M)."),
     limit: int | None = typer.Option(None, help="Final minimal-pair evaluation on the first N items per subtask "
                                                "(a quick look; rows record it)."),
     glue_epochs: int | None = typer.Option(None, help="GLUE fine-tuning epochs (default: 10, 30 for WSC; the tiny "

@@ -101,6 +101,11 @@ class StepPlan:
     def total_steps(self) -> int:
         return self.plans[-1].end_step
 
+    def sequences_before(self, step: int) -> int:
+        """Sequences the steps before ``step`` trained on (repeats counted; an epoch's last step may be short)."""
+        epochs, index = divmod(step, self.steps_per_epoch)
+        return epochs * self.n_sequences + min(index * self.global_batch, self.n_sequences)
+
     def plan_at(self, step: int) -> PhasePlan:
         """The phase that global step ``step`` (0-based) belongs to (a bisection: up to MAX_PHASES phases)."""
         return self.plans[min(bisect.bisect_right(self._ends, step), len(self.plans) - 1)]
@@ -126,15 +131,21 @@ class StepPlan:
         return self.builder.build(objective, ids, starts, step)
 
 
-# --save-at-words babylm: every 1M words to 10M, then every 10M to 100M (the BabyLM 2025 checkpoint grid)
-BABYLM_WORDS = [n * 1_000_000 for n in range(1, 10)] + [n * 10_000_000 for n in range(1, 11)]
+# --save-at-words grids by name: the BabyLM checkpoint rule (evaluation-pipeline-2025 README and collate_preds.py;
+# the 2026 pipeline keeps it): every 1M words to 10M, every 10M to 100M (19 checkpoints, the strict-small track),
+# and for the other tracks every 100M to 1,000M on top (28). ``babylm`` is the strict-small grid under its old name.
+BABYLM_STRICT_SMALL_WORDS = [n * 1_000_000 for n in range(1, 10)] + [n * 10_000_000 for n in range(1, 11)]
+BABYLM_STRICT_WORDS = BABYLM_STRICT_SMALL_WORDS + [n * 100_000_000 for n in range(2, 11)]
+WORDS_GRIDS = {"babylm-strict-small": BABYLM_STRICT_SMALL_WORDS, "babylm-strict": BABYLM_STRICT_WORDS,
+               "babylm": BABYLM_STRICT_SMALL_WORDS}
 _WORDS_ITEM = r"(\d+(?:\.\d+)?)([KkMm]?)"
 
 
 def parse_save_at_words(text: str | None) -> list[int]:
-    """``--save-at-words``: ``babylm`` or a comma list of word counts (``500K``, ``1M``, ``2.5M``, ``1000``),
-    possibly mixed (``babylm,5K``); sorted, without repeats. Refuses a zero, a fraction of a word, an unknown
-    suffix."""
+    """``--save-at-words``: a grid by name (``babylm-strict-small``: 19 counts, 1M..9M and 10M..100M;
+    ``babylm-strict``: 28, adding 200M..1000M; ``babylm``: the strict-small grid) or a comma list of word counts
+    (``500K``, ``1M``, ``2.5M``, ``1000``), possibly mixed (``babylm,5K``); sorted, without repeats. Refuses a
+    zero, a fraction of a word, an unknown suffix."""
     import re
 
     if text is None or not str(text).strip():
@@ -144,12 +155,13 @@ def parse_save_at_words(text: str | None) -> list[int]:
         item = item.strip()
         if not item:
             continue
-        if item.lower() == "babylm":
-            words.update(BABYLM_WORDS)
+        if item.lower() in WORDS_GRIDS:
+            words.update(WORDS_GRIDS[item.lower()])
             continue
         match = re.fullmatch(_WORDS_ITEM, item)
         if not match:
-            raise UserError(f"--save-at-words {text}: {item!r} is not a word count; use e.g. 1M,2M,500K or babylm")
+            raise UserError(f"--save-at-words {text}: {item!r} is not a word count; use e.g. 1M,2M,500K or a grid: "
+                            f"{', '.join(WORDS_GRIDS)}")
         scale = {"": 1, "k": 1_000, "m": 1_000_000}[match.group(2).lower()]
         value = float(match.group(1)) * scale
         if value != int(value) or int(value) <= 0:
