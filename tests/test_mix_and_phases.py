@@ -87,6 +87,9 @@ def test_a_mix_run_trains_both_objectives_every_step_and_accumulates_exactly(tmp
     assert len(whole.losses) == len(parts.losses) >= 2
     assert np.allclose(whole.losses, parts.losses, rtol=1e-5, atol=1e-6)
     assert {m["objective"] for m in read_metrics(tmp_path / "a")} == {"MIX"}
+    # a MIX line says how its loss weighs the objectives (the recipe's mix_loss, GPT-BERT's row_share by default)
+    assert {m["mix_loss"] for m in read_metrics(tmp_path / "a")} == {"row_share"}
     drawn = train(tiny_config(tmp_path, tmp_path / "c", schedule="1_BATCHMIX(CLM:1,MLM:1)"))
     objectives = [m["objective"] for m in read_metrics(tmp_path / "c")]
     assert len(objectives) == drawn.steps and set(objectives) <= {"CLM", "MLM"}
+    assert not any("mix_loss" in m for m in read_metrics(tmp_path / "c"))  # one objective a step: its mean

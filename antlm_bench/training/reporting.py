@@ -210,6 +210,8 @@ class Reporter:
                   "epoch": round(info.epoch, 6), "loss": info.loss, "lr": info.lr, "grad_norm": info.grad_norm,
                   "tokens_seen": info.tokens_seen, "words_seen": self.facts.words_seen(info.tokens_seen),
                   "tokens_per_s": round(info.tokens_per_s, 1)}
+        if info.objective == "MIX":  # the loss of a MIX step is the recipe's weighting of its objectives' losses
+            record["mix_loss"] = self.facts.recipe.mix_loss
         line = (json.dumps(record) + "\n").encode()
         fd = os.open(self.layout.metrics_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
@@ -263,6 +265,7 @@ class Reporter:
             "phases": [{"index": p.index, "objective": p.phase.label, "epochs": p.phase.epochs, "steps": p.n_steps,
                         "lr_schedule": describe(p.lr.spec)} for p in facts.plans],
             "masking": facts.recipe.masking.strategy, "optimizer_at_phase": facts.recipe.optimizer_at_phase,
+            "mix_loss": facts.recipe.mix_loss,
             "step": step, "package_version": __version__, "updated_at": now(),
         }
 
