@@ -9,7 +9,9 @@
 #
 # Schedules (epochs over the preset's corpus: BabyLlama tiny 120k words, LTG-BERT tiny 40k words):
 #   antlm-babyllama: 24_CLM | 24_MLM | 4_CLM+16_MLM+4_CLM        (the paper's BabyLlama schedule, as is)
-#   antlm-ltgbert:   24_CLM | 24_MLM | 2_CLM+20_MLM+2_CLM        (the paper's 6+60+6 shape, scaled to 24 epochs)
+#   antlm-ltgbert:   24_CLM | 24_MLM | 2_CLM+20_MLM+2_CLM        (our choice: the recipe's default 6_CLM+60_MLM+6_CLM
+#                                                               scaled to 24 epochs; the paper's text does not state
+#                                                               LTG-BERT's schedule)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${RUNS:-runs/mini-antlm}          # run folders with checkpoints (not committed)
