@@ -152,6 +152,46 @@ def _eval_marker(layout: RunLayout, task: str, key: str) -> Path:
     return layout.evals_dir / f"{task}-{key[:16]}.json"
 
 
+def _eval_settings(config: RunConfig, request: Any, glue_options: dict[str, Any], seed: int) -> dict[str, Any]:
+    return {"scoring": "auto", "limit": config.limit, "batch_tokens": config.batch_tokens,
+            "glue": glue_options if request.name == "glue" else None, "seed": seed, "convention": config.convention}
+
+
+def _eval_key(weights: str, request: Any, settings: dict[str, Any]) -> str:
+    """The content hash a final evaluation's marker is named by: weights, task spec, settings, members."""
+    spec_text = request.spec.source.read_text(encoding="utf-8") if request.spec.source else request.name
+    return _sha256_text(weights, spec_text, json.dumps(settings, sort_keys=True, default=str),
+                        ",".join(request.members or []))
+
+
+def pending_seeds(config: RunConfig) -> list[int]:
+    """The seeds of ``config`` that :func:`run_benchmark` would still train or evaluate, found without writing
+    anything (``antlm-bench sweep`` skips a cell with none, in a fraction of a second instead of a process)."""
+    from antlm_bench.tasks import resolve_tasks
+
+    preset = config.preset or default_preset()[0]
+    recipe = load_recipe(config.model)
+    schedule = parse_schedule(config.schedule or recipe.default_schedule).canonical
+    requests = resolve_tasks(config.tasks)
+    glue_options = {**recipe.preset(preset).glue_budget, **config.glue}
+    pending = []
+    for seed in config.seeds:
+        layout = RunLayout(config.output.expanduser() / run_folder_name(recipe.name, preset, schedule, seed))
+        try:
+            final = (layout.final_checkpoint() if _finished_training(layout, recipe, preset, schedule, seed,
+                                                                     config.save_at_words) else None)
+        except UserError:  # a damaged or foreign run folder: `run` says what is wrong with it
+            final = None
+        if final is None:
+            pending.append(seed)
+            continue
+        weights = checkpoint_hash(final)
+        if not all(_eval_marker(layout, r.name, _eval_key(weights, r, _eval_settings(config, r, glue_options, seed)))
+                   .exists() for r in requests):
+            pending.append(seed)
+    return pending
+
+
 def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     """Train (or reuse) one run per seed, evaluate its final checkpoint on every task, summarise."""
     from antlm_bench.evaluate import EvalConfig, checkpoint_info_from_record, evaluate, run_info_from_record
@@ -217,12 +257,8 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
             seed_run = SeedRun(seed, folder, status)
             weights = checkpoint_hash(final)
             for request in requests:
-                settings = {"scoring": "auto", "limit": config.limit, "batch_tokens": config.batch_tokens,
-                            "glue": glue_options if request.name == "glue" else None, "seed": seed,
-                            "convention": config.convention}
-                spec_text = request.spec.source.read_text(encoding="utf-8") if request.spec.source else request.name
-                key = _sha256_text(weights, spec_text, json.dumps(settings, sort_keys=True, default=str),
-                                   ",".join(request.members or []))
+                settings = _eval_settings(config, request, glue_options, seed)
+                key = _eval_key(weights, request, settings)
                 marker = _eval_marker(layout, request.name, key)
                 if marker.exists():
                     seed_run.reused.append(request.name)

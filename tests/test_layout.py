@@ -49,6 +49,9 @@ ALLOWED: dict[str, set[str]] = {
     # `antlm-bench run`: train per seed, evaluate, reuse what is finished
     "antlm_bench.pipeline": {"antlm_bench.training", "antlm_bench.evaluate", "antlm_bench.adapters",
                              "antlm_bench.scoring", "antlm_bench.models", "antlm_bench.data", "antlm_bench.results"},
+    # `antlm-bench sweep`: a grid of `run` cells (each its own process), its executors and --until-decided's rounds
+    "antlm_bench.sweep": {"antlm_bench.pipeline", "antlm_bench.results", "antlm_bench.results.leaderboard",
+                          "antlm_bench.data"},
 }
 # The commands (`antlm-bench`, `python -m antlm_bench`): the top, they may import anything; nothing imports them.
 TOP = {"antlm_bench.cli", "antlm_bench.__main__"}

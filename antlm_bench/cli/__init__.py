@@ -11,7 +11,7 @@ import sys
 from antlm_bench.cli.app import app, err_console, fail
 
 # importing a command module registers its commands
-from antlm_bench.cli import catalog, data, eval, prepare, schedule, leaderboard, check, train, run, export  # noqa: E402,F401  isort: skip
+from antlm_bench.cli import catalog, data, eval, prepare, schedule, leaderboard, check, train, run, export, sweep  # noqa: E402,F401  isort: skip
 
 
 def main() -> None:

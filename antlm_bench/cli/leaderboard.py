@@ -58,6 +58,11 @@ def leaderboard_command(
     written = write_leaderboard(board, format_for(fmt, out), out, console, plots, x_axis)
     for path in written:
         err_console.print(f"wrote {path}")
+    if out is None:  # a folder `sweep --until-decided` decided in: its decision under the table
+        from antlm_bench.sweep import decision_lines
+
+        for line in [line for folder in results or [] for line in decision_lines(folder)]:
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command("power")

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from antlm_bench.cli.app import DataDirOption, IncludePathOption, app, console
 from antlm_bench.registry import add_include_path
+
+if TYPE_CHECKING:
+    from antlm_bench.pipeline import RunConfig
 
 
 def _seeds(text: str) -> list[int]:
@@ -22,6 +26,7 @@ def _seeds(text: str) -> list[int]:
 
 @app.command("run")
 def run(
+    ctx: typer.Context,
     model: str = typer.Option("antlm-babyllama", "--model", "-m", help="Trainer recipe (see `antlm-bench list models`)."),
     tasks: str = typer.Option("babylm", "--tasks", "-t",
                               help="Tasks to evaluate the final model on (any of `antlm-bench list tasks`): "
@@ -67,24 +72,10 @@ def run(
     """Train a model under a schedule, score each phase its own way, evaluate the final model, and print a Table-2-style summary (BLiMP, supplement, EWoK, GLUE, macro, with 95% intervals).
 
     Re-running the same command reuses finished training and evaluations and resumes unfinished ones."""
-    from antlm_bench.pipeline import RunConfig, run_benchmark
+    from antlm_bench.pipeline import run_benchmark
     from antlm_bench.results.leaderboard import build_leaderboard, read_results, render_terminal
 
-    for folder in include_path or []:
-        add_include_path(folder)
-    glue: dict[str, object] = {}
-    if glue_epochs is not None:
-        glue["epochs"] = glue_epochs
-    if glue_max_train_examples is not None:
-        glue["max_train_examples"] = glue_max_train_examples
-    if probe:
-        glue["probe"] = True
-    config = RunConfig(
-        model=model, tasks=tasks, preset=preset, schedule=schedule, seeds=_seeds(seeds), output=output,
-        data_dir=data_dir, corpus=corpus, max_words=max_words, eval_limit=eval_limit, limit=limit, glue=glue,
-        eval_every=eval_every, save_at_words=save_at_words,
-        device=device, threads=threads, convention=convention, progress=not quiet,
-    )
+    config = run_config(ctx.params)
     from antlm_bench.training.trainer import TrainingInterrupted
 
     try:
@@ -110,6 +101,26 @@ def run(
             console.print(f"curves over words seen (fast suite): {curves}")
     console.print(f"tables: {', '.join(str(r.folder) for r in summary.runs)}")
     console.print(f"compare schedules: antlm-bench leaderboard {summary.output}")
+
+
+def run_config(params: dict[str, Any]) -> RunConfig:
+    """The ``RunConfig`` of ``run``'s parsed options (``sweep`` builds each cell's with it, to skip finished ones);
+    adds the ``--include-path`` folders."""
+    from antlm_bench.pipeline import RunConfig
+
+    for folder in params.get("include_path") or []:
+        add_include_path(folder)
+    glue: dict[str, object] = {}
+    if params["glue_epochs"] is not None:
+        glue["epochs"] = params["glue_epochs"]
+    if params["glue_max_train_examples"] is not None:
+        glue["max_train_examples"] = params["glue_max_train_examples"]
+    if params["probe"]:
+        glue["probe"] = True
+    names = ("model", "tasks", "preset", "schedule", "output", "data_dir", "corpus", "max_words", "eval_limit", "limit",
+             "eval_every", "save_at_words", "device", "threads", "convention")
+    return RunConfig(**{name: params[name] for name in names}, seeds=_seeds(params["seeds"]), glue=glue,
+                     progress=not params["quiet"])
 
 
 def score_explanation(column: str) -> str | None:

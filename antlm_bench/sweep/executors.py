@@ -1,0 +1,331 @@
+"""Where a sweep's cells run: local worker processes, or a SLURM job array through submitit.
+
+Every cell runs as its own ``python -m antlm_bench run ...`` process (``Cell.argv``) in its own process group, its
+output appended to ``<output>/sweep/logs/<cell>.log``: a crash, a leaked thread or a signal in one cell never
+reaches another, and the parent can stop a whole cell (its data workers included) by its group.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from antlm_bench.errors import UserError
+from antlm_bench.sweep.grid import Cell
+from antlm_bench.sweep.progress import Progress
+from antlm_bench.sweep.record import DONE, FAILED, INTERRUPTED, RUNNING, SweepFolder, SweepRecord, open_append_no_link
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class SweepInterrupted(Exception):
+    """SIGINT or SIGTERM stopped the sweep: every running cell was stopped (keeping its resume point)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+
+
+def _log_header(log: Any, argv: Sequence[str], where: str) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    log.write(f"\n# antlm-bench sweep, {stamp}, {where}: {shlex.join(argv)}\n".encode())
+    log.flush()
+
+
+class Executor(ABC):
+    """Runs cells and reports each one's status into the sweep record."""
+
+    @property
+    @abstractmethod
+    def parallel(self) -> int:
+        """How many cells run at once (the ETA's divisor)."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """One line: where and how the cells run."""
+
+    @abstractmethod
+    def run(self, cells: Sequence[Cell], record: SweepRecord, progress: Progress) -> None:
+        """Run ``cells`` to the end (each DONE, FAILED or INTERRUPTED in ``record``); raise SweepInterrupted when
+        a stop signal ended the sweep early."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# local worker processes
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One worker: its label (``cpu 2``, ``cuda:1``) and what it adds to a cell's environment."""
+
+    label: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def local_slots(jobs: int | None, cores: int, threads_per_run: int, gpus: Sequence[str], per_device: int) -> \
+        tuple[list[Slot], str]:
+    """The worker slots and why so many. CUDA: ``per_device`` runs on each visible GPU (``gpus``: their ids as
+    CUDA_VISIBLE_DEVICES names them), pinned by CUDA_VISIBLE_DEVICES. CPU: ``cores // threads_per_run`` workers
+    unless ``--jobs`` says, each with at most its share of the cores as OMP_NUM_THREADS (torch's thread choice
+    reads it), so that workers never oversubscribe the cores."""
+    if per_device < 1:
+        raise UserError(f"--per-device {per_device}: must be at least 1")
+    if jobs is not None and jobs < 1:
+        raise UserError(f"--jobs {jobs}: must be at least 1")
+    if gpus:
+        n = jobs if jobs is not None else len(gpus) * per_device
+        slots = [Slot(f"cuda:{gpus[i % len(gpus)]}", {"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]}) for i in range(n)]
+        why = "--jobs" if jobs is not None else f"{len(gpus)} GPU(s) x --per-device {per_device}"
+        return slots, why
+    n = jobs if jobs is not None else max(1, cores // max(1, threads_per_run))
+    threads = max(1, min(threads_per_run, cores // n))
+    why = ("--jobs" if jobs is not None else f"{cores} cores / {threads_per_run} thread(s) per run")
+    return [Slot(f"cpu {i + 1}", {"OMP_NUM_THREADS": str(threads)}) for i in range(n)], f"{why}, {threads} thread(s) each"
+
+
+class LocalExecutor(Executor):
+    """``--jobs N`` worker processes on this machine.
+
+    SIGINT (Ctrl-C) or SIGTERM: no new cell starts; the signal is passed to every running cell's process group
+    (the trainer finishes its step and writes a resume point, an evaluation stops before its commit), the sweep
+    waits up to ``grace_s`` for them, records them INTERRUPTED and raises SweepInterrupted. A second signal kills
+    the cells at once (SIGKILL): the resume point of the last finished step is kept either way.
+    """
+
+    def __init__(self, python: str, output: Path, folder: SweepFolder, slots: Sequence[Slot], why: str = "",
+                 grace_s: float = 600.0, poll_s: float = 0.5) -> None:
+        if not slots:
+            raise UserError("the local executor needs at least one worker slot")
+        self.python, self.output, self.folder, self.slots, self.why = python, output, folder, list(slots), why
+        self.grace_s, self.poll_s = grace_s, poll_s
+
+    @property
+    def parallel(self) -> int:
+        return len(self.slots)
+
+    def describe(self) -> str:
+        labels = ", ".join(slot.label for slot in self.slots)
+        return f"local: {len(self.slots)} worker(s) ({labels}" + (f"; {self.why})" if self.why else ")")
+
+    def run(self, cells: Sequence[Cell], record: SweepRecord, progress: Progress) -> None:
+        queue = deque(cells)
+        free = list(self.slots)
+        running: dict[subprocess.Popen[bytes], tuple[Cell, Slot]] = {}
+        stops: list[int] = []
+        stop_started: float | None = None
+
+        def on_signal(signum: int, _frame: Any) -> None:
+            stops.append(signum)
+            forward = signum if len(stops) == 1 else signal.SIGKILL
+            for proc in running:
+                _signal_group(proc, forward)
+
+        previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
+        try:
+            while queue or running:
+                while not stops and queue and free:
+                    cell, slot = queue.popleft(), free.pop(0)
+                    running[self._start(cell, slot)] = (cell, slot)
+                    record.set(cell, RUNNING, where=slot.label, returncode=None)
+                    progress.show()
+                if stops and stop_started is None:
+                    stop_started = time.monotonic()
+                if stops and stop_started is not None and time.monotonic() - stop_started > self.grace_s:
+                    for proc in running:
+                        _signal_group(proc, signal.SIGKILL)
+                time.sleep(self.poll_s)
+                for proc in [p for p in running if p.poll() is not None]:
+                    cell, slot = running.pop(proc)
+                    free.append(slot)
+                    status = DONE if proc.returncode == 0 else INTERRUPTED if stops else FAILED
+                    record.set(cell, status, returncode=proc.returncode)
+                    progress.show()
+                if stops and not running:
+                    break
+                progress.show()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            for proc, (cell, _) in running.items():  # only on an exception of our own: leave nothing behind
+                _signal_group(proc, signal.SIGTERM)
+                proc.wait()
+                record.set(cell, INTERRUPTED, returncode=proc.returncode)
+        if stops:
+            raise SweepInterrupted(stops[0])
+
+    def _start(self, cell: Cell, slot: Slot) -> subprocess.Popen[bytes]:
+        argv = [self.python, *cell.argv(self.output)]
+        with self.folder.open_log(cell) as log:
+            _log_header(log, argv, slot.label)
+            # its own session (and so process group): the terminal's Ctrl-C reaches the sweep alone, which passes
+            # it on; the child's workers are stopped with it by the group
+            return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env={**os.environ, **slot.env}, start_new_session=True)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    try:
+        os.killpg(proc.pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+# ----------------------------------------------------------------------------------------------------------
+# SLURM through submitit
+
+
+@dataclass(frozen=True)
+class SlurmResources:
+    """Each array task's resources (sbatch's names); ``extra``: any other sbatch option, passed as given."""
+
+    partition: str | None = None
+    time_min: int = 60
+    cpus_per_task: int = 1
+    gpus_per_task: int = 0
+    mem_gb: float | None = None
+    array_parallelism: int | None = None
+    job_name: str = "antlm-sweep"
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def sbatch_parameters(self) -> dict[str, Any]:
+        """Parameters of submitit's SlurmExecutor (``update_parameters``), which writes the sbatch file."""
+        params: dict[str, Any] = {"job_name": self.job_name, "time": self.time_min, "cpus_per_task": self.cpus_per_task}
+        if self.partition:
+            params["partition"] = self.partition
+        if self.gpus_per_task:
+            params["gpus_per_task"] = self.gpus_per_task
+        if self.mem_gb is not None:
+            params["mem"] = f"{int(self.mem_gb * 1024)}MB"
+        if self.array_parallelism is not None:
+            params["array_parallelism"] = self.array_parallelism
+        if self.extra:
+            params["additional_parameters"] = dict(self.extra)
+        return params
+
+
+def run_cell(python: str, argv: Sequence[str], log_path: str, where: str) -> int:
+    """One array task: the cell's ``run`` process in its own group, its output appended to its log; a SIGTERM or
+    SIGUSR2 (SLURM's notice before the time limit or a preemption) is passed to it as SIGTERM, so it writes its
+    resume point. Returns the cell's exit status."""
+    with open_append_no_link(Path(log_path)) as log:
+        command = [python, *argv]
+        _log_header(log, command, where)
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+    def forward(_signum: int, _frame: Any) -> None:
+        _signal_group(proc, signal.SIGTERM)
+
+    for s in (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT):
+        signal.signal(s, forward)
+    return proc.wait()
+
+
+class SlurmExecutor(Executor):
+    """A SLURM job array through submitit, one task per cell (``--executor slurm``); the sweep waits for the array
+    and records each task's exit status. Submitit's own task runner runs on this interpreter; ``python`` runs the
+    cells. ``cluster="local"`` runs the same submission with submitit's local
+    executor (no cluster needed: the tests)."""
+
+    def __init__(self, python: str, output: Path, folder: SweepFolder, resources: SlurmResources,
+                 cluster: str = "slurm", poll_s: float = 5.0) -> None:
+        if cluster not in ("slurm", "local"):
+            raise UserError(f"submitit cluster {cluster!r}: slurm or local")
+        self.python, self.output, self.folder, self.resources = python, output, folder, resources
+        self.cluster, self.poll_s = cluster, poll_s
+
+    @property
+    def jobs_folder(self) -> Path:
+        return self.folder.folder / "slurm"
+
+    @property
+    def parallel(self) -> int:
+        return self.resources.array_parallelism or 256
+
+    def describe(self) -> str:
+        r = self.resources
+        return (f"slurm ({self.cluster}): a job array, one task per cell, partition {r.partition or '(default)'}, "
+                f"time {r.time_min} min, {r.cpus_per_task} CPU(s), {r.gpus_per_task} GPU(s) per task")
+
+    def sbatch_script(self, n_tasks: int) -> str:
+        """The sbatch file submitit writes for an array of ``n_tasks`` (``--dry-run`` prints it)."""
+        from submitit.slurm.slurm import _make_sbatch_string
+
+        command = " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit",
+                            shlex.quote(str(self.jobs_folder / "%j"))])
+        return _make_sbatch_string(command=command, folder=self.jobs_folder / "%j", map_count=n_tasks,
+                                   **self.resources.sbatch_parameters())
+
+    def _submitit_executor(self) -> Any:
+        try:
+            import submitit
+        except ImportError:
+            raise UserError("--executor slurm needs submitit: pip install 'antlm-bench[slurm]'") from None
+        if self.cluster == "slurm":
+            try:
+                executor = submitit.SlurmExecutor(folder=self.jobs_folder / "%j")
+            except RuntimeError as err:  # no srun on this machine
+                raise UserError(f"--executor slurm: {err} (use --dry-run to see the job array without a cluster)") \
+                    from None
+            executor.update_parameters(**self.resources.sbatch_parameters())
+            return executor
+        executor = submitit.LocalExecutor(folder=self.jobs_folder / "%j")
+        executor.update_parameters(timeout_min=self.resources.time_min)
+        return executor
+
+    def run(self, cells: Sequence[Cell], record: SweepRecord, progress: Progress) -> None:
+        if not cells:
+            return
+        executor = self._submitit_executor()
+        logs = [str(self.folder.log_of(cell)) for cell in cells]
+        argvs = [cell.argv(self.output) for cell in cells]
+        for cell in cells:  # made here (no link followed) so that the task only appends
+            self.folder.open_log(cell).close()
+        jobs = executor.map_array(run_cell, [self.python] * len(cells), argvs, logs,
+                                  [f"{self.cluster} array task {i}" for i in range(len(cells))])
+        pending = dict(zip(cells, jobs))
+        for cell, job in pending.items():
+            record.set(cell, RUNNING, where=f"job {job.job_id}", returncode=None)
+        progress.show()
+        stops: list[int] = []
+
+        def on_signal(signum: int, _frame: Any) -> None:
+            stops.append(signum)
+            for job in pending.values():
+                job.cancel(check=False)
+
+        previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
+        try:
+            while pending:
+                time.sleep(self.poll_s)
+                for cell, job in [(c, j) for c, j in pending.items() if j.done()]:
+                    del pending[cell]
+                    try:
+                        returncode = int(job.result())
+                    except Exception as err:  # noqa: BLE001  (the task died: cancelled, timed out, node lost)
+                        record.set(cell, INTERRUPTED if stops else FAILED, returncode=None,
+                                   where=f"job {job.job_id}: {type(err).__name__}: {' '.join(str(err).split())[:200]}")
+                    else:
+                        record.set(cell, DONE if returncode == 0 else INTERRUPTED if stops else FAILED,
+                                   returncode=returncode)
+                    progress.show()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        if stops:
+            raise SweepInterrupted(stops[0])
+
+
+__all__ = ["Executor", "LocalExecutor", "SlurmExecutor", "SlurmResources", "Slot", "SweepInterrupted", "local_slots",
+           "run_cell"]

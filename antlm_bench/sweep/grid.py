@@ -1,0 +1,121 @@
+"""The grid of a sweep: recipes x presets x schedules x seeds, each cell exactly one ``antlm-bench run`` cell.
+
+A cell's run folder is the one ``run`` names (``pipeline.run_folder_name``) under the sweep's output, and a cell is
+run as ``python -m antlm_bench run --model R --preset P --schedule S --seeds N --output OUT [run options]``: the
+same folders, content hashes and store as a ``run`` typed by hand, so a finished cell is reused and an unfinished
+one resumed by either command.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from antlm_bench.errors import UserError
+from antlm_bench.pipeline import run_folder_name
+from antlm_bench.runs.schedule import parse_schedule
+
+_SEED_RANGE = re.compile(r"^\s*(-?\d+)\s*(?:-\s*(-?\d+)\s*)?$")
+
+
+def split_top_level(text: str, what: str = "--schedule") -> list[str]:
+    """``"A,MIX(CLM:1,MLM:15),B"`` -> ``["A", "MIX(CLM:1,MLM:15)", "B"]``: commas inside parentheses belong to a
+    schedule (``MIX(...)``, ``3x(...)``), only the top-level ones separate items."""
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                raise UserError(f"{what} {text!r}: ')' at character {i + 1} closes nothing")
+        elif char == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise UserError(f"{what} {text!r}: a '(' is never closed")
+    items.append(text[start:])
+    items = [item.strip() for item in items]
+    if not any(items) or any(not item for item in items):
+        raise UserError(f"{what} {text!r}: an empty item; separate items by single commas")
+    return items
+
+
+def parse_seeds(text: str | int | Iterable[int | str]) -> list[int]:
+    """``"1-8"``, ``"1,2,5-7"``, an int or a list of those -> distinct seeds in the order given."""
+    parts: list[str] = (text.split(",") if isinstance(text, str) else
+                        [str(text)] if isinstance(text, int) else [str(p) for p in text])
+    seeds: list[int] = []
+    for part in parts:
+        match = _SEED_RANGE.match(part)
+        if match is None:
+            raise UserError(f"seeds {part.strip()!r}: give integers and ranges separated by commas, e.g. 1-8 or 1,2,5-7")
+        first, last = int(match.group(1)), int(match.group(2) if match.group(2) is not None else match.group(1))
+        if last < first:
+            raise UserError(f"seeds {part.strip()}: the range runs backwards; write {last}-{first}")
+        seeds.extend(s for s in range(first, last + 1) if s not in seeds)
+    if not seeds:
+        raise UserError("seeds: give at least one seed")
+    return seeds
+
+
+def next_seeds(seeds: Sequence[int], count: int, max_seeds: int) -> list[int]:
+    """The next round's seed labels: ``count`` new ones after the largest so far (at most ``max_seeds`` in all).
+    Every schedule gets the same labels: seed s is the same initialisation and data order on each side."""
+    if count < 1:
+        raise UserError(f"--round-seeds {count}: must be at least 1")
+    start = max(seeds) + 1
+    return list(range(start, start + min(count, max_seeds - len(seeds))))
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the grid. ``run_args``: the other ``run`` options, as command-line words, the same for every
+    cell of the sweep."""
+
+    recipe: str
+    preset: str
+    schedule: str  # canonical
+    seed: int
+    run_args: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The run folder's name (``run``'s), which also names the cell's log."""
+        return run_folder_name(self.recipe, self.preset, self.schedule, self.seed)
+
+    def argv(self, output: Path) -> list[str]:
+        """The ``python -m antlm_bench run ...`` words after the interpreter."""
+        return ["-m", "antlm_bench", "run", "--model", self.recipe, "--preset", self.preset, "--schedule",
+                self.schedule, "--seeds", str(self.seed), "--output", str(output), "--quiet", *self.run_args]
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The resolved grid: every axis canonical, the cells in the order they are run (seed-major, so that a stopped
+    sweep has whole seeds of every schedule rather than every seed of one)."""
+
+    recipes: tuple[str, ...]
+    presets: tuple[str, ...]
+    schedules: tuple[str, ...] | None  # None: each recipe's default schedule
+    run_args: tuple[str, ...] = ()
+
+    def cells(self, seeds: Sequence[int], default_schedule: dict[str, str]) -> list[Cell]:
+        """``default_schedule``: recipe -> its default schedule, for a grid without schedules."""
+        return [Cell(recipe, preset, schedule, seed, self.run_args)
+                for seed in seeds for recipe in self.recipes for preset in self.presets
+                for schedule in (self.schedules if self.schedules is not None else (default_schedule[recipe],))]
+
+
+def canonical_schedules(texts: Sequence[str]) -> tuple[str, ...]:
+    """Each schedule in its canonical spelling (what run folders and tables store), duplicates refused."""
+    canonical = tuple(parse_schedule(text).canonical for text in texts)
+    duplicates = sorted({s for s in canonical if canonical.count(s) > 1})
+    if duplicates:
+        raise UserError(f"--schedule: {', '.join(duplicates)} given twice (spellings of one schedule count once)")
+    return canonical
+
+
+__all__ = ["Cell", "Grid", "canonical_schedules", "next_seeds", "parse_seeds", "split_top_level"]

@@ -1,0 +1,100 @@
+"""A sweep from start to end: the grid's cells (finished ones reused without a process), the executor, and with
+``--until-decided`` the rounds of seeds until every comparison with the baseline is decided."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from antlm_bench.errors import UserError
+from antlm_bench.results.stats.sequential import UNDECIDED
+from antlm_bench.sweep.decision import NOT_TESTED, Comparison, Rule, compare_round, write_decision
+from antlm_bench.sweep.executors import Executor
+from antlm_bench.sweep.grid import Cell, Grid, next_seeds
+from antlm_bench.sweep.progress import Progress
+from antlm_bench.sweep.record import FAILED, REUSED, SweepFolder, SweepRecord
+
+# the cells that still have training or an evaluation to do (``pipeline.pending_seeds`` through the CLI)
+PendingCheck = Callable[[Sequence[Cell]], list[Cell]]
+
+
+@dataclass
+class SweepPlan:
+    grid: Grid
+    seeds: list[int]  # every seed (plain sweep), or the first round's (--until-decided)
+    default_schedule: dict[str, str]  # recipe -> its default schedule (when --schedule is not given)
+    output: Path
+    tasks: list[str] = field(default_factory=list)  # the tasks the decision compares on
+    rule: Rule | None = None  # --until-decided
+
+
+@dataclass
+class SweepOutcome:
+    failed: list[Cell]
+    comparisons: list[Comparison] = field(default_factory=list)
+    status: str = "done"  # plain sweeps: done; --until-decided: decided, max seeds reached, stopped
+
+
+def run_round(cells: Sequence[Cell], record: SweepRecord, executor: Executor, progress: Progress,
+              pending: PendingCheck) -> list[Cell]:
+    """Run what is left of ``cells``; the failed cells."""
+    record.add(list(cells))
+    todo = pending(cells)
+    for cell in cells:
+        if cell not in todo:
+            record.set(cell, REUSED, returncode=None)
+    progress.show(force=True)
+    executor.run(todo, record, progress)
+    progress.finish()
+    return [cell for cell in cells if record.states[cell.name].status == FAILED]
+
+
+def run_sweep(plan: SweepPlan, executor: Executor, record: SweepRecord, progress: Progress,
+              pending: PendingCheck, say: Callable[[str], None]) -> SweepOutcome:
+    """The plain grid, or rounds of seeds until decided (``plan.rule``)."""
+    if plan.rule is None:
+        record.rounds.append(list(plan.seeds))
+        failed = run_round(plan.grid.cells(plan.seeds, plan.default_schedule), record, executor, progress, pending)
+        return SweepOutcome(failed)
+    rule = plan.rule
+    if len(plan.seeds) > rule.max_seeds:
+        raise UserError(f"--seeds: {len(plan.seeds)} seeds in the first round, more than --max-seeds {rule.max_seeds}")
+    folder = record.folder
+    seeds = list(plan.seeds)
+    record.rounds.append(list(seeds))
+    while True:
+        cells = plan.grid.cells(seeds, plan.default_schedule)
+        failed = run_round(cells, record, executor, progress, pending)
+        if failed:
+            _store(folder, rule, [], seeds, record, "stopped: a cell failed")
+            return SweepOutcome(failed, [], "stopped: a cell failed")
+        comparisons = compare_round(cells, plan.output, plan.tasks, rule, seeds)
+        undecided = [c for c in comparisons if c.decision == UNDECIDED]
+        for comparison in comparisons:
+            say(f"{comparison.recipe} {comparison.preset}: {comparison.text()}")
+        if all(c.decision == NOT_TESTED for c in comparisons):
+            status = "nothing to decide: every comparison is scored by two methods"
+        elif not undecided:
+            status = "decided"
+        elif len(seeds) >= rule.max_seeds:
+            status = "max seeds reached"
+        else:
+            added = next_seeds(seeds, rule.round_seeds, rule.max_seeds)
+            say(f"{len(undecided)} of {len(comparisons)} comparison(s) undecided after {len(seeds)} seeds: adding "
+                f"seeds {','.join(map(str, added))}")
+            _store(folder, rule, comparisons, seeds, record, "running")
+            seeds += added
+            record.rounds.append(added)
+            continue
+        _store(folder, rule, comparisons, seeds, record, status)
+        return SweepOutcome([], comparisons, status)
+
+
+def _store(folder: SweepFolder, rule: Rule, comparisons: list[Comparison], seeds: list[int], record: SweepRecord,
+           status: str) -> None:
+    write_decision(folder, rule, comparisons, seeds, record.rounds, status)
+    record.save()
+
+
+__all__ = ["PendingCheck", "SweepOutcome", "SweepPlan", "run_round", "run_sweep"]

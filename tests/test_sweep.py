@@ -1,0 +1,348 @@
+"""``antlm-bench sweep`` without training: the grid's parsing, worker slots, the executors' mechanics (a fake
+interpreter stands in for ``python -m antlm_bench run``), signals, the sweep folder's safety, the decision loop on
+hand-made result tables, and the command's one-line errors. tests/test_sweep_run.py trains a real (tiny) sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cli_support import run_cli
+from leaderboard_tables import correctness, write_run
+
+from antlm_bench.errors import UserError
+from antlm_bench.sweep import (
+    Cell,
+    Grid,
+    LocalExecutor,
+    Progress,
+    Rule,
+    Slot,
+    SlurmExecutor,
+    SlurmResources,
+    SweepFolder,
+    SweepPlan,
+    SweepRecord,
+    decision_lines,
+    local_slots,
+    next_seeds,
+    parse_seeds,
+    run_sweep,
+    split_top_level,
+)
+from antlm_bench.sweep.executors import Executor
+from antlm_bench.sweep.record import DONE, FAILED, REUSED
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# stands in for `python -m antlm_bench run ...`: seed 13 fails; with $FAKE_SLOW it waits for a signal, which it
+# answers like the trainer (a resume point, then exit 128 + signal)
+FAKE_PYTHON = textwrap.dedent(f"""\
+    #!{sys.executable}
+    import os, signal, sys, time
+    args = sys.argv[1:]
+    seed = int(args[args.index("--seeds") + 1]); out = args[args.index("--output") + 1]
+    schedule = args[args.index("--schedule") + 1]
+    print("fake run", schedule, "seed", seed, "threads", os.environ.get("OMP_NUM_THREADS"), flush=True)
+    if os.environ.get("FAKE_SLOW"):
+        open(os.path.join(out, f"started-{{seed}}"), "w").close()
+        def stop(signum, frame):
+            open(os.path.join(out, f"resume-point-{{seed}}-{{signum}}"), "w").close()
+            sys.exit(128 + signum)
+        signal.signal(signal.SIGINT, stop); signal.signal(signal.SIGTERM, stop)
+        time.sleep(60)
+    sys.exit(3 if seed == 13 else 0)
+""")
+
+
+@pytest.fixture
+def fake_python(tmp_path: Path) -> str:
+    path = tmp_path / "fake-python"
+    path.write_text(FAKE_PYTHON)
+    path.chmod(0o755)
+    return str(path)
+
+
+def _record(out: Path) -> tuple[SweepFolder, SweepRecord]:
+    folder = SweepFolder(out)
+    folder.make()
+    return folder, SweepRecord(folder, {"test": True})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the grid
+
+
+def test_schedules_split_at_top_level_commas_only():
+    assert split_top_level("4_CLM+2_MIX(CLM:1,MLM:15), 0.4_CLM,3x(1_CLM+1_MLM)") == [
+        "4_CLM+2_MIX(CLM:1,MLM:15)", "0.4_CLM", "3x(1_CLM+1_MLM)"]
+    for bad in ("MIX(CLM:1,MLM:15", "1_CLM),2_CLM", "1_CLM,,2_CLM", ""):
+        with pytest.raises(UserError):
+            split_top_level(bad)
+
+
+def test_seeds_ranges_and_lists():
+    assert parse_seeds("1-3,5,7-8") == [1, 2, 3, 5, 7, 8]
+    assert parse_seeds("2,1,2") == [2, 1]
+    assert parse_seeds([4, "6-7"]) == [4, 6, 7]
+    for bad in ("3-1", "a", "1,,x", ""):
+        with pytest.raises(UserError):
+            parse_seeds(bad)
+    assert next_seeds([1, 2, 3], 2, 12) == [4, 5]
+    assert next_seeds([1, 2, 3, 9], 5, 6) == [10, 11]
+
+
+def test_cells_are_run_cells_seed_major():
+    grid = Grid(("antlm-babyllama",), ("tiny",), ("0.2_CLM+0.2_MLM", "0.4_CLM"), ("--max-words", "20000"))
+    cells = grid.cells([1, 2], {})
+    assert [(c.schedule, c.seed) for c in cells] == [("0.2_CLM+0.2_MLM", 1), ("0.4_CLM", 1),
+                                                      ("0.2_CLM+0.2_MLM", 2), ("0.4_CLM", 2)]
+    assert cells[0].name == "antlm-babyllama-tiny-0.2_CLM_0.2_MLM-seed1"  # run's own folder name
+    assert cells[0].argv(Path("out"))[:3] == ["-m", "antlm_bench", "run"]
+    assert cells[0].argv(Path("out"))[-2:] == ["--max-words", "20000"]
+
+
+def test_worker_slots_follow_cores_threads_and_gpus():
+    slots, _ = local_slots(None, 8, 1, [], 1)
+    assert len(slots) == 8 and all(s.env == {"OMP_NUM_THREADS": "1"} for s in slots)
+    slots, _ = local_slots(None, 8, 8, [], 1)
+    assert len(slots) == 1 and slots[0].env == {"OMP_NUM_THREADS": "8"}
+    slots, _ = local_slots(4, 8, 8, [], 1)  # four workers never get more than their share of the cores
+    assert len(slots) == 4 and slots[0].env == {"OMP_NUM_THREADS": "2"}
+    slots, _ = local_slots(None, 16, 4, ["0", "3"], 2)
+    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in slots] == ["0", "3", "0", "3"]
+    with pytest.raises(UserError):
+        local_slots(0, 8, 1, [], 1)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# executors
+
+
+def test_local_executor_runs_every_cell_and_a_failure_names_its_log(tmp_path, fake_python):
+    folder, record = _record(tmp_path / "out")
+    cells = [Cell("antlm-babyllama", "tiny", "0.4_CLM", seed) for seed in (1, 13, 2)]
+    record.add(cells)
+    executor = LocalExecutor(fake_python, folder.output, folder, [Slot("a", {"OMP_NUM_THREADS": "1"}),
+                                                                  Slot("b", {"OMP_NUM_THREADS": "1"})], poll_s=0.05)
+    executor.run(cells, record, Progress(record, 2, terminal=False))
+    assert [record.states[c.name].status for c in cells] == [DONE, FAILED, DONE]
+    assert record.states[cells[1].name].returncode == 3
+    assert "fake run 0.4_CLM seed 13 threads 1" in folder.log_of(cells[1]).read_text()
+    saved = json.loads(folder.record_file.read_text())
+    assert saved["counts"]["failed"] == 1 and saved["counts"]["done"] == 2
+    assert {c["log"] for c in saved["cells"]} == {str(folder.log_of(c)) for c in cells}
+
+
+def test_sigterm_stops_every_cell_which_keeps_its_resume_point(tmp_path, fake_python):
+    out = tmp_path / "out"
+    driver = tmp_path / "driver.py"
+    driver.write_text(textwrap.dedent(f"""\
+        import sys
+        from pathlib import Path
+        from antlm_bench.sweep import Cell, LocalExecutor, Progress, Slot, SweepFolder, SweepInterrupted, SweepRecord
+        folder = SweepFolder(Path({str(out)!r})); folder.make()
+        record = SweepRecord(folder, {{}})
+        cells = [Cell("antlm-babyllama", "tiny", "0.4_CLM", s) for s in (1, 2, 3)]
+        record.add(cells)
+        try:
+            LocalExecutor({fake_python!r}, folder.output, folder, [Slot("a"), Slot("b")], poll_s=0.05).run(
+                cells, record, Progress(record, 2, terminal=False))
+        except SweepInterrupted as stop:
+            print("left:", ",".join(str(s.cell.seed) for s in record.unfinished()), flush=True)
+            sys.exit(stop.exit_code)
+        """))
+    proc = subprocess.Popen([sys.executable, str(driver)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "FAKE_SLOW": "1"}, text=True)
+    deadline = time.time() + 60
+    while not ((out / "started-1").exists() and (out / "started-2").exists()) and time.time() < deadline:
+        time.sleep(0.1)
+    assert (out / "started-2").exists(), proc.stderr.read() if proc.poll() is not None else "no cell started"
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert (out / "resume-point-1-15").exists() and (out / "resume-point-2-15").exists()
+    assert not (out / "started-3").exists()  # nothing new starts after the signal
+    assert "left: 1,2,3" in stdout
+    saved = json.loads((out / "sweep" / "sweep.json").read_text())
+    assert saved["counts"] == {"waiting": 1, "running": 0, "done": 0, "reused": 0, "failed": 0, "interrupted": 2}
+
+
+def test_slurm_executor_runs_a_job_array_with_submitits_local_executor(tmp_path, fake_python):
+    folder, record = _record(tmp_path / "out")
+    cells = [Cell("antlm-babyllama", "tiny", "0.4_CLM", seed) for seed in (1, 13)]
+    record.add(cells)
+    executor = SlurmExecutor(fake_python, folder.output, folder, SlurmResources(time_min=5), cluster="local",
+                             poll_s=0.2)
+    executor.run(cells, record, Progress(record, 2, terminal=False))
+    assert [record.states[c.name].status for c in cells] == [DONE, FAILED]
+    assert "fake run 0.4_CLM seed 1" in folder.log_of(cells[0]).read_text()
+    assert (folder.folder / "slurm").is_dir()  # submitit's own files stay in the sweep folder
+
+
+def test_the_dry_run_script_is_one_array_with_the_resources():
+    folder = SweepFolder(Path("/nonexistent/out"))
+    resources = SlurmResources(partition="gpu", time_min=90, cpus_per_task=4, gpus_per_task=1, mem_gb=16,
+                               array_parallelism=2, extra={"account": "proj"})
+    script = SlurmExecutor(sys.executable, folder.output, folder, resources).sbatch_script(5)
+    for line in ("#SBATCH --array=0-4%2", "#SBATCH --partition=gpu", "#SBATCH --time=90", "#SBATCH --cpus-per-task=4",
+                 "#SBATCH --gpus-per-task=1", "#SBATCH --mem=16384MB", "#SBATCH --account=proj"):
+        assert line in script
+    assert "submitit.core._submit" in script
+
+
+def test_planted_links_are_refused(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / "sweep").symlink_to(elsewhere)
+    with pytest.raises(UserError, match="symbolic link"):
+        SweepFolder(out).make()
+    (out / "sweep").unlink()
+    folder = SweepFolder(out)
+    folder.make()
+    cell = Cell("antlm-babyllama", "tiny", "0.4_CLM", 1)
+    target = tmp_path / "victim.txt"
+    target.write_text("keep")
+    folder.log_of(cell).symlink_to(target)
+    with pytest.raises(UserError, match="symbolic link"):
+        folder.open_log(cell)
+    assert target.read_text() == "keep"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# --until-decided on hand-made result tables
+
+
+class TableExecutor(Executor):
+    """Writes each cell's result table as if it had trained: schedule ``better`` wins ``gap`` more of the items;
+    seed s shifts both schedules alike (paired seeds)."""
+
+    def __init__(self, output: Path, gaps: dict[str, float]) -> None:
+        self.output, self.gaps, self.ran = output, gaps, []
+
+    @property
+    def parallel(self) -> int:
+        return 1
+
+    def describe(self) -> str:
+        return "tables"
+
+    def run(self, cells, record, progress) -> None:
+        for cell in cells:
+            seed_effect = np.random.default_rng(cell.seed).normal(0, 0.01)
+            rng = np.random.default_rng([cell.seed, len(cell.schedule)])
+            p = 0.6 + seed_effect + self.gaps.get(cell.schedule, 0.0)
+            subtasks = {f"s{j}": correctness(rng, 400, p) for j in range(5)}
+            write_run(self.output, cell.name, [{"phase_index": 0, "tasks": {"blimp_supplement": subtasks}}],
+                      recipe=cell.recipe, preset=cell.preset, schedule=cell.schedule, seed=cell.seed)
+            self.ran.append(cell)
+            record.set(cell, DONE, returncode=0)
+
+
+def _decide(tmp_path: Path, gaps: dict[str, float], tolerance: float | None, max_seeds: int = 8):
+    out = tmp_path / "out"
+    folder, record = _record(out)
+    grid = Grid(("antlm-babyllama",), ("tiny",), ("1_CLM", "2_CLM"))
+    plan = SweepPlan(grid, [1, 2, 3], {}, out, ["blimp_supplement"], Rule("1_CLM", 0.05, tolerance, max_seeds, 2))
+    executor = TableExecutor(out, gaps)
+
+    def pending(cells):
+        return [c for c in cells if not (out / c.name).exists()]
+
+    said: list[str] = []
+    outcome = run_sweep(plan, executor, record, Progress(record, 1, terminal=False), pending, said.append)
+    return outcome, executor, folder, record, said
+
+
+def test_a_clear_gap_is_decided_before_the_last_seed(tmp_path):
+    outcome, executor, folder, record, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
+    assert outcome.status == "decided"
+    (comparison,) = outcome.comparisons
+    assert comparison.decision == "difference" and comparison.mean > 0 and comparison.low > 0
+    seeds = comparison.seeds
+    assert len(seeds) < 8 and len(executor.ran) == 2 * len(seeds)  # no cell ran twice
+    decision = json.loads(folder.decision_file.read_text())
+    assert decision["status"] == "decided" and decision["seeds"] == list(seeds)
+    assert decision["rule"]["baseline"] == "1_CLM" and decision["rule"]["alpha_each"] == 0.05
+    assert decision["rounds"][0] == [1, 2, 3]
+    lines = decision_lines(folder.output)
+    assert "decided" in lines[0] and "2_CLM - baseline on blimp_supplement" in lines[1]
+
+
+def test_no_gap_runs_to_the_maximum_or_decides_equivalence(tmp_path):
+    outcome, executor, _, record, said = _decide(tmp_path / "a", {}, tolerance=None, max_seeds=6)
+    assert outcome.status == "max seeds reached" and outcome.comparisons[0].decision == "undecided"
+    assert len(outcome.comparisons[0].seeds) == 6
+    assert record.rounds == [[1, 2, 3], [4, 5], [6]]
+    assert any("adding seeds 4,5" in line for line in said)
+    outcome, *_ = _decide(tmp_path / "b", {}, tolerance=10.0, max_seeds=12)
+    assert outcome.status == "decided" and outcome.comparisons[0].decision == "equivalent"
+
+
+def test_a_reused_cell_is_not_run_again(tmp_path):
+    _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
+    outcome, executor, _, record, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
+    assert executor.ran == [] and outcome.status == "decided"
+    assert {s.status for s in record.states.values()} == {REUSED}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the command's one-line errors (no training: they fail before any cell runs)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--schedule", "MIX(CLM:1,MLM:15"], "never closed"),
+    (["--seeds", "3-1"], "backwards"),
+    (["--run-option", "bogus=1"], "run option bogus"),
+    (["--run-option", "seeds=4"], "set by the sweep's grid"),
+    (["--run-option", "eval-every=sometimes"], "--eval-every"),
+    (["--until-decided", "--schedule", "1_CLM,2_CLM"], "needs --baseline"),
+    (["--until-decided", "--schedule", "1_CLM,2_CLM", "--baseline", "3_CLM"], "not among the sweep's schedules"),
+    (["--max-seeds", "4"], "option of --until-decided"),
+    (["--preset", "huge"], "huge"),
+])
+def test_bad_options_are_one_line(tmp_path, monkeypatch, capsys, args, needle):
+    code, out, err = run_cli(monkeypatch, capsys, "sweep", "--output", str(tmp_path / "out"), "--dry-run", *args)
+    assert code == 2, out + err
+    assert needle in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_field_in_the_sweep_file_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "sweep.yaml"
+    path.write_text("models: [antlm-babyllama]\nslurm:\n  partiton: gpu\n")
+    code, _, err = run_cli(monkeypatch, capsys, "sweep", "--config", str(path), "--dry-run")
+    assert code == 2 and f"{path}: field slurm.partiton" in " ".join(err.split())
+    path.write_text("models: [antlm-babyllama\n")
+    code, _, err = run_cli(monkeypatch, capsys, "sweep", "--config", str(path), "--dry-run")
+    assert code == 2 and "not valid YAML" in err
+
+
+def test_the_sweep_file_and_the_command_line_combine(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(textwrap.dedent("""\
+        schedules: ["0.2_CLM+0.2_MIX(CLM:1,MLM:3)", 0.4_CLM]
+        seeds: 1-2
+        presets: tiny
+        run: {max-words: 20000, tasks: blimp_supplement}
+        executor: slurm
+        slurm: {partition: gpu, time_min: 30}
+        """))
+    code, out, err = run_cli(monkeypatch, capsys, "sweep", "--config", str(path), "--seeds", "5", "--partition",
+                             "big", "--dry-run", "--output", str(tmp_path / "out"))
+    assert code == 0, out + err
+    assert "2 cells" in out and "--seeds 5" in out and "--max-words 20000" in out
+    assert "--schedule '0.2_CLM+0.2_MIX(CLM:1,MLM:3)'" in out
+    assert "#SBATCH --partition=big" in out and "#SBATCH --time=30" in out
+    assert "#SBATCH --array=0-1%2" in out
+    assert not (tmp_path / "out").exists()  # a dry run writes nothing
