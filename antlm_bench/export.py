@@ -16,6 +16,13 @@ again, the tokenizer likewise, and the modeling code is generated from this pack
 we do not generate (a stock transformers model with an ``auto_map``, any ``auto_map`` in tokenizer_config.json)
 is refused: whoever loads the export with ``trust_remote_code=True`` runs only antlm-bench's code.
 
+The export is verified before it appears: ``antlm_export.json`` records every revision's weights hash (and its step
+and words); two revisions with identical weights, a branch identical to the final model, or branches whose steps do
+not grow with their words counts are refused, naming them (a public model suite was once found serving final-era
+weights under most of its early branches). A branch whose words count is not a whole million (``chck_500K``) is
+exported under its own name with a note: the pipeline reads ``chck_<N>M`` only. Exporting an earlier checkpoint of a
+run takes the branches saved before it.
+
 OUT may not be, contain or lie inside the checkpoint or the run it comes from, and ``--overwrite`` replaces only
 an earlier export (one with ``antlm_export.json``), never a symbolic link: a slip of the arguments cannot delete
 a run. Optimizer state (``trainer_state.pt``) stays behind: a submission is weights, not a resume point.
@@ -24,6 +31,7 @@ docs/backends.md gives the huggingface_hub commands that push OUT to the hub, on
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -37,8 +45,8 @@ import antlm_bench
 from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
-from antlm_bench.runs.layout import RunLayout, model_folder
-from antlm_bench.runs.record import STATE_FILE
+from antlm_bench.runs.layout import RunLayout, model_folder, words_of_checkpoint
+from antlm_bench.runs.record import STATE_FILE, read_record
 
 FORMATS = ("babylm",)
 EXPORT_MARKER = "antlm_export.json"  # in every export's top folder: what --overwrite may replace
@@ -50,6 +58,7 @@ class Export:
     source: Path  # the checkpoint the main revision came from
     why: str  # which checkpoint that is and why it was taken (for a run folder: final, else last)
     branches: list[str] = field(default_factory=list)  # chck_<N>M folders, fewest words first
+    notes: list[str] = field(default_factory=list)  # for the user: names the BabyLM pipeline will not read, ...
 
 
 def _run_of(path: Path) -> RunLayout | None:
@@ -125,8 +134,9 @@ def _code_files(auto_map: Any) -> str:
     return ", ".join(sorted({name.rsplit(".", 1)[0] + ".py" for name in flat})) or repr(auto_map)
 
 
-def _write_model(source: Path, destination: Path) -> None:
-    """Load ``source`` as ``eval`` does and write it anew: weights, config, tokenizer, our code, the record."""
+def _write_model(source: Path, destination: Path) -> str:
+    """Load ``source`` as ``eval`` does and write it anew: weights, config, tokenizer, our code, the record; returns
+    the sha256 of its weights (every tensor's name, dtype, shape and bytes, in name order)."""
     from antlm_bench.data.tokenizer import load_tokenizer
     from antlm_bench.models import load_config, load_model
     from antlm_bench.models.remote_code import write_model_code
@@ -151,6 +161,46 @@ def _write_model(source: Path, destination: Path) -> None:
     if (source / STATE_FILE).is_file():
         record = read_json(source / STATE_FILE, "corrupt checkpoint record", "re-save the checkpoint")
         (destination / STATE_FILE).write_text(json.dumps(record, indent=2, default=_finite) + "\n", encoding="utf-8")
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One revision of an export: ``main`` (the final model) or a ``chck_<N>`` branch."""
+
+    name: str
+    source: Path
+    weights_sha256: str
+    step: int | None  # from the checkpoint's record, where it has one
+    words: int | None  # from the branch's name
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.source})"
+
+
+def verify_revisions(revisions: list[Revision]) -> None:
+    """Refuse an export whose revisions cannot be what they claim: two with identical weights (a public suite once
+    served final-era weights under early branches), a branch identical to the final model, or branches whose
+    training steps do not grow with their words counts."""
+    seen: dict[str, Revision] = {}
+    for revision in revisions:
+        twin = seen.get(revision.weights_sha256)
+        if twin is not None:
+            what = "the final model" if twin.name == "main" else "revision"
+            raise UserError(f"export: {revision.describe()} has the same weights as {what} {twin.describe()}; a "
+                            "words-seen checkpoint must be the model at that point of training: check the run's "
+                            "checkpoints")
+        seen[revision.weights_sha256] = revision
+    ordered = [b for b in revisions[1:] if b.step is not None]
+    for earlier, later in zip(ordered, ordered[1:]):
+        if later.step <= earlier.step:  # type: ignore[operator]
+            raise UserError(f"export: {later.describe()} was saved at step {later.step}, not after "
+                            f"{earlier.describe()} at step {earlier.step}, though it names more words; the run's "
+                            "words checkpoints are out of order: check their antlm_state.json records")
 
 
 def _finite(value: Any) -> Any:
@@ -169,13 +219,25 @@ def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = 
     staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-"))
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a bar per load and save: the refusal or the summary is the output
+    main_record = read_record(source)
+    later = [f for f in words if main_record is not None and (r := read_record(f)) is not None
+             and r.step > main_record.step]
+    words = [f for f in words if f not in later]  # a checkpoint's export holds the branches saved before it
+    notes = [f"{', '.join(f.name for f in later)}: saved after {source.name} (step {main_record.step}); left out"
+             ] if later and main_record is not None else []
+    notes += [f"{folder.name}: not a whole number of millions of words; exported under its own name, which the "
+              "BabyLM pipeline does not read (it takes chck_<N>M branches)"
+              for folder in words if not folder.name.endswith("M")]
     try:
         built = staging / "model"
-        _write_model(source, built)
+        revisions = [_revision("main", source, _write_model(source, built))]
         for folder in words:
-            _write_model(folder, built / folder.name)
+            revisions.append(_revision(folder.name, folder, _write_model(folder, built / folder.name)))
+        verify_revisions(revisions)
         manifest = {"format": "babylm", "source": str(source), "branches": [folder.name for folder in words],
-                    "antlm_bench": antlm_bench.__version__}
+                    "antlm_bench": antlm_bench.__version__,
+                    "revisions": [{"name": r.name, "source": str(r.source), "weights_sha256": r.weights_sha256,
+                                   "step": r.step, "words": r.words} for r in revisions]}
         (built / EXPORT_MARKER).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         fault_point("export.staged")
         if os.path.lexists(output):  # an earlier export or an empty folder (_check_output): swap, then remove it
@@ -192,7 +254,13 @@ def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = 
         shutil.rmtree(staging, ignore_errors=True)
         if bars:
             hf_logging.enable_progress_bar()
-    return Export(output=output, source=source, why=why, branches=[folder.name for folder in words])
+    return Export(output=output, source=source, why=why, branches=[folder.name for folder in words], notes=notes)
+
+
+def _revision(name: str, source: Path, weights_sha256: str) -> Revision:
+    record = read_record(source)
+    return Revision(name, source, weights_sha256, record.step if record is not None else None,
+                    words_of_checkpoint(name))
 
 
 __all__ = ["EXPORT_MARKER", "FORMATS", "Export", "export_babylm", "export_sources"]

@@ -40,7 +40,9 @@ def _run(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "run.json").write_text(json.dumps({"schedule": "1_CLM+1_MLM"}))  # its final checkpoint: phase-1-MLM
-    for name, step in (("phase-0-CLM", 5), ("phase-1-MLM", 10), ("chck_10M", 8), ("chck_1M", 2)):
+    for name, step in (("phase-0-CLM", 5), ("chck_10M", 8), ("chck_1M", 2), ("phase-1-MLM", 10)):
+        with torch.no_grad():  # every checkpoint its own weights, as training gives them; the final one is `model`
+            next(model.parameters()).add_(0.01)
         write_checkpoint(run / "checkpoints" / name, model, tokenizer, _record(step),
                          trainer_state={"step": step} if name == "phase-1-MLM" else None)
     return run, model
@@ -226,3 +228,61 @@ def test_an_export_killed_before_its_rename_leaves_the_earlier_export_whole(tmp_
     assert sorted((str(p.relative_to(out)), p.read_bytes()) for p in out.rglob("*") if p.is_file()) == before
     export_babylm(run, out, overwrite=True)  # and the next export goes through
     assert json.loads((out / "antlm_export.json").read_text())["source"].endswith("phase-1-MLM")
+
+
+def _overwrite_weights(source, target) -> None:
+    (target / "model.safetensors").write_bytes((source / "model.safetensors").read_bytes())
+
+
+def test_export_records_every_revisions_weights_hash(tmp_path):
+    run, _ = _run(tmp_path)
+    out = tmp_path / "out"
+    export_babylm(run, out)
+    manifest = json.loads((out / "antlm_export.json").read_text())
+    revisions = {r["name"]: r for r in manifest["revisions"]}
+    assert list(revisions) == ["main", "chck_1M", "chck_10M"]
+    assert len({r["weights_sha256"] for r in revisions.values()}) == 3
+    assert (revisions["chck_1M"]["step"], revisions["chck_1M"]["words"]) == (2, 1_000_000)
+
+
+def test_export_refuses_two_revisions_with_the_same_weights(tmp_path):
+    run, _ = _run(tmp_path)
+    _overwrite_weights(run / "checkpoints" / "chck_1M", run / "checkpoints" / "chck_10M")
+    with pytest.raises(UserError, match=r"chck_10M .* same weights as revision chck_1M"):
+        export_babylm(run, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_refuses_a_revision_identical_to_the_final_model(tmp_path):
+    run, _ = _run(tmp_path)
+    _overwrite_weights(run / "checkpoints" / "phase-1-MLM", run / "checkpoints" / "chck_1M")
+    result = CliRunner().invoke(app, ["export", str(run), "--format", "babylm", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "chck_1M" in result.output and "the final model main" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_refuses_words_checkpoints_out_of_order(tmp_path):
+    run, model = _run(tmp_path)
+    tokenizer = train_tokenizer(TEXT, vocab_size=300)
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)
+    write_checkpoint(run / "checkpoints" / "chck_10M", model, tokenizer, _record(1))  # 10M words at step 1 < 2
+    with pytest.raises(UserError, match=r"chck_10M .* step 1, not after chck_1M .* step 2"):
+        export_babylm(run, tmp_path / "out")
+
+
+def test_export_says_which_names_the_babylm_pipeline_will_not_read(tmp_path):
+    run, model = _run(tmp_path)
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)
+    write_checkpoint(run / "checkpoints" / "chck_500K", model, train_tokenizer(TEXT, vocab_size=300), _record(1))
+    result = CliRunner().invoke(app, ["export", str(run), "--format", "babylm", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "note: chck_500K: not a whole number of millions" in result.output
+    assert (tmp_path / "out" / "chck_500K" / "model.safetensors").is_file()
+
+
+def test_an_earlier_checkpoint_exports_only_the_branches_saved_before_it(tmp_path):
+    run, _ = _run(tmp_path)
+    result = export_babylm(run / "checkpoints" / "phase-0-CLM", tmp_path / "out")  # step 5: chck_1M (2) only
+    assert result.branches == ["chck_1M"] and "chck_10M: saved after phase-0-CLM (step 5); left out" in result.notes

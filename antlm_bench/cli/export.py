@@ -29,6 +29,8 @@ def export_command(
         raise UserError(f"--format {format}: unknown; known: {', '.join(FORMATS)}")
     result = export_babylm(checkpoint, output, overwrite=overwrite)
     console.print(f"exported {result.why} to {result.output}", markup=False)
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False)
     if result.branches:
         console.print(f"words-seen checkpoints (one hub branch each): {', '.join(result.branches)}", markup=False)
     console.print("push it with the huggingface_hub commands in docs/backends.md (Export)", markup=False)
