@@ -21,7 +21,7 @@ from antlm_bench.results.leaderboard.definition import (
 )
 from antlm_bench.results.leaderboard.html import render_html
 from antlm_bench.results.leaderboard.model import Leaderboard
-from antlm_bench.results.leaderboard.plots import plot_curves
+from antlm_bench.results.leaderboard.plots import curve_caption, plot_curves
 from antlm_bench.results.leaderboard.results import Results, read_results
 from antlm_bench.results.leaderboard.text import key_text, render_markdown, render_terminal
 
@@ -125,7 +125,7 @@ def write_leaderboard(board: Leaderboard, fmt: str, out: Path | None, console: A
             render_terminal(board, Console(file=buffer, width=200, no_color=True))
             text = buffer.getvalue()
         elif fmt == "markdown":
-            text = render_markdown(board, plot_names)
+            text = render_markdown(board, plot_names, curve_caption(board) if plot_names else "")
         else:
             text = render_html(board, x)
         if out is None:

@@ -18,13 +18,15 @@ import math
 
 from antlm_bench.results.leaderboard.definition import MACRO
 from antlm_bench.results.leaderboard.model import Leaderboard
-from antlm_bench.results.leaderboard.text import MARKERS, key_text
+from antlm_bench.results.leaderboard.text import key_text
 
 # --x of the curves: the CurvePoint attribute each axis reads, and its label
 X_AXES = {"epoch": ("epoch", "epoch"), "tokens": ("tokens_seen", "tokens seen"),
           "words": ("words_seen", "words seen (train --save-at-words checkpoints)")}
 CHANCE = {"blimp": 50.0, "blimp_supplement": 50.0, "ewok": 50.0}  # two-way minimal-pair choices: chance is 50%
 MIN_SPAN = 5.0  # percentage points
+MARKERS = {"clm": "o", "pll": "s", "mntp": "^", "pll-word-l2r": "D", "finetune": "P", "finetune-official": "p",
+           "probe": "X"}  # one marker per scoring method
 FINAL_MARKER = "*"
 BAND_NOTE = ("bands: 95% item interval of each point (mean over the row's seeds of each seed's bounds; the seed "
              "spread is in the table's intervals, not in the bands)")

@@ -16,10 +16,6 @@ from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, Le
 # ----------------------------------------------------------------------------------------------------------
 # rendering
 
-MARKERS = {"clm": "o", "pll": "s", "mntp": "^", "pll-word-l2r": "D", "finetune": "P", "finetune-official": "p",
-           "probe": "X"}
-
-
 def pct(value: float | None, digits: int = 1) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{100 * value:.{digits}f}"
 
@@ -189,7 +185,9 @@ def _md_escape(text: str) -> str:
     return html.escape(text, quote=False).replace("|", "\\|")
 
 
-def render_markdown(board: Leaderboard, plot_files: Sequence[str] = ()) -> str:
+def render_markdown(board: Leaderboard, plot_files: Sequence[str] = (), plot_caption: str = "") -> str:
+    """The board as Markdown; ``plot_files`` are images to embed, ``plot_caption`` the paragraph under them
+    (``plots.curve_caption``: the caller draws the plots, so this module never imports the plotting one)."""
     shown = shown_keys(board)
     lines = [f"# {_md_escape(board.definition.name)}", ""]
     if board.definition.description:
@@ -213,10 +211,8 @@ def render_markdown(board: Leaderboard, plot_files: Sequence[str] = ()) -> str:
                          f"{mark}{comparison_text(c)}{mark} | {mde_text(c)} | {verdict(c)} |")
     for path in plot_files:
         lines += ["", f"![per-checkpoint curves]({path})"]
-    if plot_files:
-        from antlm_bench.results.leaderboard.plots import curve_caption
-
-        lines += ["", _md_escape(curve_caption(board))]
+    if plot_files and plot_caption:
+        lines += ["", _md_escape(plot_caption)]
     lines += ["", *[f"- {line}" for line in method_lines(board)]]
     notes = [f"{key_text(board, r.key)}: {n}" for r in board.rows for n in r.notes] + board.notes
     lines += [f"- note: {_md_escape(n)}" for n in notes]
