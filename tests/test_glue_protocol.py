@@ -102,6 +102,21 @@ def test_official_protocol_pools_the_first_position_of_a_decoder_with_its_causal
     assert np.abs(last[0] - last[1]).max() > 1e-3  # the default's last position sees the whole input
 
 
+def test_official_protocol_gives_a_decoder_that_starts_with_bos_one_class():
+    """What the official pipeline measures for such a model: position 0 under causal attention is the BOS state,
+    the same for every input, so the head can only learn one class (the default reads the last token and learns)."""
+    model, tokenizer = backbones()["hf-llama"]
+    assert tokenizer("the cat")["input_ids"][0] == tokenizer.bos_token_id
+    train, report = cue_examples(160, 0), cue_examples(60, 1, "r")
+    outcomes = {}
+    for protocol in (DEFAULT, BABYLM_OFFICIAL):
+        settings = protocol.settings(FinetuneSettings(**FAST), "cue")
+        outcomes[protocol.name] = finetune(fresh_copy(model), tokenizer, protocol.splits(train, report, settings, "cue"),
+                                           2, settings, seed=42)
+    assert len(set(outcomes["babylm-official"].predictions.tolist())) == 1
+    assert len(set(outcomes["default"].predictions.tolist())) == 2
+
+
 def test_official_protocol_keeps_an_encoders_bidirectional_first_token():
     model, _ = backbones()["hf-bert"]
     official = BABYLM_OFFICIAL.settings(FinetuneSettings(**FAST), "rte")
