@@ -20,6 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from seed_simulation import COLUMNS, TRUTHS, Design, calibrate, observed_seed_sd, used  # noqa: E402
+from sequential import sequential_calibration  # noqa: E402  (benchmarks/sequential.py)
 
 
 def _rate(p: float, reps: int) -> str:
@@ -47,6 +48,7 @@ def main() -> None:
           f"SD {100 * observed:.2f} pp under the model; the power gap is 3 x that = {100 * gap:.2f} pp); "
           f"{args.reps} simulated experiments per truth; ± is the 95% binomial margin of the rate itself; "
           f"{time.time() - started:.0f} s.")
+    print("\n".join(["", "Seeds until decided (sweep --until-decided):", *sequential_calibration(args.reps, rng)]))
 
 
 if __name__ == "__main__":
