@@ -255,3 +255,17 @@ def test_eval_and_run_take_the_glue_protocol(tmp_path):
     bad = CliRunner().invoke(app, [*common, "--glue-protocol", "official"])
     assert bad.exit_code == 2 and "babylm-official" in bad.output
     assert "--glue-protocol" in CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).output
+
+
+def test_run_passes_the_protocol_to_the_glue_options():
+    import typer
+
+    from antlm_bench.cli import app
+    from antlm_bench.cli.run import run_config
+
+    command = typer.main.get_command(app).commands["run"]
+    params = command.make_context("run", ["--glue-protocol", "babylm-official"]).params
+    assert run_config(params).glue["protocol"] == "babylm-official"
+    assert "protocol" not in run_config(command.make_context("run", []).params).glue
+    bad = command.make_context("run", ["--glue-protocol", "official"]).params
+    assert "babylm-official" in _one_line(lambda: run_config(bad))

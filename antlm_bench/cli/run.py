@@ -59,6 +59,10 @@ def run(
     probe: bool = typer.Option(False, "--probe", help="GLUE by a frozen-feature logistic-regression probe "
                                                        "(fast on CPU; reported as method probe, never mixed with "
                                                        "fine-tuning)."),
+    glue_protocol: str | None = typer.Option(None, "--glue-protocol", help="GLUE: default (best epoch on a slice of "
+                                             "the training split) or babylm-official (as the BabyLM 2025 pipeline: "
+                                             "best epoch on the reported split, first-position pooling; rows say "
+                                             "scoring=finetune-official, never ranked with the default)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:N]."),
     threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch, training and evaluation "
                                        "(default: 1 below 10M parameters, torch's default above, unless "
@@ -117,6 +121,10 @@ def run_config(params: dict[str, Any]) -> RunConfig:
         glue["max_train_examples"] = params["glue_max_train_examples"]
     if params["probe"]:
         glue["probe"] = True
+    if params.get("glue_protocol") is not None:
+        from antlm_bench.adapters.glue.protocol import glue_protocol
+
+        glue["protocol"] = glue_protocol(params["glue_protocol"]).name
     names = ("model", "tasks", "preset", "schedule", "output", "data_dir", "corpus", "max_words", "eval_limit", "limit",
              "eval_every", "save_at_words", "device", "threads", "convention")
     return RunConfig(**{name: params[name] for name in names}, seeds=_seeds(params["seeds"]), glue=glue,
