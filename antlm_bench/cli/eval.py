@@ -53,8 +53,9 @@ def eval_command(
     dtype: DType = typer.Option(DType.float32, "--dtype", help="Model weights dtype (bfloat16: cuda only); "
                                 "log-softmax is float32 either way."),
     convention: str = typer.Option("babylm-2025", "--convention", help="Scoring convention, recorded in every row: "
-                                   "babylm-2025 (sentences as given) or babylm-2024 (' ' + sentence, the paper's "
-                                   "2024 lm-eval tasks). Boards and check never compare two conventions."),
+                                   "babylm-2025 (sentences as given), babylm-2024 (' ' + sentence, the paper's "
+                                   "2024 lm-eval tasks) or babylm-2026 (as 2025; entity tracking without its "
+                                   "'nothing' targets). Boards and check never compare two conventions."),
     data_dir: Path | None = DataDirOption,
     include_path: list[Path] | None = IncludePathOption,
     progress: bool = typer.Option(True, "--progress/--no-progress", " /--quiet", " /-q",
