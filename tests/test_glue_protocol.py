@@ -269,3 +269,13 @@ def test_run_passes_the_protocol_to_the_glue_options():
     assert "protocol" not in run_config(command.make_context("run", []).params).glue
     bad = command.make_context("run", ["--glue-protocol", "official"]).params
     assert "babylm-official" in _one_line(lambda: run_config(bad))
+
+
+def test_the_glue_official_board_ranks_only_official_rows(tmp_path):
+    from antlm_bench.results.leaderboard import load_definition
+
+    _, official = _same_run_two_protocols(tmp_path)
+    board = build_leaderboard(read_results([tmp_path]), load_definition("glue-official"))
+    (row,) = board.rows
+    assert board.columns == ["glue:finetune-official"]
+    assert row.macro.value == pytest.approx(official.mean())
