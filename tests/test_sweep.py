@@ -346,3 +346,12 @@ def test_the_sweep_file_and_the_command_line_combine(tmp_path, monkeypatch, caps
     assert "#SBATCH --partition=big" in out and "#SBATCH --time=30" in out
     assert "#SBATCH --array=0-1%2" in out
     assert not (tmp_path / "out").exists()  # a dry run writes nothing
+
+
+def test_the_leaderboard_prints_the_decision_under_the_table(tmp_path, monkeypatch, capsys):
+    _, _, folder, _, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
+    code, out, err = run_cli(monkeypatch, capsys, "leaderboard", str(folder.output))
+    assert code == 0, err
+    table_end = out.index("sweep decision (decided;")
+    assert out.index("2_CLM") < table_end  # under the table
+    assert "2_CLM - baseline on blimp_supplement" in out[table_end:] and "decided: a difference (higher)" in out
