@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -26,8 +27,9 @@ def test_eval_writes_scores_items_and_run_record(llama_dir, real_data_dir, tmp_p
     scores = pq.read_table(out / "scores.parquet")
     assert scores.schema.equals(SCORE_SCHEMA)
     rows = scores.to_pylist()
-    assert [r["subtask"] for r in rows] == ["", "hypernym", "qa_congruence_easy", "qa_congruence_tricky",
-                                            "subject_aux_inversion", "turn_taking"]
+    subtasks = ["", "hypernym", "qa_congruence_easy", "qa_congruence_tricky", "subject_aux_inversion", "turn_taking"]
+    assert [(r["metric"], r["subtask"]) for r in rows] == [("accuracy", s) for s in subtasks] + [
+        ("margin", s) for s in subtasks]
     assert {r["scoring"] for r in rows} == {"clm"} and {r["limit"] for r in rows} == {4}
     assert rows[0]["n"] == 20 and all(r["ci_low"] <= r["value"] <= r["ci_high"] for r in rows)
     items = pq.read_table(out / "items.parquet")
@@ -48,10 +50,11 @@ def test_eval_scores_are_the_engine_scores(llama_dir, real_data_dir):
     good, bad = score_pairs(sm, [i["sentence_good"] for i in items], [i["sentence_bad"] for i in items], "clm")
     assert [i["score_good"] for i in items] == pytest.approx(list(good), abs=1e-4)
     assert [i["score_bad"] for i in items] == pytest.approx(list(bad), abs=1e-4)
-    accuracy = {r["subtask"]: r["value"] for r in out.scores.to_pylist()}
+    value = {(r["metric"], r["subtask"]): r["value"] for r in out.scores.to_pylist()}
     for name in ("adjunct_island", "wh_vs_that_with_gap"):
-        mine = [i["correct"] for i in items if i["subtask"] == name]
-        assert accuracy[name] == pytest.approx(sum(mine) / len(mine))
+        mine = [i for i in items if i["subtask"] == name]
+        assert value[("accuracy", name)] == pytest.approx(np.mean([i["correct"] for i in mine]))
+        assert value[("margin", name)] == pytest.approx(np.mean([i["score_good"] - i["score_bad"] for i in mine]))
 
 
 def test_auto_follows_the_checkpoint_record(bert_dir, real_data_dir, tmp_path):
@@ -68,14 +71,14 @@ def test_auto_follows_the_checkpoint_record(bert_dir, real_data_dir, tmp_path):
     row = out.scores.to_pylist()[0]
     assert (row["phase_index"], row["phase_objective"], row["tokens_seen"], row["seed"]) == (1, "MLM", 1234, 7)
     assert row["schedule"] == "1_CLM+1_MLM" and row["data_hash"] == "abc" and "antlm-ltgbert" in row["run_id"]
-    assert row["n"] == 22 and len([r for r in out.scores.to_pylist() if r["subtask"]]) == 11
+    assert row["n"] == 22 and len([r for r in out.scores.to_pylist() if r["subtask"] and r["metric"] == "accuracy"]) == 11
     assert out.items.column("sentence_good").null_count == 22  # no EWoK text in the items table
 
 
 def test_in_memory_model_and_tokenizer(real_data_dir):
     model, tokenizer = build_tiny_llama(), build_tiny_tokenizer("bpe")
     out = evaluate((model, tokenizer), "blimp_supplement", limit=1, data_dir=real_data_dir, progress=False)
-    assert out.method == "clm" and out.scores.num_rows == 6
+    assert out.method == "clm" and out.scores.num_rows == 12  # accuracy and margin: the task and 5 subtasks each
     assert out.run["run"]["run_id"] == "in-memory"
 
 

@@ -34,7 +34,8 @@ def test_fast_rows(both):
     rows = fast.scores.to_pylist()
     assert {r["eval_set"] for r in rows} == {"fast"} and {r["eval_set"] for r in full.scores.to_pylist()} == {"full"}
     assert {r["subtask"] for r in rows if r["task"] == "entity_tracking"} == {"", "regular"}
-    assert [r["n"] for r in rows if r["task"] == "blimp" and r["subtask"] == ""] == [134]  # 67 fast files x 2
+    assert [r["n"] for r in rows if r["task"] == "blimp" and r["subtask"] == "" and r["metric"] == "accuracy"] == [
+        134]  # 67 fast files x 2
     assert any("glue has no fast subset" in note for note in fast.notes)
     assert json.loads((out / "eval.json").read_text())["config"]["eval_set"] == "full"
     assert fast.run["config"]["eval_set"] == "fast"
@@ -44,8 +45,9 @@ def test_store_keeps_both_sets(both):
     out, fast, full = both
     stored = read_results_folder(out / "scores.parquet", with_items=False).scores.to_pylist()
     assert len(stored) == fast.scores.num_rows + full.scores.num_rows  # neither set overwrote the other
-    by_set = {(r["eval_set"], r["task"], r["subtask"]): r["value"] for r in stored}
-    assert by_set[("fast", "blimp", "")] != by_set[("full", "blimp", "")]
+    by_set = {(r["eval_set"], r["task"], r["subtask"], r["metric"]): r["value"] for r in stored}
+    for metric in ("accuracy", "margin"):
+        assert by_set[("fast", "blimp", "", metric)] != by_set[("full", "blimp", "", metric)]
 
 
 def test_leaderboard_never_mixes(both):

@@ -80,7 +80,7 @@ def pair_data(tmp_path) -> Path:
 
 def test_ties_count_half_and_are_counted(pair_data, fixed):
     result = MinimalPairTask(_spec(id="pair_id"), None).run(_ctx(pair_data, log_samples=True))
-    rows = {r.subtask: r for r in result.rows}
+    rows = {r.subtask: r for r in result.rows if r.metric == "accuracy"}
     assert rows["alpha"].value == pytest.approx(0.625) and rows["alpha"].n_ties == 1 and rows["alpha"].n == 4
     assert rows["beta"].value == 1.0 and rows["beta"].n_ties == 0
     corrects = {item["item_id"]: item["correct"] for item in result.items}
@@ -98,8 +98,21 @@ def test_task_score_is_the_unweighted_mean_over_subtasks(pair_data, fixed):
 def test_every_interval_contains_its_point_estimate(pair_data, fixed):
     for row in MinimalPairTask(_spec(), None).run(_ctx(pair_data)).rows:
         assert row.ci_low <= row.value <= row.ci_high
-    alpha = next(r for r in MinimalPairTask(_spec(), None).run(_ctx(pair_data)).rows if r.subtask == "alpha")
-    assert alpha.ci_low < alpha.value < alpha.ci_high  # four mixed outcomes: a real interval, not a point
+    rows = MinimalPairTask(_spec(), None).run(_ctx(pair_data)).rows
+    for metric in ("accuracy", "margin"):
+        alpha = next(r for r in rows if r.subtask == "alpha" and r.metric == metric)
+        assert alpha.ci_low < alpha.value < alpha.ci_high  # four mixed outcomes: a real interval, not a point
+
+
+def test_margin_is_the_mean_log_probability_difference_per_subtask_then_unweighted(pair_data, fixed):
+    """margin = mean of log P(good) - log P(bad) (nats): alpha's pairs 1, 2, 0, -4 -> -0.25; beta's 3, 7 -> 5;
+    the task the unweighted mean over subtasks (2.375), not the mean over the 6 pairs (1.5)."""
+    rows = {(r.subtask, r.metric): r for r in MinimalPairTask(_spec(), None).run(_ctx(pair_data)).rows}
+    assert rows[("alpha", "margin")].value == pytest.approx(-0.25) and rows[("alpha", "margin")].n == 4
+    assert rows[("beta", "margin")].value == pytest.approx(5.0)
+    task = rows[("", "margin")]
+    assert task.value == pytest.approx((-0.25 + 5.0) / 2) and task.n == 6 and task.n_ties == 0
+    assert rows[("", "accuracy")].n_ties == 1  # ties belong to the accuracy rows only
 
 
 def test_limit_takes_the_first_items_and_rows_record_it(pair_data, fixed):
@@ -194,9 +207,13 @@ def test_ewok_scores_targets_after_context1_and_pairs_the_swapped_twin(tmp_path,
     assert [i["group_id"] for i in one] == ["0", "0", "1", "1"]
     assert [i["item_id"] for i in one] == ["0", "1", "2", "3"]
     # the interval resamples twins together: it is the grouped bootstrap of the item outcomes
-    row = next(r for r in result.rows if r.subtask == "one")
+    row = next(r for r in result.rows if r.subtask == "one" and r.metric == "accuracy")
     grouped = bootstrap_mean([i["correct"] for i in one], [i["group_id"] for i in one])
     assert (row.ci_low, row.ci_high) == (grouped.low, grouped.high)
+    # and so does the margin's: EWoK's margin is over its pairs (clusters) too
+    margin = next(r for r in result.rows if r.subtask == "one" and r.metric == "margin")
+    grouped = bootstrap_mean([i["score_good"] - i["score_bad"] for i in one], [i["group_id"] for i in one])
+    assert (margin.value, margin.ci_low, margin.ci_high) == pytest.approx((grouped.value, grouped.low, grouped.high))
     # EWoK's terms: no plain-text copy in the items table
     assert all(i["sentence_good"] is None and i["sentence_bad"] is None and i["context"] is None for i in result.items)
 

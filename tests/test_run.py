@@ -29,7 +29,7 @@ def test_run_trains_scores_each_phase_and_evaluates_the_final_model(finished_run
     (seed_run,) = summary.runs
     assert seed_run.trained == "trained" and seed_run.evaluated == ["blimp", "ewok"]
     rows = pq.read_table(seed_run.folder / "scores.parquet").to_pylist()
-    aggregates = [r for r in rows if r["subtask"] == ""]
+    aggregates = [r for r in rows if r["subtask"] == "" and r["metric"] == "accuracy"]
     # per-phase quick looks (limit 2) scored the way each phase trained: CLM -> clm, MLM -> pll
     phase_rows = {(r["phase_index"], r["scoring"]) for r in aggregates if r["limit"] == 2}
     assert phase_rows == {(0, "clm"), (1, "pll")}
@@ -68,7 +68,8 @@ def test_run_scores_under_the_convention_it_is_given(finished_run):
     assert seed_run.trained == "reused" and seed_run.evaluated == ["blimp"]
     rows = pq.read_table(seed_run.folder / "scores.parquet").to_pylist()
     # both conventions' final rows stand side by side: the convention is part of a row's key, never overwritten
-    finals = [r for r in rows if r["limit"] == 4 and r["task"] == "blimp" and r["subtask"] == ""]
+    finals = [r for r in rows if r["limit"] == 4 and r["task"] == "blimp" and r["subtask"] == ""
+              and r["metric"] == "accuracy"]
     assert sorted(r["convention"] for r in finals) == ["babylm-2024", "babylm-2025"]
 
 

@@ -1,9 +1,10 @@
 """Minimal-pair tasks: BLiMP, the BLiMP supplement (``MinimalPairTask``) and EWoK (``EwokTask``).
 
 A task reads its subtask files (one per BLiMP paradigm, supplement file or EWoK domain), scores both members of
-every pair with the context's scoring method, and returns one ``accuracy`` row per subtask plus the task row
-(``subtask=""``: the unweighted mean over subtasks, with a stratified bootstrap interval). A pair is correct
-when the good member scores higher; a tie counts half and is counted in ``n_ties``.
+every pair with the context's scoring method, and returns two metrics, each as one row per subtask plus the task row
+(``subtask=""``: the unweighted mean over subtasks, with a stratified bootstrap interval): ``accuracy`` (a pair is
+correct when the good member scores higher; a tie counts half and is counted in ``n_ties``) and ``margin``, the
+mean of log P(good) - log P(bad) in nats, which moves where accuracy does not (more signal per seed).
 
 EWoK: every line of a domain file is one item, Target1 (fits Context1) against Target2, both scored as
 continuations of Context1. Lines 2k and 2k+1 are an item and its swapped twin; they share ``group_id`` k so the
@@ -48,6 +49,7 @@ class PairScores:
     """Scores of one task's items, subtask by subtask (what aggregation needs)."""
 
     correct: dict[str, np.ndarray] = field(default_factory=dict)  # 1 / 0.5 / 0 per item
+    margin: dict[str, np.ndarray] = field(default_factory=dict)  # log P(good) - log P(bad) per item, in nats
     groups: dict[str, np.ndarray] = field(default_factory=dict)
 
 
@@ -77,21 +79,27 @@ def scoring_model_for(ctx: EvalContext) -> ScoringModel:
 def aggregate(
     task: str, subtasks: list[str], scores: PairScores, method: str, limit: int | None, notes: str = ""
 ) -> list[ScoreRow]:
-    """Per-subtask accuracy rows (bootstrap CI over items / groups) and the task row (macro over subtasks)."""
+    """Per subtask and for the task (the unweighted mean over its subtasks), two metrics with bootstrap intervals
+    over items (clusters: EWoK's pairs): ``accuracy`` (wins + ties / 2) and ``margin``, the mean of
+    log P(good) - log P(bad) in nats: continuous, so it separates models whose accuracies tie (more signal per
+    seed; Signal and Noise, arXiv 2508.13144)."""
+    groups = {n: scores.groups[n] for n in subtasks if n in scores.groups}
     rows = []
-    for name in subtasks:
-        correct, groups = scores.correct[name], scores.groups.get(name)
-        interval = bootstrap_mean(correct, groups)
-        rows.append(ScoreRow(task=task, subtask=name, metric="accuracy", value=interval.value, n=int(correct.size),
-                             scoring=method, n_ties=int(np.sum(correct == 0.5)), ci_low=interval.low,
-                             ci_high=interval.high, limit=limit, notes=notes))
-    macro = bootstrap_macro({n: scores.correct[n] for n in subtasks},
-                            {n: scores.groups[n] for n in subtasks if n in scores.groups})
-    rows.insert(0, ScoreRow(
-        task=task, subtask="", metric="accuracy", value=macro.value, n=int(sum(scores.correct[n].size for n in subtasks)),
-        scoring=method, n_ties=int(sum(np.sum(scores.correct[n] == 0.5) for n in subtasks)), ci_low=macro.low,
-        ci_high=macro.high, limit=limit, notes=notes,
-    ))
+    for metric, values in (("accuracy", scores.correct), ("margin", scores.margin)):
+        ties = metric == "accuracy"
+        task_rows = []
+        for name in subtasks:
+            interval = bootstrap_mean(values[name], groups.get(name))
+            task_rows.append(ScoreRow(
+                task=task, subtask=name, metric=metric, value=interval.value, n=int(values[name].size),
+                scoring=method, n_ties=int(np.sum(scores.correct[name] == 0.5)) if ties else 0,
+                ci_low=interval.low, ci_high=interval.high, limit=limit, notes=notes))
+        macro = bootstrap_macro({n: values[n] for n in subtasks}, groups)
+        task_rows.insert(0, ScoreRow(
+            task=task, subtask="", metric=metric, value=macro.value, n=int(sum(values[n].size for n in subtasks)),
+            scoring=method, n_ties=int(sum(np.sum(scores.correct[n] == 0.5) for n in subtasks)) if ties else 0,
+            ci_low=macro.low, ci_high=macro.high, limit=limit, notes=notes))
+        rows.extend(task_rows)
     return rows
 
 
@@ -201,6 +209,7 @@ class MinimalPairTask(TaskAdapter):
             part = slice(offset, offset + len(sub.good))
             offset += len(sub.good)
             scores.correct[sub.name] = correct[part]
+            scores.margin[sub.name] = score_good[part] - score_bad[part]
             if sub.groups is not None:
                 scores.groups[sub.name] = np.asarray(sub.groups)
             if ctx.log_samples:
