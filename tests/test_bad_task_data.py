@@ -99,3 +99,17 @@ def test_a_reading_column_with_no_values(model, real_data_dir: Path, tmp_path: P
                             for line in lines[1:] if len(line.split(",")) == len(header)]
     path.write_text("\n".join(blanked) + "\n", encoding="utf-8")
     _refused(model, tmp_path, "reading", str(path), "column RTgopast", "0 rows with a value")
+
+
+@pytest.mark.parametrize("numops", ['"two"', "1.5", "true", "-1"])
+def test_an_entity_tracking_numops_that_is_not_a_count(model, real_data_dir: Path, tmp_path: Path, numops: str) -> None:
+    folder = _copy(real_data_dir, tmp_path, "entity_tracking")
+    victim = folder / "regular.jsonl.xz"
+    with lzma.open(victim, "rt", encoding="utf-8") as handle:
+        lines = [line for line in handle if line.strip()]
+    record = json.loads(lines[0])
+    record["numops"] = json.loads(numops)
+    lines[0] = json.dumps(record) + "\n"
+    with lzma.open(victim, "wt", encoding="utf-8") as handle:
+        handle.write("".join(lines))
+    _refused(model, tmp_path, "entity_tracking", str(victim), "record 1", "field numops")

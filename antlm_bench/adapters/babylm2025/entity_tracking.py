@@ -73,7 +73,10 @@ class EntityTrackingTask(_Task):
                 if skip_nothing_targets and "nothing" in options[0]:
                     skipped += 1
                     continue
-                group = int(record.get("numops", 0))
+                group = record.get("numops", 0)
+                if isinstance(group, bool) or not isinstance(group, int) or group < 0:
+                    raise UserError(f"{path}: record {index + 1}: field numops is {group!r}, not a whole number of "
+                                    "operations; the data is damaged, fetch it again")
                 # --limit: the first N items of every numops group, so that every group keeps its say
                 if limit is not None and taken.get(group, 0) >= limit:
                     continue
@@ -111,7 +114,7 @@ class EntityTrackingTask(_Task):
             scores[name] = flat[offset:offset + size].reshape(shape[name])
             offset += size
             credit[name], tied[name] = option_credit(scores[name])
-            numops[name] = np.asarray([int(r.get("numops", 0)) for r in records])
+            numops[name] = np.asarray([r.get("numops", 0) for r in records])
         value, per_file, per_group = entity_tracking_value(credit, numops)
         rows = []
         for name in files:
