@@ -16,6 +16,7 @@ from antlm_bench.results.stats.sequential import (
     UNDECIDED,
     SequentialInterval,
     calibrate,
+    fewest_seeds,
     gaussian_pairs,
     half_width_factor,
 )
@@ -41,6 +42,12 @@ def test_the_interval_is_the_level_set_of_the_martingale(n):
     width = interval.high - interval.low
     assert mixture_martingale(d, interval.low - 0.01 * width, c) > 1 / alpha
     assert mixture_martingale(d, interval.high + 0.01 * width, c) > 1 / alpha
+
+
+def test_two_seeds_bound_nothing_useful_three_can():
+    assert min(half_width_factor(2, 0.05, c) for c in np.exp(np.linspace(-20, 5, 5001))) > 39
+    assert fewest_seeds(0.05) == 3 and half_width_factor(3, 0.05, prior_precision(3)) < 11
+    assert fewest_seeds(0.001) > fewest_seeds(0.05)
 
 
 def test_few_seeds_bound_nothing_and_one_seed_never_does():

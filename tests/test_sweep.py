@@ -309,6 +309,7 @@ def test_a_reused_cell_is_not_run_again(tmp_path):
     (["--until-decided", "--schedule", "1_CLM,2_CLM"], "needs --baseline"),
     (["--until-decided", "--schedule", "1_CLM,2_CLM", "--baseline", "3_CLM"], "not among the sweep's schedules"),
     (["--max-seeds", "4"], "option of --until-decided"),
+    (["--until-decided", "--schedule", "1_CLM,2_CLM", "--baseline", "1_CLM", "--max-seeds", "2"], "bounds nothing"),
     (["--preset", "huge"], "huge"),
 ])
 def test_bad_options_are_one_line(tmp_path, monkeypatch, capsys, args, needle):

@@ -382,6 +382,15 @@ def _plan(settings: SweepSettings) -> tuple[Any, Any]:
             raise UserError("--until-decided compares schedules with the baseline: give at least two schedules")
         rule = Rule(baseline, u.alpha, u.tolerance, u.max_seeds, u.round_seeds)
     tasks = [request.name for request in resolve_tasks(config.tasks)]
+    if rule is not None:
+        from antlm_bench.results.stats.sequential import fewest_seeds
+
+        # the largest family the decision may test: every other schedule x every task and the macro
+        family = len(grid.recipes) * len(presets) * (len(schedules or default_schedule.values()) - 1) * (len(tasks) + 1)
+        needed = fewest_seeds(rule.alpha_each(family))
+        if rule.max_seeds < needed:
+            raise UserError(f"--max-seeds {rule.max_seeds}: the anytime-valid interval bounds nothing below {needed} "
+                            f"seeds at alpha {rule.alpha} over up to {family} comparisons; allow more seeds")
     return SweepPlan(grid, list(settings.seeds), default_schedule, output, tasks, rule), config
 
 

@@ -97,6 +97,16 @@ def prior_precision(planned_n: int, alpha: float = 0.05) -> float:
     return float(math.exp(best.x))
 
 
+def fewest_seeds(alpha: float = 0.05, limit: int = 1000) -> int:
+    """The fewest seeds, from 3, at which the sequence bounds anything (with ``c`` tuned for that many): below it no
+    stopping rule built on it can decide. Two seeds are left out: whatever c, their half-width is at least about
+    2 / alpha standard errors (40 at alpha 0.05), and three give 10 at alpha 0.05."""
+    for n in range(3, limit + 1):
+        if math.isfinite(half_width_factor(n, alpha, prior_precision(n, alpha))):
+            return n
+    raise ValueError(f"alpha {alpha}: no finite interval within {limit} seeds")
+
+
 def confidence_sequence(differences: Sequence[float], alpha: float = 0.05,
                         prior_precision_c: float = 1.0) -> SequentialInterval:
     """Lai's anytime-valid interval for the mean of iid Gaussian ``differences`` with unknown variance, at the
@@ -235,6 +245,6 @@ def calibration_table(rows: Sequence[SequentialCalibration], alpha: float = 0.05
 
 __all__ = [
     "DIFFERENCE", "EQUIVALENT", "UNDECIDED", "PairedDraw", "SequentialCalibration", "SequentialInterval", "calibrate",
-    "calibration_table", "confidence_sequence", "decide", "gaussian_pairs", "half_width_factor", "prior_precision",
+    "calibration_table", "confidence_sequence", "decide", "fewest_seeds", "gaussian_pairs", "half_width_factor", "prior_precision",
     "simulate",
 ]
