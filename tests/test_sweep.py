@@ -356,3 +356,25 @@ def test_the_leaderboard_prints_the_decision_under_the_table(tmp_path, monkeypat
     table_end = out.index("sweep decision (decided;")
     assert out.index("2_CLM") < table_end  # under the table
     assert "2_CLM - baseline on blimp_supplement" in out[table_end:] and "decided: a difference (higher)" in out
+
+
+def test_a_second_sweep_into_the_same_folder_is_refused(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    SweepFolder(out).make()
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""\
+        import sys, time
+        from pathlib import Path
+        from antlm_bench.locking import folder_lock
+        with folder_lock(Path({str(out / "sweep")!r}), "sweep"):
+            print("held", flush=True)
+            time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, _, err = run_cli(monkeypatch, capsys, "sweep", "--schedule", "1_CLM", "--seeds", "1", "--preset",
+                               "tiny", "--tasks", "blimp_supplement", "--output", str(out))
+        assert code == 2 and f"pid {holder.pid}" in err
+        assert not (out / "sweep" / "sweep.json").exists() and not (out / "antlm-babyllama-tiny-1_CLM-seed1").exists()
+    finally:
+        holder.kill()
+        holder.wait()
