@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -15,6 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from antlm_bench.cli.app import IncludePathOption, app, console, err_console
 from antlm_bench.errors import UserError
 from antlm_bench.registry import add_include_path
+
+if TYPE_CHECKING:
+    from antlm_bench.pipeline import RunConfig
+    from antlm_bench.sweep import Cell, Executor, PendingCheck, SweepFolder, SweepInterrupted, SweepOutcome, SweepPlan
+    from antlm_bench.sweep.record import SweepRecord
 
 # ``run`` options the grid sets for each cell: they are axes of the sweep, not pass-through options
 GRID_OPTIONS = {"model", "preset", "schedule", "seeds", "output", "quiet"}
@@ -176,11 +181,10 @@ def run_params(argv: list[str]) -> dict[str, Any]:
     return context.params
 
 
-def pending_check(output: Path) -> Any:
+def pending_check(output: Path) -> PendingCheck:
     """The cells ``run`` would still train or evaluate (``pipeline.pending_seeds``), one check per configuration."""
     from antlm_bench.cli.run import run_config
     from antlm_bench.pipeline import pending_seeds
-    from antlm_bench.sweep import Cell
 
     def pending(cells: list[Cell]) -> list[Cell]:
         groups: dict[tuple[str, str, str, tuple[str, ...]], list[Cell]] = {}
@@ -347,7 +351,7 @@ def _run_option_pairs(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def _plan(settings: SweepSettings) -> tuple[Any, Any]:
+def _plan(settings: SweepSettings) -> tuple[SweepPlan, RunConfig]:
     """The resolved grid (canonical schedules, presets decided, run options checked by `run`'s own parser) and the
     first cell's RunConfig (for the thread and device decisions)."""
     from antlm_bench.cli.run import run_config
@@ -407,7 +411,7 @@ def _visible_gpus(device: str) -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
-def _executor(settings: SweepSettings, plan: Any, folder: Any, config: Any) -> Any:
+def _executor(settings: SweepSettings, plan: SweepPlan, folder: SweepFolder, config: RunConfig) -> Executor:
     from antlm_bench.models import count_parameters
     from antlm_bench.models.threads import choose_threads, training_device
     from antlm_bench.recipes import load_recipe
@@ -426,7 +430,7 @@ def _executor(settings: SweepSettings, plan: Any, folder: Any, config: Any) -> A
     return LocalExecutor(sys.executable, plan.output, folder, slots, why=why)
 
 
-def _dry_run(chosen: Any, cells: list[Any], plan: Any) -> None:
+def _dry_run(chosen: Executor, cells: list[Cell], plan: SweepPlan) -> None:
     import shlex
 
     from antlm_bench.sweep import SlurmExecutor
@@ -445,7 +449,7 @@ def _dry_run(chosen: Any, cells: list[Any], plan: Any) -> None:
         console.print(chosen.sbatch_script(len(pending)), highlight=False, markup=False, soft_wrap=True)
 
 
-def _run(plan: Any, chosen: Any, record: Any) -> Any:
+def _run(plan: SweepPlan, chosen: Executor, record: SweepRecord) -> SweepOutcome | SweepInterrupted:
     from antlm_bench.sweep import Progress, SweepInterrupted, run_sweep
 
     progress = Progress(record, chosen.parallel, stream=sys.stderr)
