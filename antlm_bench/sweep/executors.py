@@ -123,13 +123,14 @@ class LocalExecutor(Executor):
         free = list(self.slots)
         running: dict[subprocess.Popen[bytes], tuple[Cell, Slot]] = {}
         stops: list[int] = []
+        told: set[int] = set()  # the cells (by pid) the first stop signal was passed to
         stop_started: float | None = None
 
         def on_signal(signum: int, _frame: Any) -> None:
             stops.append(signum)
-            forward = signum if len(stops) == 1 else signal.SIGKILL
-            for proc in running:
-                _signal_group(proc, forward)
+            if len(stops) > 1:  # the second signal: stop now
+                for proc in running:
+                    _signal_group(proc, signal.SIGKILL)
 
         previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
         try:
@@ -139,11 +140,16 @@ class LocalExecutor(Executor):
                     running[self._start(cell, slot)] = (cell, slot)
                     record.set(cell, RUNNING, where=slot.label, returncode=None)
                     progress.show()
-                if stops and stop_started is None:
-                    stop_started = time.monotonic()
-                if stops and stop_started is not None and time.monotonic() - stop_started > self.grace_s:
+                if stops:
+                    # passed on here, not in the handler: a cell started while the signal arrived gets it too
                     for proc in running:
-                        _signal_group(proc, signal.SIGKILL)
+                        if proc.pid not in told:
+                            _signal_group(proc, stops[0])
+                            told.add(proc.pid)
+                    stop_started = stop_started if stop_started is not None else time.monotonic()
+                    if time.monotonic() - stop_started > self.grace_s:
+                        for proc in running:
+                            _signal_group(proc, signal.SIGKILL)
                 time.sleep(self.poll_s)
                 for proc in [p for p in running if p.poll() is not None]:
                     cell, slot = running.pop(proc)
