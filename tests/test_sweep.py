@@ -271,6 +271,7 @@ def test_a_clear_gap_is_decided_before_the_last_seed(tmp_path):
     assert comparison.decision == "difference" and comparison.mean > 0 and comparison.low > 0
     seeds = comparison.seeds
     assert len(seeds) < 8 and len(executor.ran) == 2 * len(seeds)  # no cell ran twice
+    assert len(record.rounds) > 1 and {s.status for s in record.states.values()} == {DONE}  # earlier rounds: done
     decision = json.loads(folder.decision_file.read_text())
     assert decision["status"] == "decided" and decision["seeds"] == list(seeds)
     assert decision["rule"]["baseline"] == "1_CLM" and decision["rule"]["alpha_each"] == 0.05

@@ -13,7 +13,7 @@ from antlm_bench.sweep.decision import NOT_TESTED, Comparison, Rule, compare_rou
 from antlm_bench.sweep.executors import Executor
 from antlm_bench.sweep.grid import Cell, Grid, next_seeds
 from antlm_bench.sweep.progress import Progress
-from antlm_bench.sweep.record import FAILED, REUSED, SweepFolder, SweepRecord
+from antlm_bench.sweep.record import FAILED, FINISHED, REUSED, SweepFolder, SweepRecord
 
 # the cells that still have training or an evaluation to do (``pipeline.pending_seeds`` through the CLI)
 PendingCheck = Callable[[Sequence[Cell]], list[Cell]]
@@ -42,7 +42,7 @@ def run_round(cells: Sequence[Cell], record: SweepRecord, executor: Executor, pr
     record.add(list(cells))
     todo = pending(cells)
     for cell in cells:
-        if cell not in todo:
+        if cell not in todo and record.states[cell.name].status not in FINISHED:  # done in an earlier round: done
             record.set(cell, REUSED, returncode=None)
     progress.show(force=True)
     executor.run(todo, record, progress)
