@@ -45,7 +45,8 @@ def check_command(
                                        "(--results A B, or --results A --results B)."),
     baseline: list[Path] = typer.Option(..., "--baseline", help="Baseline scores.parquet or folder(s) (with "
                                         "items.parquet beside it for item-paired tests)."),
-    tolerance: float = typer.Option(0.5, "--tolerance", help="Largest drop ignored, in percentage points."),
+    tolerance: float = typer.Option(0.5, "--tolerance", help="Largest drop ignored, in percentage points (in nats "
+                                    "for a margin, nats per token for a loss, where a rise is the drop)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the drop's test."),
     rule: str = typer.Option("auto", "--rule", help="auto: a drop beyond the tolerance must also be significant "
                              "(seed-aware test, see docs/statistics.md); tolerance: the drop alone."),
@@ -118,20 +119,24 @@ def _require_paths(results: list[Path], baseline: list[Path]) -> None:
 def report_json(report) -> dict:
     """The check report as plain data: every line of the table, with the numbers unrounded (percentage points)."""
     from antlm_bench.results.leaderboard import design_text
-
-    def pp(value: float | None) -> float | None:
-        return None if value is None else 100 * value
+    from antlm_bench.results.leaderboard.definition import metric_kind
 
     lines = []
     for line in report.lines:
         c = line.comparison
+        kind = metric_kind(c.metric)
+
+        def pp(value: float | None, scale: float = kind.scale) -> float | None:  # shown units: pp, or nats
+            return None if value is None else scale * value
+
         lines.append({
             "group": line.group, "task": line.column, "baseline": pp(line.baseline.value),
             "current": pp(line.current.value), "delta_pp": pp(c.delta), "ci_low_pp": pp(c.low),
             "ci_high_pp": pp(c.high), "p": c.p_value, "p_raw": c.p_raw, "mde_pp": pp(c.mde),
             "test": "tolerance only" if line.test == "tolerance" else design_text(c), "design": line.test,
             "paired_by_item": c.paired, "n_items": c.n_items, "baseline_seeds": line.baseline.n_seeds,
-            "current_seeds": line.current.n_seeds, "status": line.status,
+            "current_seeds": line.current.n_seeds, "status": line.status, "metric": c.metric,
+            "unit": "pp" if kind.unit == "%" else kind.unit, "lower_is_better": kind.lower_is_better,
         })
     verdict = "regression" if report.regressions else ("missing" if report.failed_missing else "no regression")
     return {"verdict": verdict, "exit_code": report.exit_code, "tolerance_pp": report.tolerance,
@@ -141,6 +146,7 @@ def report_json(report) -> dict:
 
 def _table(report, tolerance: float, alpha: float, rule: str) -> Table:
     """The delta table; narrow enough for an 80-column CI log (no vertical rules, item counts in Markdown)."""
+    from antlm_bench.results.check import shown, task_text
     from antlm_bench.results.leaderboard import design_text, p_text
 
     groups = list(dict.fromkeys(line.group for line in report.lines))
@@ -157,10 +163,11 @@ def _table(report, tolerance: float, alpha: float, rule: str) -> Table:
     for line in report.lines:
         c = line.comparison
         style = {"regression": "bold red", "improved": "green", "drop, not significant": "yellow"}.get(line.status)
-        table.add_row(*([escape(line.group)] if len(groups) > 1 else []), escape(line.column),
-                      f"{100 * line.baseline.value:.2f}", f"{100 * line.current.value:.2f}", f"{100 * c.delta:+.2f}",
-                      f"[{100 * c.low:+.2f},{100 * c.high:+.2f}]" if c.low is not None else "-",
+        table.add_row(*([escape(line.group)] if len(groups) > 1 else []), escape(task_text(line)),
+                      shown(line.baseline.value, c.metric), shown(line.current.value, c.metric),
+                      shown(c.delta, c.metric, True),
+                      f"[{shown(c.low, c.metric, True)},{shown(c.high, c.metric, True)}]" if c.low is not None else "-",
                       p_text(c.p_value).removeprefix("p=").removeprefix("p ").removeprefix("p"),
-                      "-" if c.mde is None else f"{100 * c.mde:.2f}",
+                      shown(c.mde, c.metric),
                       "tolerance only" if line.test == "tolerance" else design_text(c), line.status, style=style)
     return table

@@ -1,7 +1,8 @@
 """``antlm-bench check``: the CI regression gate.
 
 Scores of a fresh run are compared with a baseline table, task by task and for the macro over the tasks both
-sides share. A score is a *regression* when it dropped by more than ``tolerance`` percentage points AND the
+sides share. A score is a *regression* when it dropped by more than ``tolerance`` (percentage points; for a margin
+nats, for a loss nats per token, where a rise is the drop: ``definition.METRICS``) AND the
 drop is statistically significant at ``alpha`` after Holm's correction over the stated family (``--family``:
 each group's comparisons by default, or every comparison of the check):
 
@@ -46,6 +47,7 @@ from antlm_bench.results.leaderboard import (
     macro_cell,
     read_results,
 )
+from antlm_bench.results.leaderboard.definition import metric_kind, separate_metric_columns
 from antlm_bench.results.leaderboard.results import Results
 from antlm_bench.results.leaderboard.text import DESIGN_TEXT
 from antlm_bench.results.stats import SeedSD
@@ -93,7 +95,10 @@ class CheckReport:
 
 
 def _status(comparison: Comparison, tolerance: float, rule: str) -> tuple[str, str]:
-    change = 100 * comparison.delta  # percentage points, current - baseline
+    """(test, status). The tolerance is in the metric's shown units (percentage points; nats for a margin,
+    nats/token for a loss), and a change counts in the metric's direction: a loss that rises is a drop."""
+    kind = metric_kind(comparison.metric)
+    change = kind.scale * comparison.delta * (-1 if kind.lower_is_better else 1)  # + is better, shown units
     if rule == "tolerance" or (comparison.significant is None and not comparison.design):
         # no interval on either side (rows without ci_low/ci_high, one seed): the tolerance alone can decide
         test, significant = "tolerance", True
@@ -156,6 +161,8 @@ def _boards(results: Sequence[str | Path], baseline: Sequence[str | Path],
     baseline_results = read_results(baseline)
     tasks = sorted({r["task"] for r in current_results.rows} | {r["task"] for r in baseline_results.rows})
     eval_set, convention = _one_instrument(current_results, baseline_results, set(tasks))
+    rows = [*current_results.rows, *baseline_results.rows]
+    tasks = [*tasks, *separate_metric_columns(rows, tasks)]  # each task's margin beside its accuracy
     definition = LeaderboardDefinition(name="check", tasks=tasks, macro_tasks=[],
                                        filters={"eval_set": [eval_set], "convention": [convention]},
                                        group_by=list(group_by or CHECK_GROUP_BY))
@@ -242,7 +249,8 @@ def run_check(
         missing.extend(_missing_in(group, row, base_row))
         columns = [c for c in current.columns if c in row.cells and c in base_row.cells]
         _one_method(group, row, base_row, columns)
-        macro_columns = [c for c in columns if ":" not in c]
+        # the macro averages percentages only: never a margin or a loss
+        macro_columns = [c for c in columns if ":" not in c and metric_kind(row.cells[c].metric).in_macro]
         if len(macro_columns) >= 2:
             row.macro, base_row.macro = macro_cell(row, macro_columns), macro_cell(base_row, macro_columns)
             notes.append(f"{group}: macro = mean of {', '.join(macro_columns)} (the tasks both sides scored)")
@@ -309,6 +317,20 @@ def _key(board: Leaderboard, row: BoardRow) -> str:
     return ", ".join(f"{k}={v}" for k, v in zip(board.group_by, row.key) if v) or "(all runs)"
 
 
+def shown(value: float | None, metric: str, sign: bool = False) -> str:
+    """A check line's number in its metric's shown units: percentage points to 2 decimals, nats to 4."""
+    if value is None:
+        return "-"
+    kind = metric_kind(metric)
+    return f"{kind.scale * value:{'+' if sign else ''}.{2 if kind.unit == '%' else 4}f}"
+
+
+def task_text(line: CheckLine) -> str:
+    """The line's column, with its unit where it is not a percentage (``blimp.margin (nats)``)."""
+    unit = metric_kind(line.comparison.metric).unit
+    return line.column if unit == "%" else f"{line.column} ({unit})"
+
+
 def report_markdown(report: CheckReport) -> str:
     """The delta table as Markdown, e.g. for ``$GITHUB_STEP_SUMMARY`` (user text HTML-escaped)."""
     import html
@@ -318,19 +340,20 @@ def report_markdown(report: CheckReport) -> str:
 
     head = "REGRESSION" if report.regressions else ("MISSING" if report.failed_missing else "no regression")
     out = [f"### antlm-bench check: {head}", "",
-           f"tolerance {report.tolerance} pp, alpha {report.alpha}, rule {report.rule}; {family_note(report)}", "",
+           f"tolerance {report.tolerance} pp (in nats for a margin or a loss), alpha {report.alpha}, rule "
+           f"{report.rule}; {family_note(report)}", "",
            (f"| group | task | baseline | current | delta (pp) | {100 * (1 - report.alpha):g}% CI | p | MDE (pp) "
             "| test | items | status |"),
            "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     for line in report.lines:
         c = line.comparison
-        ci = f"[{100 * c.low:+.2f}, {100 * c.high:+.2f}]" if c.low is not None else "-"
+        ci = f"[{shown(c.low, c.metric, True)}, {shown(c.high, c.metric, True)}]" if c.low is not None else "-"
         p = "-" if c.p_value is None else ("<0.001" if c.p_value < 0.001 else f"{c.p_value:.4f}")
-        mde = "-" if c.mde is None else f"{100 * c.mde:.2f}"
+        mde = shown(c.mde, c.metric)
         items = str(c.n_items) if c.paired else "-"
         status = f"**{line.status}**" if line.status == "regression" else line.status
-        out.append(f"| {esc(line.group)} | {esc(line.column)} | {100 * line.baseline.value:.2f} | "
-                   f"{100 * line.current.value:.2f} | {100 * c.delta:+.2f} | {ci} | {p} | {mde} | "
+        out.append(f"| {esc(line.group)} | {esc(task_text(line))} | {shown(line.baseline.value, c.metric)} | "
+                   f"{shown(line.current.value, c.metric)} | {shown(c.delta, c.metric, True)} | {ci} | {p} | {mde} | "
                    f"{esc(design_text(c))} | {items} | {status} |")
     out += [""] + [f"- missing: {esc(m)}" for m in report.missing]
     out += [f"- {esc(note)}" for note in report.notes]

@@ -90,6 +90,9 @@ ITEM_SCHEMA = pa.schema(
         ("score_good", pa.float64()),
         ("score_bad", pa.float64()),
         ("correct", pa.float64()),  # 1 win, 0.5 tie, 0 loss; for GLUE: 1 if the prediction is right
+        # an item's own number where it is not a pair of scores: heldout's mean loss per token of one sequence
+        # (nats); null for pairs, whose margin is score_good - score_bad
+        ("value", pa.float64()),
         ("prediction", pa.string()),
         ("label", pa.string()),
         ("seed", pa.int64()),  # GLUE: the fine-tuning seed (items repeat once per seed)

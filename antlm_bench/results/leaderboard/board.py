@@ -10,16 +10,19 @@ from typing import Any
 import numpy as np
 
 from antlm_bench.errors import UserError
-from antlm_bench.results.leaderboard.checkpoints import RunCheckpoint, run_checkpoints
+from antlm_bench.results.leaderboard.checkpoints import RunCheckpoint, base_task, run_checkpoints
 from antlm_bench.results.leaderboard.compare import FAMILIES, apply_holm, compare
 from antlm_bench.results.leaderboard.curves import curves_of
 from antlm_bench.results.leaderboard.definition import (
     GROUP_KEYS,
+    METRICS,
     Z95,
     LeaderboardDefinition,
+    metric_kind,
 )
 from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, Leaderboard
 from antlm_bench.results.leaderboard.results import Results, run_items
+from antlm_bench.results.leaderboard.signal import signal_noise
 from antlm_bench.results.stats import ItemMatrix, item_variance
 from antlm_bench.results.stats import estimate as stats_estimate
 
@@ -39,9 +42,13 @@ def _spread(values: Sequence[float]) -> float | None:
     return float(np.std(values, ddof=1)) if len(values) > 1 else None
 
 
-def _cell_items_usable(task: str, subtask_metrics: Mapping[str, str]) -> bool:
-    """Item correctness averages to the task score only when every subtask's metric is an accuracy (not F1)."""
-    return bool(subtask_metrics) and all(m == "accuracy" for m in subtask_metrics.values())
+def _cell_item_metric(subtask_metrics: Mapping[str, str]) -> str | None:
+    """The metric whose per-item values average to the task's number (``definition.METRICS``' item_value): the
+    one metric every subtask reports it by, when that metric has per-item values (accuracy, margin, loss; not F1,
+    whose items do not average to it); else None."""
+    metrics = set(subtask_metrics.values())
+    metric = next(iter(metrics)) if len(metrics) == 1 else None
+    return metric if metric_kind(metric).item_value is not None and metric in METRICS else None
 
 
 def build_leaderboard(
@@ -87,6 +94,7 @@ def build_leaderboard(
 
     rows = [_row(results, checkpoints, key, sorted(run_ids), group_by, columns, macro_columns)
             for key, run_ids in sorted(groups.items())]
+    _check_macro_metrics(rows, macro_columns)
     rows.sort(key=lambda r: _rank_key(r, columns))
     ref_row = _find_reference(rows, group_by, reference or definition.reference) if gaps else None
     comparisons: list[Comparison] = []
@@ -100,7 +108,19 @@ def build_leaderboard(
         notes.append("some cells have no interval (one seed, and rows without ci_low/ci_high or items)")
     return Leaderboard(definition, group_by, columns, macro_columns, rows, comparisons,
                        ref_row.key if ref_row else None, alpha, notes,
-                       _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), family)
+                       _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), family,
+                       signal_noise(rows, columns))
+
+
+def _check_macro_metrics(rows: Sequence[BoardRow], macro_columns: Sequence[str]) -> None:
+    """A macro averages percentages of one direction: a column measured by a loss or a margin is refused."""
+    for column in macro_columns:
+        metric = next((r.cells[column].metric for r in rows if column in r.cells), None)
+        if metric is not None and not metric_kind(metric).in_macro:
+            kind = metric_kind(metric)
+            raise UserError(f"macro_tasks: {column} is measured by {metric} ({kind.unit}"
+                            f"{', lower is better' if kind.lower_is_better else ''}), which is never averaged "
+                            "with accuracies into a macro; leave it out of macro_tasks")
 
 
 def _one_convention(results: Results, definition: LeaderboardDefinition, notes: list[str]) -> LeaderboardDefinition:
@@ -228,7 +248,8 @@ def _cell(results: Results, present: list[RunCheckpoint], column: str) -> Cell:
     cell = Cell(float(np.mean(values)), None, None, _spread(values), len(present), "+".join(scorings),
                 int(np.mean([r["n"] or 0 for r in cell_rows])), seed_values=values,
                 seed_runs=[f.run_id for f in present], seed_labels=[_seed_label(f) for f in present],
-                subtasks=subtasks, seed_fingerprints=[run_fingerprint(f, "training_fingerprint") for f in present])
+                subtasks=subtasks, seed_fingerprints=[run_fingerprint(f, "training_fingerprint") for f in present],
+                metric=cell_rows[0]["metric"])
     cell.items = _group_items(results, present, column, scorings)
     cell.item_var = item_variance(cell.items) if cell.items is not None else _item_var_from_rows(cell_rows)
     _set_interval(cell)
@@ -251,16 +272,20 @@ def _set_interval(cell: Cell) -> None:
 
 def _group_items(results: Results, present: list[RunCheckpoint], column: str,
                  scorings: list[str]) -> dict[str, ItemMatrix] | None:
-    """Per-seed correctness of one cell on the items every seed has, when every run has item tables."""
+    """Per-seed item values of one cell (under its metric) on the items every seed has, when every run has item
+    tables."""
     if len(scorings) != 1:
         return None
     task, scoring = column.split(":")[0], scorings[0]
     per_seed = []
     for final in present:
         metrics = final.subtask_metrics.get((task, scoring), {})
-        if not _cell_items_usable(task, metrics):
+        metric = _cell_item_metric(metrics)
+        if metric is None:
             return None
-        items = run_items(results, final.run_id, final.cells[column], task, scoring, sorted(metrics))
+        row = final.cells[column]
+        items = run_items(results, final.run_id, row, base_task(row["task"], metric), scoring, sorted(metrics),
+                          metric)
         if items is None:
             return None
         per_seed.append(items)
@@ -300,11 +325,17 @@ def macro_cell(row: BoardRow, macro_columns: Sequence[str]) -> Cell | None:
 
 
 def _rank_key(row: BoardRow, columns: Sequence[str]) -> tuple:
-    """Macro descending; rows without a macro after, by their mean over the columns they have."""
+    """Macro descending; rows without a macro after, by their mean over the percentage columns they have (the
+    metrics a macro may average), else by their first column, best first (a loss: lowest first)."""
     if row.macro is not None:
         return (0, -row.macro.value, row.key)
-    have = [row.cells[c].value for c in columns if c in row.cells and ":" not in c]
-    return (1, -(float(np.mean(have)) if have else -1.0), row.key)
+    cells = [row.cells[c] for c in columns if c in row.cells and ":" not in c]
+    have = [c.value for c in cells if metric_kind(c.metric).in_macro]
+    if have:
+        return (1, -float(np.mean(have)), row.key)
+    if cells:
+        return (2, cells[0].value if metric_kind(cells[0].metric).lower_is_better else -cells[0].value, row.key)
+    return (3, 0.0, row.key)
 
 
 def _find_reference(rows: list[BoardRow], group_by: Sequence[str], wanted: Mapping[str, str] | None) -> BoardRow | None:

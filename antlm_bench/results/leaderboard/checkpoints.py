@@ -14,6 +14,7 @@ from antlm_bench.results.leaderboard.definition import (
     FINETUNED_SCORING,
     GROUP_KEYS,
     SCORING_PREFERENCE,
+    SEPARATE_METRICS,
     SEPARATE_SCORING,
     LeaderboardDefinition,
 )
@@ -25,6 +26,11 @@ def column_of(task: str, scoring: str) -> str:
     return f"{task}:{scoring}" if scoring in SEPARATE_SCORING else task
 
 
+def base_task(column_task: str, metric: str) -> str:
+    """The task a ``task.metric`` column's rows came from (their items are that task's), else the task itself."""
+    return column_task.removesuffix(f".{metric}")
+
+
 def _task_metric(definition: LeaderboardDefinition, task: str, present: set[str]) -> str | None:
     if task in definition.metrics:
         return definition.metrics[task]
@@ -32,6 +38,20 @@ def _task_metric(definition: LeaderboardDefinition, task: str, present: set[str]
         if metric in present:
             return metric
     return next(iter(sorted(present)), None)
+
+
+def _subtask_metrics(by_metric: Mapping[str, set[str]], task_metric: str) -> dict[str, str]:
+    """subtask -> the metric its share of the task's number is measured by. The task's own metric where the
+    subtasks report it (accuracy under accuracy, margin under margin, loss under loss); under a composite (GLUE's
+    score) each subtask's non-accuracy metric where it reports one (MRPC's and QQP's F1), else its accuracy. A
+    separate metric (margin) never stands for another metric's subtask."""
+    if task_metric in by_metric:
+        return dict.fromkeys(sorted(by_metric[task_metric]), task_metric)
+    out: dict[str, str] = {}
+    for metric in sorted(by_metric, key=lambda m: m == "accuracy", reverse=True):
+        if metric not in SEPARATE_METRICS:
+            out.update(dict.fromkeys(by_metric[metric], metric))
+    return dict(sorted(out.items()))
 
 
 def _allowed(definition: LeaderboardDefinition, task: str, scoring: str) -> bool:
@@ -110,15 +130,14 @@ def run_checkpoints(results: Results, definition: LeaderboardDefinition) -> dict
                 if row["subtask"] == "":
                     by_limit[(column_of(row["task"], row["scoring"]), row["metric"], row["scoring"])][row["limit"]] = row
             task_rows: dict[str, dict[str, dict[str, dict]]] = defaultdict(lambda: defaultdict(dict))
-            subtask_metrics: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+            subtask_rows: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
             for (task, subtask, metric, scoring), row in latest.items():
                 if subtask == "":
                     task_rows[column_of(task, scoring)][metric][scoring] = row
-                elif metric != "accuracy":  # a subtask that reports F1 is scored by it (GLUE's MRPC, QQP)
-                    subtask_metrics[(task, scoring)][subtask] = metric
                 else:
-                    subtask_metrics[(task, scoring)].setdefault(subtask, metric)
+                    subtask_rows[(task, scoring)][metric].add(subtask)
             cells: dict[str, dict] = {}
+            subtask_metrics: dict[tuple[str, str], dict[str, str]] = {}
             for column, by_metric in task_rows.items():
                 task = column.split(":")[0]
                 metric = _task_metric(definition, task, set(by_metric))
@@ -126,6 +145,8 @@ def run_checkpoints(results: Results, definition: LeaderboardDefinition) -> dict
                     continue
                 choice = _pick_scoring(by_metric[metric], rows[0]["phase_objective"])
                 cells[column] = by_metric[metric][choice]
+                for scoring in by_metric[metric]:
+                    subtask_metrics[(task, scoring)] = _subtask_metrics(subtask_rows[(task, scoring)], metric)
             meta = {k: rows[0].get(k) for k in ("phase_index", "phase_objective", "epoch", "tokens_seen",
                                                  "words_seen", "checkpoint", *GROUP_KEYS)}
             # the run's training seed: GLUE rows carry their fine-tuning seed instead

@@ -144,6 +144,7 @@ def compare(a: BoardRow, b: BoardRow, columns: Sequence[str], macro_columns: Seq
         comparison, item_vars[column] = compare_cells(a.cells[column], b.cells[column], alpha, one_configuration,
                                                       seed_sd)
         comparison.row, comparison.reference, comparison.column = a.key, b.key, column
+        comparison.metric = a.cells[column].metric
         out.append(comparison)
     if a.macro is not None and b.macro is not None and all(c in item_vars for c in macro_columns):
         sd = configuration_seed_sd(a.macro, b.macro, one_configuration, seed_sd)

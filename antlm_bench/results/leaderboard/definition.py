@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
@@ -25,6 +28,52 @@ REQUIRED_COLUMNS = ("run_id", "task", "subtask", "metric", "value", "scoring")
 Z95 = 1.959963984540054
 MACRO = "macro"
 EVAL_SETS = ("full", "fast")
+
+
+@dataclass(frozen=True)
+class MetricKind:
+    """How the board, ``check`` and the macro treat one metric: its unit, its direction, and where its per-item
+    values come from (the items table's columns)."""
+
+    unit: str  # printed after a value or a gap: "%" for fractions shown x100, else the metric's own unit
+    scale: float  # shown value = stored value x scale
+    lower_is_better: bool = False
+    in_macro: bool = True  # averaged with the other tasks into the macro (never a loss or a margin with accuracies)
+    item_value: str | None = None  # the per-item value whose subtask mean is the metric, for item-level statistics
+    digits: int = 1  # decimals shown
+    words: str = ""  # what it is, for the footnotes
+
+
+# every metric that is not named here is a fraction shown as a percentage, higher is better (accuracy, F1, GLUE's
+# score, reading's eye_tracking ...); a metric that is not a percentage or not "higher is better" must be here
+METRICS: dict[str, MetricKind] = {
+    "accuracy": MetricKind("%", 100.0, item_value="correct"),
+    "margin": MetricKind("nats", 1.0, in_macro=False, item_value="margin", digits=3,
+                         words="margin: mean of log P(good) - log P(bad) over the pairs, in nats, higher is better"),
+    "loss": MetricKind("nats/token", 1.0, lower_is_better=True, in_macro=False, item_value="value", digits=3,
+                       words="loss: held-out pre-training text, nats per token, LOWER is better"),
+}
+PERCENT = MetricKind("%", 100.0)
+# metrics that are a task's number of their own, never a subtask's way of being scored under another metric
+# (GLUE's MRPC and QQP subtasks report F1, which scores their share of GLUE's "score"; a margin never does)
+SEPARATE_METRICS = frozenset(name for name, kind in METRICS.items() if not kind.in_macro)
+
+
+def metric_kind(metric: str | None) -> MetricKind:
+    """The metric's kind; a metric not in ``METRICS`` is a percentage, higher is better."""
+    return METRICS.get(metric or "", PERCENT)
+
+
+def separate_metric_columns(rows: Iterable[Mapping[str, Any]], tasks: Iterable[str]) -> list[str]:
+    """``task.metric`` columns for the separate metrics (margin) that ``tasks`` report beside their main one, in
+    the order of ``tasks``: what a board without a definition (and ``check``) shows beside each task. A task whose
+    only metric is a separate one (heldout's loss) is its own column already."""
+    metrics: dict[str, set[str]] = {}
+    for row in rows:
+        if row["subtask"] == "":
+            metrics.setdefault(row["task"], set()).add(row["metric"])
+    return [f"{task}.{metric}" for task in tasks for metric in sorted(metrics.get(task, set()) & SEPARATE_METRICS)
+            if metrics[task] - SEPARATE_METRICS]
 # ----------------------------------------------------------------------------------------------------------
 # definitions
 

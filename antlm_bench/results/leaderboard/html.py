@@ -6,19 +6,25 @@ import base64
 import html
 
 from antlm_bench import __version__
-from antlm_bench.results.leaderboard.definition import MACRO
+from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
 from antlm_bench.results.leaderboard.model import Cell, Leaderboard
 from antlm_bench.results.leaderboard.plots import curve_caption, plot_curves
 from antlm_bench.results.leaderboard.text import (
+    SIGNAL_HEADER,
+    SIGNAL_NOTE,
     common_text,
     design_text,
     key_text,
     mde_text,
     method_lines,
     p_text,
-    pct,
+    row_is_better,
     runs_text,
     shown_keys,
+    signal_table,
+    unit_text,
+    value_text,
+    verdict,
 )
 
 _CSS = """
@@ -72,16 +78,19 @@ def _html_cell(cell: Cell | None, css: str = "") -> str:
     cls = f' class="{css}"' if css else ""
     if cell is None:
         return f'<td{cls} data-value="">-</td>'
-    parts = [html.escape(pct(cell.value))]
+    parts = [html.escape(value_text(cell.value, cell.metric))]
     if cell.low is not None and cell.high is not None:
-        parts.append(f'<span class="ci">[{pct(cell.low)}, {pct(cell.high)}]</span>')
+        parts.append(f'<span class="ci">[{value_text(cell.low, cell.metric)}, {value_text(cell.high, cell.metric)}]'
+                     '</span>')
     if cell.spread is not None:
-        parts.append(f'<span class="sd">±{pct(cell.spread)}</span>')
+        parts.append(f'<span class="sd">±{value_text(cell.spread, cell.metric)}</span>')
     elif cell.n_seeds == 1:
         parts.append('<span class="sd">(1 seed)</span>')
     if cell.scoring != "auto":
         parts.append(f'<span class="m">{html.escape(cell.scoring)}</span>')
-    return f'<td{cls} data-value="{cell.value:.10g}">{" ".join(parts)}</td>'
+    # a lower-is-better metric sorts by its negative, so that "best first" holds for every column
+    key = -cell.value if metric_kind(cell.metric).lower_is_better else cell.value
+    return f'<td{cls} data-value="{key:.10g}">{" ".join(parts)}</td>'
 
 
 def render_html(board: Leaderboard, x: str = "epoch") -> str:
@@ -112,21 +121,32 @@ def render_html(board: Leaderboard, x: str = "epoch") -> str:
     if board.comparisons:
         out.append(f"<h2>Gaps to {e(key_text(board, board.reference))}</h2>")
         out.append('<table id="gaps" class="sortable"><thead><tr><th class="key">row</th><th class="key">task</th>'
-                   "<th>gap (pp)</th><th>95% CI</th><th>p</th><th>MDE</th><th class=\"key\">test</th>"
+                   "<th>gap</th><th>95% CI</th><th>unit</th><th>p</th><th>MDE</th><th class=\"key\">test</th>"
                    '<th class="key">verdict</th></tr></thead><tbody>')
         for c in board.comparisons:
-            css = "" if not c.significant else (' class="sig-up"' if c.delta > 0 else ' class="sig-down"')
-            ci = f"[{100 * c.low:+.1f}, {100 * c.high:+.1f}]" if c.low is not None else "-"
+            css = "" if not c.significant else (' class="sig-up"' if row_is_better(c) else ' class="sig-down"')
+            ci = (f"[{value_text(c.low, c.metric, True)}, {value_text(c.high, c.metric, True)}]"
+                  if c.low is not None else "-")
             pv = "" if c.p_value is None else f"{c.p_value:.4g}"
             pv_text = "-" if c.p_value is None else p_text(c.p_value).removeprefix("p=")
-            sig = "-" if c.significant is None else ("significant" if c.significant else "not significant")
+            sig = "-" if c.significant is None else verdict(c).split(" (")[0]
             out.append(f'<tr{css}><td class="key">{e(key_text(board, c.row))}</td><td class="key">{e(c.column)}</td>'
-                       f'<td data-value="{c.delta:.10g}">{100 * c.delta:+.1f}</td><td>{ci}</td>'
+                       f'<td data-value="{c.delta:.10g}">{value_text(c.delta, c.metric, True)}</td><td>{ci}</td>'
+                       f'<td class="key">{e(unit_text(c.metric))}</td>'
                        f'<td data-value="{pv}">{e(pv_text)}</td>'
                        f'<td data-value="{"" if c.mde is None else f"{c.mde:.10g}"}">{mde_text(c)}</td>'
                        f'<td class="key">{e(design_text(c))}</td>'
                        f'<td class="key">{sig}</td></tr>')
         out.append("</tbody></table>")
+    if len(board.rows) > 1 and board.signal_noise:
+        out.append("<h2>Signal and noise per task</h2>")
+        out.append('<table id="signal"><thead><tr>' + "".join(
+            f'<th class="key">{e(h)}</th>' if i in (0, 4) else f"<th>{e(h)}</th>" for i, h in enumerate(SIGNAL_HEADER))
+                   + "</tr></thead><tbody>")
+        for line in signal_table(board):
+            out.append("<tr>" + "".join(f'<td class="key">{e(v)}</td>' if i in (0, 4) else f"<td>{e(v)}</td>"
+                                        for i, v in enumerate(line)) + "</tr>")
+        out.append(f'</tbody></table><p class="notes">{e(SIGNAL_NOTE)}</p>')
     image = plot_curves(board, "png", x)
     if image is not None:
         out.append("<h2>Scores per checkpoint</h2>")

@@ -31,6 +31,7 @@ class Cell:
     # each run's training fingerprint (None: not recorded); equal on both sides, seed for seed: the same networks
     seed_fingerprints: list[str | None] = field(default_factory=list)
     subtasks: dict[str, str] = field(default_factory=dict)  # subtask -> metric, what ``check`` must find again
+    metric: str = "accuracy"  # what the value measures (definition.METRICS: its unit and direction)
 
 
 @dataclass
@@ -90,6 +91,23 @@ class Comparison:
     mde: float | None = None  # minimum detectable effect (80% power at alpha), fraction
     p_raw: float | None = None  # before any multiplicity correction
     note: str = ""
+    metric: str = "accuracy"  # of both cells (the macro's: accuracy-like, a percentage)
+
+
+@dataclass
+class SignalNoise:
+    """How well one column separates the board's rows (Signal and Noise, arXiv 2508.13144; DataDecide, arXiv
+    2504.11393), from the rows with >= 2 seeds: ``noise`` the pooled seed SD, ``signal`` the spread of the rows'
+    means, their ratio, and per pair of rows the share of seed pairs that order them as their means do."""
+
+    column: str
+    metric: str
+    rows: int  # rows with >= 2 seeds, the ones counted
+    noise: float | None  # pooled within-row seed SD: sqrt(sum (k_r - 1) s_r^2 / sum (k_r - 1))
+    signal: float | None  # SD (ddof 1) of the rows' means; None with fewer than 2 rows
+    ratio: float | None  # signal / noise
+    # (row a, row b, share of a's seeds x b's seeds whose values order a and b as their means do)
+    agreement: list[tuple[tuple[str, ...], tuple[str, ...], float]] = field(default_factory=list)
 
 
 @dataclass
@@ -105,5 +123,10 @@ class Leaderboard:
     notes: list[str]
     created_at: str
     family: str = "none"  # the Holm family of the gaps' p-values: none, row or board (compare.FAMILIES)
+    signal_noise: list[SignalNoise] = field(default_factory=list)  # per column, see ``signal``
+
+    def column_metric(self, column: str) -> str:
+        """The metric a column's cells measure (the macro: accuracy-like)."""
+        return next((row.cells[column].metric for row in self.rows if column in row.cells), "accuracy")
 
 

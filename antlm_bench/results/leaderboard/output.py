@@ -18,6 +18,8 @@ from antlm_bench.results.leaderboard.definition import (
     LeaderboardDefinition,
     definition_result_paths,
     load_definition,
+    metric_kind,
+    separate_metric_columns,
 )
 from antlm_bench.results.leaderboard.html import render_html
 from antlm_bench.results.leaderboard.model import Leaderboard
@@ -27,7 +29,9 @@ from antlm_bench.results.leaderboard.text import key_text, render_markdown, rend
 
 
 def board_table(board: Leaderboard) -> pa.Table:
-    """Long form: one row per (leaderboard row, column), macro included; the gaps as a JSON column-free table."""
+    """Long form: one row per (leaderboard row, column), macro included, each with its metric, unit and direction;
+    the gaps and the signal-and-noise table as JSON in the schema's metadata (``antlm_bench.gaps``,
+    ``antlm_bench.signal_noise``)."""
     records = []
     for rank, row in enumerate(board.rows, 1):
         for column, cell in [*row.cells.items(), (MACRO, row.macro)]:
@@ -38,20 +42,28 @@ def board_table(board: Leaderboard) -> pa.Table:
                 **{k: v for k, v in zip(board.group_by, row.key)},
                 "run_ids": ",".join(row.run_ids), "column": column, "value": cell.value, "ci_low": cell.low,
                 "ci_high": cell.high, "interval": cell.interval, "spread": cell.spread, "n_seeds": cell.n_seeds,
-                "scoring": cell.scoring, "n": cell.n,
+                "scoring": cell.scoring, "n": cell.n, "metric": cell.metric, "unit": metric_kind(cell.metric).unit,
+                "lower_is_better": metric_kind(cell.metric).lower_is_better,
             })
     schema = pa.schema([("leaderboard", pa.string()), ("rank", pa.int32()),
                         *[(k, pa.string()) for k in board.group_by],
                         ("run_ids", pa.string()), ("column", pa.string()), ("value", pa.float64()),
                         ("ci_low", pa.float64()), ("ci_high", pa.float64()), ("interval", pa.string()),
                         ("spread", pa.float64()), ("n_seeds", pa.int32()), ("scoring", pa.string()),
-                        ("n", pa.int64())])
+                        ("n", pa.int64()), ("metric", pa.string()), ("unit", pa.string()),
+                        ("lower_is_better", pa.bool_())])
     gaps = [{"row": key_text(board, c.row, full=True), "column": c.column, "delta": c.delta, "low": c.low, "high": c.high,
              "p_value": c.p_value, "p_raw": c.p_raw, "paired": c.paired, "n_items": c.n_items,
-             "significant": c.significant, "design": c.design, "mde": c.mde}
+             "significant": c.significant, "design": c.design, "mde": c.mde, "metric": c.metric}
             for c in board.comparisons]
+    signal = [{"column": e.column, "metric": e.metric, "rows": e.rows, "seed_sd": e.noise, "signal": e.signal,
+               "signal_to_noise": e.ratio,
+               "agreement": [{"row": key_text(board, a, full=True), "other": key_text(board, b, full=True),
+                              "share": share} for a, b, share in e.agreement]}
+              for e in board.signal_noise]
     meta = {"antlm_bench.reference": key_text(board, board.reference, full=True), "antlm_bench.gaps": json.dumps(gaps),
-            "antlm_bench.version": __version__, "antlm_bench.holm_family": board.family}
+            "antlm_bench.version": __version__, "antlm_bench.holm_family": board.family,
+            "antlm_bench.signal_noise": json.dumps(signal)}
     return pa.Table.from_pylist(records, schema=schema.with_metadata(meta))
 
 
@@ -76,8 +88,12 @@ def leaderboard_from_paths(
     results = read_results(paths)
     if definition is None:
         # no definition: the AntLM tasks first, then any other task the tables hold (an --include-path task)
+        # and each task's separate metrics (the minimal-pair tasks' margin) beside it, as task.metric columns
         others = sorted({r["task"] for r in results.rows} - set(loaded.tasks))
-        loaded = loaded.model_copy(update={"tasks": [*loaded.tasks, *others]})
+        tasks = [*loaded.tasks, *others]
+        beside = separate_metric_columns(results.rows, tasks)
+        loaded = loaded.model_copy(update={"tasks": [name for task in tasks for name in
+                                                     (task, *[c for c in beside if c.startswith(f"{task}.")])]})
     return build_leaderboard(results, loaded, group_by=group_by, reference=reference, alpha=alpha, family=family)
 
 

@@ -5,7 +5,8 @@
   ``first N items per subtask`` whenever the points are on a subset.
 - A shaded band is the 95% item interval of each point (the mean over the row's seeds of each seed's own
   bounds: it shows the items' sampling error, not the seeds' spread, which the table's intervals include).
-- Tasks scored as two-way choices (BLiMP, its supplement, EWoK) get a dashed line at chance, 50%.
+- Tasks scored as two-way choices (BLiMP, its supplement, EWoK) get a dashed line at chance, 50% (their margin
+  panels at 0 nats). A margin or a loss is drawn in its own units (nats), not as a percentage.
 - The y axis spans at least ``MIN_SPAN`` percentage points, so that noise is not magnified into a trend.
 - A panel or row with a single point at the final checkpoint (GLUE is fine-tuned on the final model only; the
   macro needs every task) is drawn as a star labelled "final only", never as a one-point curve.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import io
 import math
 
-from antlm_bench.results.leaderboard.definition import MACRO
+from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
 from antlm_bench.results.leaderboard.model import Leaderboard
 from antlm_bench.results.leaderboard.text import key_text
 
@@ -25,6 +26,7 @@ X_AXES = {"epoch": ("epoch", "epoch"), "tokens": ("tokens_seen", "tokens seen"),
           "words": ("words_seen", "words seen (train --save-at-words checkpoints)")}
 CHANCE = {"blimp": 50.0, "blimp_supplement": 50.0, "ewok": 50.0}  # two-way minimal-pair choices: chance is 50%
 MIN_SPAN = 5.0  # percentage points
+MIN_SPAN_NATS = 0.1  # a margin's or a loss's panel (nats)
 MARKERS = {"clm": "o", "pll": "s", "mntp": "^", "pll-word-l2r": "D", "finetune": "P", "finetune-official": "p",
            "probe": "X"}  # one marker per scoring method
 FINAL_MARKER = "*"
@@ -39,8 +41,12 @@ def words_label(value: float, _position: object = None) -> str:
     return f"{value / 1e3:g}K" if value else "0"
 
 
-def chance_of(panel: str) -> float | None:
-    return CHANCE.get(panel.split(":")[0])
+def chance_of(panel: str, metric: str = "accuracy") -> float | None:
+    """Chance on the panel's axis: 50% for a two-way choice's accuracy, 0 nats for its margin (no preference)."""
+    task = panel.split(":")[0].removesuffix(f".{metric}")
+    if task not in CHANCE:
+        return None
+    return 0.0 if metric == "margin" else CHANCE[task] if metric_kind(metric).unit == "%" else None
 
 
 def panel_subset(board: Leaderboard, panel: str) -> int | None:
@@ -51,8 +57,10 @@ def panel_subset(board: Leaderboard, panel: str) -> int | None:
     return limits.pop() if len(limits) == 1 else (min(limits) if limits else None)
 
 
-def y_limits(values: list[float], chance: float | None, min_span: float = MIN_SPAN) -> tuple[float, float]:
-    """The panel's y range: its points, bands and chance line, widened around their middle to ``min_span``."""
+def y_limits(values: list[float], chance: float | None, min_span: float = MIN_SPAN,
+             percent: bool = True) -> tuple[float, float]:
+    """The panel's y range: its points, bands and chance line, widened around their middle to ``min_span``; a
+    percentage stays inside 0..100, a margin or a loss (nats) has no such bounds."""
     shown = list(values) + ([chance] if chance is not None else [])
     low, high = min(shown), max(shown)
     pad = 0.06 * max(high - low, 1e-9)
@@ -60,6 +68,8 @@ def y_limits(values: list[float], chance: float | None, min_span: float = MIN_SP
     if high - low < min_span:
         middle = (low + high) / 2
         low, high = middle - min_span / 2, middle + min_span / 2
+    if not percent:
+        return low, high
     if low < 0.0:  # keep the span, inside 0..100
         low, high = 0.0, high - low
     if high > 100.0:
@@ -80,6 +90,14 @@ def curve_caption(board: Leaderboard) -> str:
                  f"Every y axis spans at least {MIN_SPAN:g} points. Stars mark scores that exist only for the final "
                  "checkpoint (GLUE is fine-tuned on the final model; the macro needs every task): the table's score "
                  "and 95% interval for each row, side by side, not a point in training time.")
+    other = sorted({board.column_metric(c) for c in board.columns} - {"accuracy"})
+    other = [m for m in other if metric_kind(m).unit != "%"]
+    if other:
+        parts.append("Panels of " + ", ".join(f"{m} ({metric_kind(m).unit}"
+                                              + (", lower is better)" if metric_kind(m).lower_is_better else ")")
+                                              for m in other)
+                     + f" are in their own units, not percentages (at least {MIN_SPAN_NATS:g} nats on the y axis; "
+                       "a margin's chance line at 0).")
     return " ".join(parts)
 
 
@@ -110,31 +128,35 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.8 * ncols, 3.6 * nrows), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     methods_seen: set[str] = set()
-    any_band = any_final = any_chance = False
+    any_band = any_final = False
+    any_chance = ""  # the units of the chance lines drawn: "%", "nats" or "both"
     final_only = final_only_panels(board, panels)
     for ax, panel in zip(axes.flat, panels):
         values: list[float] = []
-        chance = chance_of(panel)
+        metric = board.column_metric(panel)
+        kind = metric_kind(metric)
+        scale, percent = kind.scale, kind.unit == "%"
+        chance = chance_of(panel, metric)
         for i, row in enumerate(board.rows):
             curve = [p for p in row.curves.get(panel, []) if getattr(p, attr) is not None]
             if not curve:
                 continue
             color = colors[i % len(colors)]
             xs = [getattr(p, attr) for p in curve]
-            ys = [100 * p.value for p in curve]
+            ys = [scale * p.value for p in curve]
             if panel in final_only:  # one point per row, side by side: no training axis to draw it on
                 cell = row.macro if panel == MACRO else row.cells.get(panel)
                 if cell is None:
                     continue
                 any_final = True
-                value = 100 * cell.value  # the table's score (every item, all seeds) and its interval
+                value = scale * cell.value  # the table's score (every item, all seeds) and its interval
                 values.append(value)
                 ax.plot([i], [value], marker=FINAL_MARKER, markersize=12, color=color, markeredgecolor="black",
                         markeredgewidth=0.6, linestyle="none")
                 if cell.low is not None and cell.high is not None:
-                    ax.errorbar([i], [value], yerr=[[value - 100 * cell.low], [100 * cell.high - value]],
+                    ax.errorbar([i], [value], yerr=[[value - scale * cell.low], [scale * cell.high - value]],
                                 color=color, capsize=3, linewidth=1, linestyle="none")
-                    values.extend([100 * cell.low, 100 * cell.high])
+                    values.extend([scale * cell.low, scale * cell.high])
                 continue
             values.extend(ys)
             if len(curve) == 1:  # a one-phase schedule: its only checkpoint, with its interval
@@ -142,11 +164,11 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
                 methods_seen.add(method)
                 ax.plot(xs, ys, marker=MARKERS.get(method, "o"), markersize=6, color=color, linestyle="none")
                 if curve[0].low is not None:
-                    ax.errorbar(xs, ys, yerr=[[ys[0] - 100 * curve[0].low], [100 * curve[0].high - ys[0]]],
+                    ax.errorbar(xs, ys, yerr=[[ys[0] - scale * curve[0].low], [scale * curve[0].high - ys[0]]],
                                 color=color, capsize=3, linewidth=1, linestyle="none", alpha=0.6)
-                    values.extend([100 * curve[0].low, 100 * curve[0].high])
+                    values.extend([scale * curve[0].low, scale * curve[0].high])
                 continue
-            banded = [(xv, 100 * p.low, 100 * p.high) for xv, p in zip(xs, curve) if p.low is not None]
+            banded = [(xv, scale * p.low, scale * p.high) for xv, p in zip(xs, curve) if p.low is not None]
             if len(banded) >= 2:
                 any_band = True
                 ax.fill_between([b[0] for b in banded], [b[1] for b in banded], [b[2] for b in banded],
@@ -158,10 +180,11 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
                 methods_seen.add(method)
                 ax.plot([xv], [yv], marker=MARKERS.get(method, "o"), color=color, markersize=5, linestyle="none")
         if chance is not None:
-            any_chance = True
+            unit = "%" if percent else "nats"
+            any_chance = unit if any_chance in ("", unit) else "both"
             ax.axhline(chance, color="black", linestyle="--", linewidth=0.9, alpha=0.7)
         if values:
-            ax.set_ylim(*y_limits(values, chance))
+            ax.set_ylim(*y_limits(values, chance, MIN_SPAN if percent else MIN_SPAN_NATS, percent))
         subset = panel_subset(board, panel)
         points = "fast-suite points" if x == "words" else "per-phase points"
         title = panel + (f"\n{points}: first {subset} items per subtask" if subset else "")
@@ -175,7 +198,8 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
             if x == "words":
                 ax.xaxis.set_major_formatter(words_label)
         ax.set_title(title, fontsize=10)
-        ax.set_ylabel("score (%)")
+        ax.set_ylabel("score (%)" if percent else f"{metric} ({kind.unit}"
+                      + (", lower is better)" if kind.lower_is_better else ")"))
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
@@ -189,7 +213,9 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
     if any_band:
         handles.append(Patch(color="gray", alpha=0.3, label="95% item interval (mean of the seeds' bounds)"))
     if any_chance:
-        handles.append(Line2D([], [], color="black", linestyle="--", linewidth=0.9, label="chance (50%)"))
+        handles.append(Line2D([], [], color="black", linestyle="--", linewidth=0.9,
+                              label="chance (50%)" if any_chance == "%" else "chance (0 nats: no preference)"
+                              if any_chance == "nats" else "chance (50%; a margin's 0 nats)"))
     ncol = min(3, len(handles), ncols)  # a one-panel figure stacks its legend: a wide row would be cut off
     fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.03 + 0.035 * math.ceil(len(handles) / ncol), 1, 1))

@@ -1,4 +1,4 @@
-"""Reading result tables: score rows of every run, and a run's per-item correctness for one cell."""
+"""Reading result tables: score rows of every run, and a run's per-item values for one cell."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from antlm_bench.errors import UserError
-from antlm_bench.results.leaderboard.definition import REQUIRED_COLUMNS
+from antlm_bench.results.leaderboard.definition import REQUIRED_COLUMNS, metric_kind
 from antlm_bench.results.store import find_results, read_results_folder, score_parts
 
 # ----------------------------------------------------------------------------------------------------------
@@ -89,7 +89,7 @@ def _read_items_table(source: Path) -> pa.Table:
 
             items = ITEM_SCHEMA.empty_table()
         _items_cache[key] = items.select(["run_id", "checkpoint", "phase_index", "scoring", "task", "subtask",
-                                          "item_id", "group_id", "correct"])
+                                          "item_id", "group_id", "correct", "score_good", "score_bad", "value"])
     return _items_cache[key]
 
 
@@ -97,11 +97,28 @@ def _eq(column: pa.ChunkedArray, value: Any) -> pa.ChunkedArray:
     return pc.is_null(column) if value is None else pc.fill_null(pc.equal(column, value), False)
 
 
-def run_items(results: Results, run_id: str, meta: Mapping[str, Any], task: str, scoring: str,
-              subtasks: Iterable[str]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] | None:
-    """One run's items of one cell (``meta``: its score row), subtask -> (sorted ids, correct, groups).
+def _item_values(table: pa.Table, metric: str) -> np.ndarray:
+    """Each item's value under ``metric`` (``definition.METRICS``: accuracy -> correct, margin -> score_good -
+    score_bad, loss -> value), NaN where an item lacks it."""
+    column = metric_kind(metric).item_value
+    if column == "margin":
+        values = pc.subtract(table["score_good"], table["score_bad"])
+    elif column is not None:
+        values = table[column]
+    else:
+        raise ValueError(f"metric {metric!r} has no per-item value")
+    return np.asarray(pc.fill_null(pc.cast(values, pa.float64()), float("nan")).to_numpy(zero_copy_only=False),
+                      dtype=np.float64)
 
-    None when a subtask has no items, so that an interval or a gap is never computed on part of a task.
+
+def run_items(results: Results, run_id: str, meta: Mapping[str, Any], task: str, scoring: str,
+              subtasks: Iterable[str], metric: str = "accuracy",
+              ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] | None:
+    """One run's items of one cell (``meta``: its score row), subtask -> (sorted ids, each item's value under
+    ``metric``, groups). The items table holds the base task's items: a ``task.metric`` column reads ``task``'s.
+
+    None when a subtask has no items, or an item lacks the metric's value, so that an interval or a gap is never
+    computed on part of a task.
     """
     source = results.items_sources.get(run_id)
     if source is None:
@@ -115,7 +132,7 @@ def run_items(results: Results, run_id: str, meta: Mapping[str, Any], task: str,
     by_subtask: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
     subtask_col = np.asarray(chosen["subtask"].to_pylist(), dtype=object)
     ids_all = np.asarray(chosen["item_id"].to_pylist(), dtype=object).astype(str)
-    correct_all = np.asarray(chosen["correct"].to_pylist(), dtype=np.float64)
+    values_all = _item_values(chosen, metric)
     groups_all = chosen["group_id"].to_pylist()
     for subtask in subtasks:
         where = np.flatnonzero(subtask_col == subtask)
@@ -129,5 +146,7 @@ def run_items(results: Results, run_id: str, meta: Mapping[str, Any], task: str,
         groups = [groups_all[i] for i in pick]
         group_array = None if all(g is None for g in groups) else np.asarray(
             [g if g is not None else f"_item_{uid}" for g, uid in zip(groups, uniq)], dtype=object).astype(str)
-        by_subtask[subtask] = (uniq, correct_all[pick], group_array)
+        if np.isnan(values_all[pick]).any():
+            return None
+        by_subtask[subtask] = (uniq, values_all[pick], group_array)
     return by_subtask

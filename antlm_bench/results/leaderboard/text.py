@@ -10,7 +10,7 @@ from typing import Any
 from rich.markup import escape
 
 from antlm_bench import __version__
-from antlm_bench.results.leaderboard.definition import MACRO
+from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
 from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, Leaderboard
 
 # ----------------------------------------------------------------------------------------------------------
@@ -20,18 +20,34 @@ def pct(value: float | None, digits: int = 1) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{100 * value:.{digits}f}"
 
 
+def value_text(value: float | None, metric: str = "accuracy", sign: bool = False) -> str:
+    """A value in its metric's shown units (``definition.METRICS``): a percentage x100 to 1 decimal, a margin or a
+    loss in nats to 3; ``sign``: with + or - (a gap)."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    kind = metric_kind(metric)
+    return f"{kind.scale * value:{'+' if sign else ''}.{kind.digits}f}"
+
+
+def unit_text(metric: str) -> str:
+    """``pp`` for a percentage's gap, else the metric's unit (``nats``, ``nats/token``)."""
+    unit = metric_kind(metric).unit
+    return "pp" if unit == "%" else unit
+
+
 def cell_text(cell: Cell | None, with_method: bool = True) -> str:
-    """``51.3 [49.0, 53.6] ±0.9 clm``: mean over seeds [95% interval over seeds and items] ±SD over seeds.
+    """``51.3 [49.0, 53.6] ±0.9 clm``: mean over seeds [95% interval over seeds and items] ±SD over seeds, in the
+    cell's metric's units (percentages x100; a margin or a loss in nats).
 
     A one-seed cell's interval covers the items only and is marked ``(1 seed)``.
     """
     if cell is None:
         return "-"
-    text = pct(cell.value)
+    text = value_text(cell.value, cell.metric)
     if cell.low is not None and cell.high is not None:
-        text += f" [{pct(cell.low)}, {pct(cell.high)}]"
+        text += f" [{value_text(cell.low, cell.metric)}, {value_text(cell.high, cell.metric)}]"
     if cell.spread is not None:
-        text += f" ±{pct(cell.spread)}"
+        text += f" ±{value_text(cell.spread, cell.metric)}"
     elif cell.n_seeds == 1:
         text += " (1 seed)"
     if with_method and cell.scoring != "auto":
@@ -40,10 +56,18 @@ def cell_text(cell: Cell | None, with_method: bool = True) -> str:
 
 
 def comparison_text(c: Comparison) -> str:
-    text = f"{100 * c.delta:+.1f}"
+    """``+1.2 [-0.3, +2.7]`` in the metric's gap units (``unit_text``), which are named after the numbers unless
+    they are percentage points."""
+    text = value_text(c.delta, c.metric, sign=True)
     if c.low is not None and c.high is not None:
-        text += f" [{100 * c.low:+.1f}, {100 * c.high:+.1f}]"
-    return text
+        text += f" [{value_text(c.low, c.metric, sign=True)}, {value_text(c.high, c.metric, sign=True)}]"
+    unit = unit_text(c.metric)
+    return text if unit == "pp" else f"{text} {unit}"
+
+
+def row_is_better(c: Comparison) -> bool:
+    """Whether the gap favours the row over the reference, in the metric's direction (a lower loss is better)."""
+    return c.delta < 0 if metric_kind(c.metric).lower_is_better else c.delta > 0
 
 
 DESIGN_TEXT = {
@@ -85,13 +109,20 @@ def family_text(board: Leaderboard) -> str:
 
 
 def verdict(c: Comparison) -> str:
+    """Whether the gap is significant, and for a significant one which side it favours in words (a loss: lower is
+    better, so a negative gap is the row's gain)."""
     if c.significant is None:
         return f"not tested ({design_text(c)})"
-    return f"{'significant' if c.significant else 'not significant'} ({design_text(c)}, {p_text(c.p_value)})"
+    if not c.significant:
+        return f"not significant ({design_text(c)}, {p_text(c.p_value)})"
+    better = "row better" if row_is_better(c) else "row worse"
+    if metric_kind(c.metric).lower_is_better:
+        better += f" ({'lower' if c.delta < 0 else 'higher'} {c.metric}: lower is better)"
+    return f"significant, {better} ({design_text(c)}, {p_text(c.p_value)})"
 
 
 def mde_text(c: Comparison) -> str:
-    return "-" if c.mde is None else f"{100 * c.mde:.1f}"
+    return "-" if c.mde is None else value_text(c.mde, c.metric)
 
 
 def p_text(p: float | None) -> str:
@@ -124,24 +155,61 @@ def key_text(board: Leaderboard, key: tuple[str, ...] | None, full: bool = False
     return ", ".join(f"{board.group_by[i]}={key[i]}" for i in indices if key[i]) or "(all runs)"
 
 
+def metric_lines(board: Leaderboard) -> list[str]:
+    """What the columns that are not percentages measure, and in which units: once per metric on the board."""
+    metrics = dict.fromkeys(board.column_metric(c) for c in board.columns)
+    out = []
+    for metric in metrics:
+        kind = metric_kind(metric)
+        if kind.unit == "%" and not kind.lower_is_better:
+            continue
+        columns = ", ".join(c for c in board.columns if board.column_metric(c) == metric)
+        out.append(f"{columns}: {kind.words or metric}; shown in {kind.unit} (not a percentage), its gaps in "
+                   f"{unit_text(metric)}; never averaged into the macro.")
+    return out
+
+
 def method_lines(board: Leaderboard) -> list[str]:
     """The footnotes every rendering carries: what the numbers are and which method made each."""
     macro = ", ".join(board.macro_columns) if board.macro_columns else "not defined"
     multiplicity = family_text(board)
+    units = metric_lines(board)
     return [
-        ("Scores are percentages: mean over seeds [95% interval] ±standard deviation over seeds, then the scoring "
+        ("Scores are percentages unless a line below says otherwise: mean over seeds [95% interval] ±standard "
+         "deviation over seeds, then the scoring "
          "method (clm: sum of log-probabilities left to right; pll / pll-word-l2r: pseudo-log-likelihood; mntp: "
          "masked next-token; finetune / probe: GLUE; finetune-official: GLUE as the BabyLM 2025 pipeline, best epoch "
          "chosen on the reported split)."),
         ("Intervals count both sources of error: Student-t over the per-seed scores (k-1 df) with the items' "
          "sampling variance added (two-way crossed seeds x items, residual counted once); a '(1 seed)' cell "
          "covers the items only: seed variance unknown. Method and formulas: docs/statistics.md."),
+        *units,
         f"Final checkpoint of each run (highest phase index). Macro = mean of {macro}; '-' when a row lacks one.",
         ("Gaps to the reference row: paired by seed where both rows have the same seeds, Welch's t over seeds "
          "otherwise, paired by item within seeds where item tables exist; a one-seed side is tested only with a "
          "seed SD of its own configuration (never another row's); cells scored by two methods are not tested. "
          f"Significant at alpha={board.alpha}; {multiplicity}; MDE = minimum detectable effect at 80% power."),
     ]
+
+
+SIGNAL_HEADER = ("task", "seed SD", "signal", "signal/noise", "seed pairs ordered as the means (rows by #)")
+SIGNAL_NOTE = ("Signal and noise per task (arXiv 2508.13144, 2504.11393): seed SD = the seed standard deviation "
+               "pooled over the rows with >= 2 seeds; signal = the standard deviation of the rows' means (both in the "
+               "task's units); for each pair of rows (#a v #b, by rank) the share of seed pairs (one seed of each) "
+               "that order them as their means do: 0.5 is a coin flip, 1.0 any one seed would rank them right. "
+               "Descriptive: the gaps table's tests say which gaps are real.")
+
+
+def signal_table(board: Leaderboard) -> list[list[str]]:
+    """One line per column with signal and noise (``Leaderboard.signal_noise``), as text cells."""
+    rank = {row.key: i for i, row in enumerate(board.rows, 1)}
+    lines = []
+    for entry in board.signal_noise:
+        pairs = "; ".join(f"#{rank[a]} v #{rank[b]} {share:.2f}" for a, b, share in entry.agreement) or "-"
+        ratio = "-" if entry.ratio is None else f"{entry.ratio:.2f}"
+        lines.append([entry.column, value_text(entry.noise, entry.metric), value_text(entry.signal, entry.metric),
+                      ratio, pairs])
+    return lines
 
 
 def render_terminal(board: Leaderboard, console: Any) -> None:
@@ -163,14 +231,23 @@ def render_terminal(board: Leaderboard, console: Any) -> None:
                       *[cell_text(row.cells.get(c)) for c in board.columns], cell_text(row.macro, False))
     console.print(table)
     if board.comparisons:
-        gaps = Table(title=escape(f"gaps to the reference: {key_text(board, board.reference)} (percentage points)"))
+        gaps = Table(title=escape(f"gaps to the reference: {key_text(board, board.reference)} (percentage points "
+                                  "unless a unit follows the gap)"))
         for column in ("row", "task", "gap [95% CI]", "MDE", "verdict"):
             gaps.add_column(column)
         for c in board.comparisons:
-            style = "" if not c.significant else ("green" if c.delta > 0 else "red")
+            style = "" if not c.significant else ("green" if row_is_better(c) else "red")
             gaps.add_row(escape(key_text(board, c.row)), escape(c.column), comparison_text(c), mde_text(c),
                          verdict(c), style=style)
         console.print(gaps)
+    if len(board.rows) > 1 and board.signal_noise:
+        signal = Table(title="signal and noise per task")
+        for column in SIGNAL_HEADER:
+            signal.add_column(column, overflow="fold")
+        for line in signal_table(board):
+            signal.add_row(*map(escape, line))
+        console.print(signal)
+        console.print(f"[dim]{escape(SIGNAL_NOTE)}[/dim]")
     for line in method_lines(board):
         console.print(f"[dim]{escape(line)}[/dim]")
     for row in board.rows:
@@ -203,12 +280,18 @@ def render_markdown(board: Leaderboard, plot_files: Sequence[str] = (), plot_cap
                  f"**{cell_text(row.macro, False)}**"]
         lines.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
     if board.comparisons:
-        lines += ["", f"## Gaps to {_md_escape(key_text(board, board.reference))} (percentage points)", "",
+        lines += ["", f"## Gaps to {_md_escape(key_text(board, board.reference))} (percentage points unless a unit "
+                  "follows the gap)", "",
                   "| row | task | gap [95% CI] | MDE | verdict |", "|---|---|---:|---:|---|"]
         for c in board.comparisons:
             mark = "**" if c.significant else ""
             lines.append(f"| {_md_escape(key_text(board, c.row))} | {_md_escape(c.column)} | "
                          f"{mark}{comparison_text(c)}{mark} | {mde_text(c)} | {verdict(c)} |")
+    if len(board.rows) > 1 and board.signal_noise:
+        lines += ["", "## Signal and noise per task", "", "| " + " | ".join(SIGNAL_HEADER) + " |",
+                  "|---|---:|---:|---:|---|"]
+        lines += ["| " + " | ".join(_md_escape(cell) for cell in line) + " |" for line in signal_table(board)]
+        lines += ["", _md_escape(SIGNAL_NOTE)]
     for path in plot_files:
         lines += ["", f"![per-checkpoint curves]({path})"]
     if plot_files and plot_caption:
