@@ -131,13 +131,13 @@ def test_a_broken_last_falls_back_to_an_older_resume_point_bit_for_bit(tmp_path:
     weights = tmp_path / "run" / "last" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])
 
-    messages: list[str] = []
+    import io
 
-    class Console:
-        def print(self, message: str, **_: object) -> None:
-            messages.append(message)
+    from rich.console import Console
 
-    again = train(resumed, console=Console())
+    said = io.StringIO()
+    again = train(resumed, console=Console(file=said, width=100_000))
+    messages = said.getvalue().splitlines()
     assert again.steps == 4 and len(again.losses) == 2  # steps 3 and 4 again, from step 2
     assert any("model.safetensors: truncated or corrupt" in m and "resuming from" in m and "step-000000002" in m
                for m in messages), messages

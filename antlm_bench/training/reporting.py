@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+from rich.console import Console
 
 from antlm_bench import __version__
 from antlm_bench.data import atomic_write_bytes
@@ -122,7 +123,7 @@ class Reporter:
     """What the run tells, on the main process: the plan and phase lines, progress, metrics.jsonl, TensorBoard /
     W&B, run.json, and the per-phase scores of the checkpoints ``--eval-every`` asks for."""
 
-    def __init__(self, config: Any, facts: RunFacts, layout: RunLayout, dist: Dist, console: Any,
+    def __init__(self, config: Any, facts: RunFacts, layout: RunLayout, dist: Dist, console: Console | None,
                  scorer: PhaseScorer | None, model: torch.nn.Module, tokenizer: Any, device: torch.device,
                  n_parameters: int, micro_batch: int) -> None:
         if config.eval_every != "none" and scorer is None:

@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from rich.console import Console
 
 from antlm_bench.errors import DivergedError, UserError
 from antlm_bench.models import build_model
@@ -150,7 +151,7 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, *, scorer: PhaseScorer | None = None, tokenizer: Any = None,
                  corpus: Any = None, callbacks: list[Callable[[StepInfo], None]] | None = None,
-                 console: Any = None) -> None:
+                 console: Console | None = None) -> None:
         self.config = config
         self.callbacks = list(callbacks or [])
         requested = check_device(config.device)  # first: a bad --device must not leave a folder behind
