@@ -40,7 +40,7 @@ SCORE_SCHEMA = pa.schema(
         # words of training text seen, repeats counted (train --save-at-words); null where not recorded
         ("words_seen", pa.int64()),
         ("checkpoint", pa.string()),
-        ("scoring", pa.string()),  # clm / pll / pll-word-l2r / mntp / finetune / probe
+        ("scoring", pa.string()),  # clm / pll / pll-word-l2r / mntp; GLUE: finetune / finetune-official / probe
         ("task", pa.string()),
         ("subtask", pa.string()),  # "" for the task-level aggregate row
         ("metric", pa.string()),
