@@ -68,6 +68,15 @@ def test_probe_beats_chance_and_is_labelled():
     assert any("probe" in note for note in outcome.notes)
 
 
+def test_a_probe_on_one_class_is_one_line_naming_the_member():
+    """A small --max-train-examples can leave the training split with one class: scikit-learn raised a ValueError."""
+    model, tokenizer = backbones()["hf-bert"]
+    one_class = [e for e in cue_examples(80, 0) if e.label == 0]
+    splits = make_splits(one_class, cue_examples(20, 1, "r"), 0.1, None, "cue")
+    with pytest.raises(UserError, match=r"glue/rte: the probe's training split .* one class only"):
+        probe(model, tokenizer, splits, 2, FinetuneSettings(max_length=64), seed=42, where="glue/rte")
+
+
 # ------------------------------------------------------------------------------------------------ padding
 
 

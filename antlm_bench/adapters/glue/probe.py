@@ -24,6 +24,7 @@ from antlm_bench.adapters.glue.finetune import (
     classification_metrics,
 )
 from antlm_bench.adapters.glue.model import Backbone, SequenceClassifier, max_positions
+from antlm_bench.errors import UserError
 
 PROBE_C_GRID = (0.01, 0.1, 1.0, 10.0)
 
@@ -54,8 +55,10 @@ def probe(
     num_labels: int,
     settings: FinetuneSettings,
     seed: int,
+    where: str = "GLUE",
 ) -> MemberOutcome:
-    """Frozen pooled features (mean by default) and a logistic regression whose C is picked on the dev slice."""
+    """Frozen pooled features (mean by default) and a logistic regression whose C is picked on the dev slice;
+    ``where`` names the task member in messages."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
@@ -68,6 +71,10 @@ def probe(
     classifier = SequenceClassifier(Backbone(model, settings.attention), num_labels, 0.0, pooling).to(device)
     train, dev = encoder.encode(splits.train), encoder.encode(splits.dev)
     check_labels(train.labels, num_labels, "training split")
+    if np.unique(train.labels).size < 2:  # a logistic regression needs two classes to tell apart
+        raise UserError(f"{where}: the probe's training split ({len(splits.train)} examples) holds one class only "
+                        f"(label {int(train.labels[0]) if train.labels.size else '-'}); raise --max-train-examples "
+                        "or fine-tune instead of probing")
     x_train = pooled_features(classifier, train, pad_id, settings.eval_batch_size, settings)
     x_dev = pooled_features(classifier, dev, pad_id, settings.eval_batch_size, settings)
     scaler = StandardScaler().fit(x_train)

@@ -129,7 +129,8 @@ class GlueTask(TaskAdapter):
                 log.start(label, settings, splits)
                 num_labels = len(self.members[member].labels)
                 if settings.probe:
-                    outcome = probe(fresh_copy(model), tokenizer, splits, num_labels, settings, seed)
+                    outcome = probe(fresh_copy(model), tokenizer, splits, num_labels, settings, seed,
+                                    f"{self.name}/{member}")
                 else:
                     outcome = finetune(fresh_copy(model), tokenizer, splits, num_labels, settings, seed,
                                        on_epoch=log.epoch, on_step=log.step)
@@ -321,13 +322,12 @@ class _TerminalProgress:
         self.started = time.perf_counter()
         self.task_id = None
         self.label = ""
-        self.run_work = 0.0
         self.n_train = 0
         self.metric = "accuracy"
 
     def _say(self, line: str) -> None:
         if self.progress is not None:
-            self.progress.console.print(line, highlight=False)
+            self.progress.console.print(line, highlight=False, soft_wrap=True)  # whole lines in a CI log
         elif not self.quiet:
             print(line, file=sys.stderr, flush=True)
 
