@@ -253,7 +253,7 @@ def _decide(tmp_path: Path, gaps: dict[str, float], tolerance: float | None, max
     out = tmp_path / "out"
     folder, record = _record(out)
     grid = Grid(("antlm-babyllama",), ("tiny",), ("1_CLM", "2_CLM"))
-    plan = SweepPlan(grid, [1, 2, 3], {}, out, ["blimp_supplement"], Rule("1_CLM", 0.05, tolerance, max_seeds, 2))
+    plan = SweepPlan(grid, [1, 2, 3], {}, out, Rule("1_CLM", 0.05, tolerance, max_seeds, 2))
     executor = TableExecutor(out, gaps)
 
     def pending(cells):
@@ -356,7 +356,18 @@ def test_the_leaderboard_prints_the_decision_under_the_table(tmp_path, monkeypat
     assert code == 0, err
     table_end = out.index("sweep decision (decided;")
     assert out.index("2_CLM") < table_end  # under the table
-    assert "2_CLM - baseline on blimp_supplement" in out[table_end:] and "decided: a difference (higher)" in out
+    assert "2_CLM - baseline on blimp_supplement: +" in out[table_end:] and "decided: better than the baseline" in out
+
+
+def test_a_comparison_reads_in_its_metrics_units_and_direction():
+    from antlm_bench.sweep import Comparison
+
+    loss = Comparison("r", "tiny", "2_CLM", "heldout", "clm vs clm", (1, 2, 3, 4, 5), -0.05, -0.08, -0.02,
+                      "difference", "nats/token", lower_is_better=True)
+    assert "-0.05 nats/token [-0.08, -0.02], decided: better than the baseline" in loss.text()
+    accuracy = Comparison("r", "tiny", "2_CLM", "blimp", "clm vs clm", (1, 2, 3, 4, 5), -1.5, -2.5, -0.5,
+                          "difference")
+    assert "-1.5 pp [-2.5, -0.5], decided: worse than the baseline" in accuracy.text()
 
 
 def test_a_second_sweep_into_the_same_folder_is_refused(tmp_path, monkeypatch, capsys):

@@ -389,13 +389,15 @@ def _plan(settings: SweepSettings) -> tuple[SweepPlan, RunConfig]:
     if rule is not None:
         from antlm_bench.results.stats.sequential import fewest_seeds
 
-        # the largest family the decision may test: every other schedule x every task and the macro
-        family = len(grid.recipes) * len(presets) * (len(schedules or default_schedule.values()) - 1) * (len(tasks) + 1)
+        # the largest family the decision may test: every other schedule x every task's accuracy and margin, and
+        # the macro
+        others = len(schedules or default_schedule.values()) - 1
+        family = len(grid.recipes) * len(presets) * others * (2 * len(tasks) + 1)
         needed = fewest_seeds(rule.alpha_each(family))
         if rule.max_seeds < needed:
             raise UserError(f"--max-seeds {rule.max_seeds}: the anytime-valid interval bounds nothing below {needed} "
                             f"seeds at alpha {rule.alpha} over up to {family} comparisons; allow more seeds")
-    return SweepPlan(grid, list(settings.seeds), default_schedule, output, tasks, rule), config
+    return SweepPlan(grid, list(settings.seeds), default_schedule, output, rule), config
 
 
 def _visible_gpus(device: str) -> list[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from antlm_bench.errors import UserError
+from antlm_bench.results.leaderboard.definition import metric_kind
 from antlm_bench.results.stats.sequential import (
     DIFFERENCE,
     EQUIVALENT,
@@ -52,7 +53,8 @@ class Rule:
 
 @dataclass(frozen=True)
 class Comparison:
-    """One schedule against the baseline on one column (a task, or ``macro``), in points."""
+    """One schedule against the baseline on one column (a task, a task's margin, or ``macro``), in the column's
+    shown units (``unit``: pp for a percentage, else the metric's own, e.g. nats)."""
 
     recipe: str
     preset: str
@@ -63,7 +65,9 @@ class Comparison:
     mean: float
     low: float
     high: float
-    decision: str  # difference, equivalent or undecided
+    decision: str  # difference, equivalent, undecided or not tested
+    unit: str = "pp"
+    lower_is_better: bool = False
 
     def text(self) -> str:
         if self.decision == NOT_TESTED:
@@ -71,20 +75,21 @@ class Comparison:
         elif not math.isfinite(self.low):
             interval = "interval unbounded (too few seeds yet)"
         else:
-            interval = f"[{self.low:+.2f}, {self.high:+.2f}]"
-        verdict = {DIFFERENCE: f"decided: a difference ({'higher' if self.mean > 0 else 'lower'})",
+            interval = f"[{self.low:+.3g}, {self.high:+.3g}]"
+        better = (self.mean < 0) if self.lower_is_better else (self.mean > 0)
+        verdict = {DIFFERENCE: f"decided: {'better' if better else 'worse'} than the baseline",
                    EQUIVALENT: "decided: equivalent within the margin", UNDECIDED: "undecided",
                    NOT_TESTED: "not tested: different scoring methods, different instruments"}[self.decision]
-        return (f"{self.schedule} - baseline on {self.column}: {self.mean:+.2f} pp {interval}, {verdict} "
+        return (f"{self.schedule} - baseline on {self.column}: {self.mean:+.3g} {self.unit} {interval}, {verdict} "
                 f"({len(self.seeds)} paired seeds, {self.scoring})")
 
 
-def _board(cells: Sequence[Cell], output: Path, tasks: Sequence[str]) -> Any:
-    from antlm_bench.results.leaderboard import LeaderboardDefinition, build_leaderboard, read_results
+def _board(cells: Sequence[Cell], output: Path) -> Any:
+    """The board ``antlm-bench leaderboard`` shows for these cells' run folders (its columns: each task and each
+    task's margin; the macro where the four AntLM tasks are there)."""
+    from antlm_bench.results.leaderboard import leaderboard_from_paths
 
-    folders = sorted({output / cell.name for cell in cells})
-    return build_leaderboard(read_results(folders), LeaderboardDefinition(tasks=list(tasks)), gaps=False,
-                             family="none")
+    return leaderboard_from_paths(sorted({output / cell.name for cell in cells}), family="none")
 
 
 def _seed_values(cell: Any, seeds: Sequence[int]) -> dict[int, float]:
@@ -92,11 +97,10 @@ def _seed_values(cell: Any, seeds: Sequence[int]) -> dict[int, float]:
     return {wanted[label]: value for label, value in zip(cell.seed_labels, cell.seed_values) if label in wanted}
 
 
-def compare_round(cells: Sequence[Cell], output: Path, tasks: Sequence[str], rule: Rule,
-                  seeds: Sequence[int]) -> list[Comparison]:
+def compare_round(cells: Sequence[Cell], output: Path, rule: Rule, seeds: Sequence[int]) -> list[Comparison]:
     """Every schedule against ``rule.baseline`` (same recipe and preset) on each column and the macro, over the
     seeds both sides finished."""
-    board = _board(cells, output, tasks)
+    board = _board(cells, output)
     rows = {row.key: row for row in board.rows}
     keys = sorted({(cell.recipe, cell.preset) for cell in cells})
     schedules = sorted({cell.schedule for cell in cells} - {rule.baseline})
@@ -105,7 +109,7 @@ def compare_round(cells: Sequence[Cell], output: Path, tasks: Sequence[str], rul
         base = rows.get((recipe, preset, rule.baseline))
         for schedule in schedules:
             row = rows.get((recipe, preset, schedule))
-            for column in [*board.columns, *(["macro"] if board.macro_columns else [])]:
+            for column in [*board.columns, *(["macro"] if any(r.macro is not None for r in board.rows) else [])]:
                 pairs.append((recipe, preset, schedule, column, row, base))
     cells_of = [(recipe, preset, schedule, column, _cell_of(row, column), _cell_of(base, column))
                 for recipe, preset, schedule, column, row, base in pairs]
@@ -119,20 +123,25 @@ def compare_round(cells: Sequence[Cell], output: Path, tasks: Sequence[str], rul
         mine = _seed_values(a, seeds) if a is not None else {}
         theirs = _seed_values(b, seeds) if b is not None else {}
         paired = sorted(set(mine) & set(theirs))
-        differences = [100 * (mine[s] - theirs[s]) for s in paired]
+        kind = metric_kind((a or b).metric if (a or b) is not None else None)
+        units = {"unit": "pp" if kind.unit == "%" else kind.unit, "lower_is_better": kind.lower_is_better}
+        differences = [kind.scale * (mine[s] - theirs[s]) for s in paired]
         scoring = f"{a.scoring if a else '-'} vs {b.scoring if b else '-'}"
         mean = float(sum(differences) / len(differences)) if differences else math.nan
         if not _same_instrument(a, b):
             out.append(Comparison(recipe, preset, schedule, column, scoring, tuple(paired), mean, -math.inf,
-                                  math.inf, NOT_TESTED))
+                                  math.inf, NOT_TESTED, **units))
             continue
         interval = confidence_sequence(differences, alpha_each, c) if paired else None
         if interval is None:
             out.append(Comparison(recipe, preset, schedule, column, scoring, (), math.nan, -math.inf, math.inf,
-                                  UNDECIDED))
+                                  UNDECIDED, **units))
             continue
+        # the equivalence margin is in points: it decides percentages only (a margin or a loss, in nats, is decided
+        # by a difference alone)
+        tolerance = rule.tolerance if units["unit"] == "pp" else None
         out.append(Comparison(recipe, preset, schedule, column, scoring, tuple(paired), interval.mean, interval.low,
-                              interval.high, decide(interval, rule.tolerance)))
+                              interval.high, decide(interval, tolerance), **units))
     return out
 
 
@@ -180,13 +189,13 @@ def decision_lines(output: Path) -> list[str]:
     lines = [f"sweep decision ({payload.get('status')}; seeds {_seed_text(payload.get('seeds', []))} of at most "
              f"{rule.get('max_seeds')}; baseline {rule.get('baseline')}; alpha {rule.get('alpha')}, "
              f"{rule.get('correction')}; equivalence margin "
-             f"{'none' if tolerance is None else f'+-{tolerance:g} pp'}; {path})"]
+             f"{'none' if tolerance is None else f'+-{tolerance:g} pp (percentages only)'}; {path})"]
     for row in rows:
         low = -math.inf if row.get("low") is None else row["low"]
         high = math.inf if row.get("high") is None else row["high"]
         comparison = Comparison(row["recipe"], row["preset"], row["schedule"], row["column"], row["scoring"],
                                 tuple(row["seeds"]), row["mean"] if row["mean"] is not None else math.nan, low, high,
-                                row["decision"])
+                                row["decision"], row.get("unit", "pp"), bool(row.get("lower_is_better", False)))
         lines.append(f"  {row['recipe']} {row['preset']}: {comparison.text()}")
     return lines
 

@@ -25,7 +25,6 @@ class SweepPlan:
     seeds: list[int]  # every seed (plain sweep), or the first round's (--until-decided)
     default_schedule: dict[str, str]  # recipe -> its default schedule (when --schedule is not given)
     output: Path
-    tasks: list[str] = field(default_factory=list)  # the tasks the decision compares on
     rule: Rule | None = None  # --until-decided
 
 
@@ -69,7 +68,7 @@ def run_sweep(plan: SweepPlan, executor: Executor, record: SweepRecord, progress
         if failed:
             _store(folder, rule, [], seeds, record, "stopped: a cell failed")
             return SweepOutcome(failed, [], "stopped: a cell failed")
-        comparisons = compare_round(cells, plan.output, plan.tasks, rule, seeds)
+        comparisons = compare_round(cells, plan.output, rule, seeds)
         undecided = [c for c in comparisons if c.decision == UNDECIDED]
         for comparison in comparisons:
             say(f"{comparison.recipe} {comparison.preset}: {comparison.text()}")
