@@ -198,3 +198,22 @@ def test_two_scoring_methods_are_never_compared(tmp_path, monkeypatch, capsys):
     code, _, err = _cli(monkeypatch, capsys, "--results", tmp_path / "24_MLM", "--baseline", tmp_path / "24_CLM",
                         "--by", "recipe,preset")
     assert code == 2 and "pll" in err and "clm" in err and len(err.strip().splitlines()) == 1
+
+
+def test_power_does_not_read_a_seed_count_from_seeds_that_scored_alike(tmp_path, monkeypatch, capsys):
+    """Three seeds with identical scores (a tiny model that ties every item) measure no seed variance: zero SD
+    would 'need' two seeds for any gap, so the count is unknown, said in words."""
+    from antlm_bench.results.leaderboard.power import power_lines
+
+    tied = np.full(400, 0.5)
+    for seed in (1, 2, 3):
+        write_run(tmp_path / f"s{seed}", f"tie-s{seed}", [{"phase_index": 0, "scoring": "clm",
+                                                          "tasks": {"blimp": {"a": tied}}}], seed=seed)
+    (line,) = power_lines(build_leaderboard(read_results([tmp_path])), 0.01)
+    assert line.seed_sd == 0.0 and line.no_seed_variance and line.seeds_for_gap is None and not line.reachable
+    monkeypatch.setattr(sys, "argv", ["antlm-bench", "power", str(tmp_path)])
+    monkeypatch.setenv("COLUMNS", "250")
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert not exited.value.code
+    assert "unknown (seeds scored alike)" in capsys.readouterr().out

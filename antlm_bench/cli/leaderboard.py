@@ -108,7 +108,8 @@ def power_command(
     console.print("[dim]" + escape(
         "seed SD: SD of the per-seed scores, with its chi-square 95% interval (it rests on the seeds named in 'SD "
         "from'); seeds/side: at the observed SD, [range] at the two ends of its interval ('>1000': the items' noise "
-        "alone is too large at that gap); item SE: the items' sampling error alone; MDE now: the smallest gap a "
+        "alone is too large at that gap; 'unknown': the seeds scored exactly alike, so no seed variance was measured); "
+        "item SE: the items' sampling error alone; MDE now: the smallest gap a "
         "comparison with this many seeds a side detects; method: docs/statistics.md") + "[/dim]")
 
 
@@ -127,6 +128,8 @@ def _seeds_text(line) -> str:
 
     if line.seed_sd is None or line.item_se is None:
         return "-"
+    if line.no_seed_variance:
+        return "unknown (seeds scored alike)"
     text = count(line.seeds_for_gap)
     if line.sd_interval is not None:
         text += f" [{count(line.seeds_low)}, {count(line.seeds_high)}]"

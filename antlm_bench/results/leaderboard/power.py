@@ -33,6 +33,9 @@ class PowerLine:
     seeds_low: int | None = None
     seeds_high: int | None = None
     sd_interval: tuple[float, float] | None = None
+    # the seeds scored exactly alike (SD 0: a model that ties every item?): no seed variance was measured, so no
+    # seed count can be read from it (zero variance would "need" 2 seeds for any gap)
+    no_seed_variance: bool = False
 
 
 def power_lines(board: Leaderboard, gap: float, alpha: float = 0.05, power: float = 0.8,
@@ -48,6 +51,10 @@ def power_lines(board: Leaderboard, gap: float, alpha: float = 0.05, power: floa
             item_se = None if item_var is None else math.sqrt(item_var)
             if sd is None or item_var is None:
                 out.append(PowerLine(row.key, column, cell.n_seeds, sd, None, item_se, None, None, False))
+                continue
+            if observed and sd == 0.0:
+                out.append(PowerLine(row.key, column, cell.n_seeds, sd, cell.n_seeds, item_se, None, None, False,
+                                     no_seed_variance=True))
                 continue
             k = cell.n_seeds
             mde = None
