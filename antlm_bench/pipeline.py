@@ -247,6 +247,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                     resume=status == "resumed", eval_every=config.eval_every if minimal_pair_tasks else "none",
                     eval_tasks=",".join(minimal_pair_tasks) or "blimp", eval_limit=eval_limit, device=config.device,
                     convention=config.convention, progress=config.progress, save_at_words=config.save_at_words,
+                    torch_threads=n_threads, torch_threads_reason=threads_why,
                 )
                 result = train(train_config, console=console, scorer=score_checkpoint)
                 if result.final_checkpoint is None:
