@@ -237,6 +237,9 @@ class TableExecutor(Executor):
     def describe(self) -> str:
         return "tables"
 
+    def check_ready(self) -> None:
+        pass
+
     def run(self, cells, record, progress) -> None:
         for cell in cells:
             seed_effect = np.random.default_rng(cell.seed).normal(0, 0.01)
@@ -390,3 +393,11 @@ def test_a_second_sweep_into_the_same_folder_is_refused(tmp_path, monkeypatch, c
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_slurm_without_a_cluster_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no srun here
+    code, _, err = run_cli(monkeypatch, capsys, "sweep", "--schedule", "1_CLM", "--seeds", "1", "--preset", "tiny",
+                           "--tasks", "blimp_supplement", "--output", str(tmp_path / "out"), "--executor", "slurm")
+    assert code == 2 and "srun" in err and "--dry-run" in err
+    assert not (tmp_path / "out").exists()

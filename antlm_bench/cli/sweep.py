@@ -312,6 +312,7 @@ def sweep_command(
         _dry_run(chosen, cells, plan)
         return
 
+    chosen.check_ready()
     sweep_folder.make()
     with folder_lock(sweep_folder.folder, "sweep"):
         record = SweepRecord(sweep_folder, {"command": sys.argv, "settings": settings.model_dump(mode="json")})

@@ -56,6 +56,10 @@ class Executor(ABC):
         """One line: where and how the cells run."""
 
     @abstractmethod
+    def check_ready(self) -> None:
+        """Refuse in one line, before anything is written, a sweep that cannot run here (no cluster, no submitit)."""
+
+    @abstractmethod
     def run(self, cells: Sequence[Cell], record: SweepRecord, progress: Progress) -> None:
         """Run ``cells`` to the end (each DONE, FAILED or INTERRUPTED in ``record``); raise SweepInterrupted when
         a stop signal ended the sweep early."""
@@ -117,6 +121,9 @@ class LocalExecutor(Executor):
     def describe(self) -> str:
         labels = ", ".join(slot.label for slot in self.slots)
         return f"local: {len(self.slots)} worker(s) ({labels}" + (f"; {self.why})" if self.why else ")")
+
+    def check_ready(self) -> None:
+        """Worker processes need nothing but this machine."""
 
     def run(self, cells: Sequence[Cell], record: SweepRecord, progress: Progress) -> None:
         queue = deque(cells)
@@ -289,6 +296,9 @@ class SlurmExecutor(Executor):
         executor = submitit.LocalExecutor(folder=self.jobs_folder / "%j")
         executor.update_parameters(timeout_min=self.resources.time_min)
         return executor
+
+    def check_ready(self) -> None:
+        self._submitit_executor()
 
     def run(self, cells: Sequence[Cell], record: SweepRecord, progress: Progress) -> None:
         if not cells:
