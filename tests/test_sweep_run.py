@@ -39,3 +39,23 @@ def test_a_sweep_trains_each_cell_once_and_reads_like_runs(tmp_path):
     assert "0 cell(s) run, 2 reused" in again.stdout
     assert time.monotonic() - started < 120  # no training: the check alone (seconds on an idle machine)
     assert json.loads((out / "sweep" / "sweep.json").read_text())["counts"]["reused"] == 2
+
+
+def test_pending_seeds_agrees_with_what_run_would_do(real_data_dir, tmp_path):
+    """The sweep skips a cell when pipeline.pending_seeds says run has nothing left: it must say so exactly when
+    run_benchmark would reuse everything, and not when an evaluation setting changed."""
+    from antlm_bench.pipeline import RunConfig, pending_seeds, run_benchmark
+
+    config = RunConfig(model="antlm-babyllama", tasks="blimp_supplement", preset="tiny", schedule="0.1_CLM",
+                       seeds=[3], output=tmp_path, data_dir=real_data_dir, cache_dir=tmp_path / "cache",
+                       max_words=3000, eval_limit=2, limit=4, progress=False)
+    assert pending_seeds(config) == [3]
+    run_benchmark(config)
+    assert pending_seeds(config) == []
+    (again,) = run_benchmark(config).runs
+    assert again.trained == "reused" and again.evaluated == []
+    other_limit = config.model_copy(update={"limit": 5})
+    assert pending_seeds(other_limit) == [3]
+    assert pending_seeds(config.model_copy(update={"seeds": [3, 4]})) == [4]
+    (redone,) = run_benchmark(other_limit).runs
+    assert redone.trained == "reused" and redone.evaluated == ["blimp_supplement"]
