@@ -183,6 +183,7 @@ SHIPPED_TASK_CLASSES = {
     "WugAdjTask": "antlm_bench.adapters.babylm2025.wug:WugAdjTask",
     "ReadingTask": "antlm_bench.adapters.babylm2025.reading:ReadingTask",
     "GlueTask": "antlm_bench.adapters.glue:GlueTask",
+    "HeldoutLossTask": "antlm_bench.adapters.heldout:HeldoutLossTask",
 }
 SHIPPED_BACKENDS = {
     "babyllama": "antlm_bench.models.babyllama:BabyLlamaBackend",

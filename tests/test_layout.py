@@ -30,8 +30,10 @@ ALLOWED: dict[str, set[str]] = {
     "antlm_bench.models": {"antlm_bench.data"},
     # log-likelihoods and pseudo-log-likelihoods of token sequences, batched by a token budget
     "antlm_bench.scoring": {"antlm_bench.models", "antlm_bench.data"},
-    # tasks built on scoring: minimal pairs, the BabyLM 2025 tasks, GLUE fine-tuning and probes, the lm-eval model
-    "antlm_bench.adapters": {"antlm_bench.scoring", "antlm_bench.models", "antlm_bench.data", *RESULT_ROWS},
+    # tasks built on scoring: minimal pairs, the BabyLM 2025 tasks, GLUE fine-tuning and probes, the lm-eval model;
+    # heldout's MLM loss corrupts its text with the trainer's own masking (training.objectives), never a copy of it
+    "antlm_bench.adapters": {"antlm_bench.scoring", "antlm_bench.models", "antlm_bench.data",
+                             "antlm_bench.training.objectives", *RESULT_ROWS},
     # the result rows' schema (tables), the results store, the statistics: below every stage that writes rows
     "antlm_bench.results": {"antlm_bench.data"},
     # leaderboards over results folders: reads the rows, never writes a stage's output
