@@ -53,8 +53,20 @@ def leaderboard_command(
         add_include_path(folder)
     if x_axis not in ("epoch", "tokens", "words"):
         raise UserError(f"--x {x_axis}: choose epoch, tokens or words")
+    if plots is not None and (plots.is_symlink() or (plots.exists() and not plots.is_dir())):
+        raise UserError(f"--plots {plots}: {'a symbolic link' if plots.is_symlink() else 'a file'}, not a folder; "
+                        "give a folder for the curves (made if missing)")
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
     board = leaderboard_from_paths(results or [], definition, group_by, parse_reference(reference), alpha, family)
+    if plots is not None:
+        from antlm_bench.results.leaderboard.plots import X_AXES
+
+        attribute = X_AXES[x_axis][0]
+        if not any(getattr(point, attribute) is not None for row in board.rows for curve in row.curves.values()
+                   for point in curve):
+            hint = " (train with --save-at-words)" if x_axis == "words" else ""
+            raise UserError(f"--x {x_axis}: no curve point of these runs records {X_AXES[x_axis][1].split(' (')[0]}"
+                            f"{hint}; nothing to draw, no plot written: choose another --x")
     written = write_leaderboard(board, format_for(fmt, out), out, console, plots, x_axis)
     for path in written:
         err_console.print(f"wrote {path}")
