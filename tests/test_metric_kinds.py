@@ -143,7 +143,7 @@ def test_a_loss_ranks_lowest_first_and_its_gap_reads_in_its_direction(loss_resul
     assert low.key[2] == "1_MLM" and low.cells["heldout"].value < high.cells["heldout"].value
     (gap,) = board.comparisons  # the reference is the leader: the lower loss
     assert gap.metric == "loss" and gap.delta > 0 and gap.significant and gap.paired
-    assert verdict(gap).startswith("significant, row worse (higher loss: lower is better)")
+    assert verdict(gap).startswith("significant, row worse: higher loss, lower is better (")
     assert "nats/token" in render_markdown(board)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from antlm_bench.results.leaderboard.definition import MACRO
+from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
 from antlm_bench.results.leaderboard.model import Leaderboard
 from antlm_bench.results.stats import minimum_detectable_effect, seed_sd_interval, seeds_needed
 
@@ -40,11 +40,14 @@ class PowerLine:
 
 def power_lines(board: Leaderboard, gap: float, alpha: float = 0.05, power: float = 0.8,
                 seed_sd: float | None = None) -> list[PowerLine]:
-    """One line per (row, column) of ``board``; ``gap`` and ``seed_sd`` are fractions (0.01 = one point)."""
+    """One line per (row, column) of ``board`` whose metric is a percentage; ``gap`` and ``seed_sd`` are fractions
+    (0.01 = one point). A margin or a loss (nats) has no points to read a gap of points against: left out."""
     out = []
     for row in board.rows:
         cells = [*row.cells.items(), *([(MACRO, row.macro)] if row.macro is not None else [])]
         for column, cell in cells:
+            if metric_kind(cell.metric).unit != "%":
+                continue
             observed = cell.spread is not None
             sd = cell.spread if observed else seed_sd
             item_var = cell.item_var
