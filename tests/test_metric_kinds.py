@@ -21,6 +21,7 @@ from antlm_bench.results.leaderboard import (
     cell_text,
     leaderboard_from_paths,
     read_results,
+    render_html,
     render_markdown,
     verdict,
     write_leaderboard,
@@ -77,8 +78,8 @@ def margin_results(tmp_path) -> Path:
     """Two schedules x 3 seeds; B's margins are 0.5 nats larger on every item on average."""
     rng = np.random.default_rng(5)
     for seed in (1, 2, 3):
-        write_pairs_run(tmp_path, f"a-s{seed}", "1_CLM", seed, _pairs(rng, 0.2))
-        write_pairs_run(tmp_path, f"b-s{seed}", "1_MLM", seed, _pairs(rng, 0.7))
+        write_pairs_run(tmp_path / "a", f"a-s{seed}", "1_CLM", seed, _pairs(rng, 0.2))
+        write_pairs_run(tmp_path / "b", f"b-s{seed}", "1_MLM", seed, _pairs(rng, 0.7))
     return tmp_path
 
 
@@ -116,6 +117,18 @@ def _items(results, run_id):
     return [r for r in read_results_folder(results.items_sources[run_id]).items.to_pylist() if r["run_id"] == run_id]
 
 
+def test_check_compares_the_margin_in_nats_beside_accuracy(margin_results):
+    report = run_check([margin_results / "a"], [margin_results / "b"], tolerance=0.1, group_by=["recipe", "preset"])
+    lines = {line.column: line for line in report.lines}
+    assert set(lines) == {"blimp", "blimp.margin"}  # no macro: one percentage column, a margin never joins it
+    margin = lines["blimp.margin"]
+    assert margin.comparison.metric == "margin" and margin.comparison.delta < 0 and margin.comparison.paired
+    from antlm_bench.results.check import report_markdown
+
+    row = next(r for r in report_markdown(report).splitlines() if "blimp.margin (nats)" in r)
+    assert f"{margin.comparison.delta:+.4f}" in row  # nats, not x100
+
+
 def test_a_macro_never_averages_a_margin_or_a_loss(margin_results):
     definition = LeaderboardDefinition(tasks=["blimp", "blimp.margin"], macro_tasks=["blimp", "blimp.margin"])
     with pytest.raises(UserError, match="blimp.margin is measured by margin .* never averaged"):
@@ -145,6 +158,8 @@ def test_a_loss_ranks_lowest_first_and_its_gap_reads_in_its_direction(loss_resul
     assert gap.metric == "loss" and gap.delta > 0 and gap.significant and gap.paired
     assert verdict(gap).startswith("significant, row worse: higher loss, lower is better (")
     assert "nats/token" in render_markdown(board)
+    page = render_html(board)  # in nats per token, sorted best (lowest) first: its sort key is the negated loss
+    assert f'data-value="{-low.cells["heldout"].value:.10g}">{low.cells["heldout"].value:.3f}' in page
 
 
 def test_check_calls_a_rise_in_loss_a_regression_and_a_fall_an_improvement(loss_results):
@@ -180,6 +195,8 @@ def test_signal_noise_on_a_table_computed_by_hand(tmp_path):
     # every output carries it: Markdown, and the Parquet export's metadata
     text = render_markdown(board)
     assert "## Signal and noise per task" in text and "#2 v #3 0.83" in text and "| blimp | 4.5 | 7.0 | 1.57 |" in text
+    page = render_html(board)
+    assert "<h2>Signal and noise per task</h2>" in page and "#2 v #3 0.83" in page
     out = tmp_path / "board.parquet"
     write_leaderboard(board, "parquet", out, console=None)
     stored = json.loads(pq.read_schema(out).metadata[b"antlm_bench.signal_noise"])
