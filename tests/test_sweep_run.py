@@ -8,19 +8,20 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 SWEEP = ["sweep", "--model", "antlm-babyllama", "--schedule", "0.2_CLM, 0.1_CLM+0.1_MLM", "--seeds", "1",
          "--preset", "tiny", "--max-words", "5000", "--tasks", "blimp_supplement", "--limit", "10", "--jobs", "2"]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "antlm_bench", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200"}, timeout=900)
+                          env={**os.environ, "COLUMNS": "200", "ANTLM_BENCH_DATA": str(data)}, timeout=900)
 
 
-def test_a_sweep_trains_each_cell_once_and_reads_like_runs(tmp_path):
+def test_a_sweep_trains_each_cell_once_and_reads_like_runs(real_data_dir, tmp_path):
     out = tmp_path / "sweep"
-    first = _cli(*SWEEP, "--output", str(out))
+    first = _cli(real_data_dir, *SWEEP, "--output", str(out))
     assert first.returncode == 0, first.stdout + first.stderr
     names = ["antlm-babyllama-tiny-0.2_CLM-seed1", "antlm-babyllama-tiny-0.1_CLM_0.1_MLM-seed1"]
     for name in names:
@@ -29,12 +30,12 @@ def test_a_sweep_trains_each_cell_once_and_reads_like_runs(tmp_path):
     record = json.loads((out / "sweep" / "sweep.json").read_text())
     assert record["counts"]["done"] == 2 and record["counts"]["failed"] == 0
 
-    board = _cli("leaderboard", str(out))
+    board = _cli(real_data_dir, "leaderboard", str(out))
     assert board.returncode == 0, board.stderr
     assert "0.2_CLM" in board.stdout and "0.1_CLM+0.1_MLM" in board.stdout
 
     started = time.monotonic()
-    again = _cli(*SWEEP, "--output", str(out))
+    again = _cli(real_data_dir, *SWEEP, "--output", str(out))
     assert again.returncode == 0, again.stdout + again.stderr
     assert "0 cell(s) run, 2 reused" in again.stdout
     assert time.monotonic() - started < 120  # no training: the check alone (seconds on an idle machine)
