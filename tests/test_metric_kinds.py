@@ -102,6 +102,13 @@ def test_the_default_board_shows_the_margin_beside_accuracy_with_item_statistics
         # the cell's value is the mean over seeds of each run's task margin, the item variance > 0: a real interval
         assert margin.item_var > 0 and margin.low < margin.value < margin.high
         assert margin.value == pytest.approx(np.mean(margin.seed_values))
+    # a definition without the margin column: the margin rows never stand for the accuracy column's subtasks
+    plain = build_leaderboard(results, LeaderboardDefinition(tasks=["blimp"], macro_tasks=[]))
+    assert plain.columns == ["blimp"]
+    for row in plain.rows:
+        assert set(row.cells["blimp"].subtasks.values()) == {"accuracy"} and row.cells["blimp"].items is not None
+        assert row.cells["blimp"].value == pytest.approx(
+            next(r for r in board.rows if r.key == row.key).cells["blimp"].value)
     gap = next(c for c in board.comparisons if c.column == "blimp.margin")
     assert gap.metric == "margin" and gap.paired and gap.design == "paired-seeds"
     # shown in nats, not x100; the footnotes say so
