@@ -46,7 +46,10 @@ def leaderboard_command(
                                "under the table."),
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
-    """Rank configurations by macro score: seeds averaged, 95% intervals over seeds and items, seed-aware gaps."""
+    """Rank configurations by macro score: seeds averaged, 95% intervals over seeds and items, seed-aware gaps, and
+    per task the seed SD, the spread of the configurations' means and how often single seeds order two rows as
+    their means do. Percentages, except a minimal-pair task's margin (task.margin, nats) and heldout's loss (nats
+    per token, lower is better), which are never in the macro."""
     from antlm_bench.results.leaderboard import format_for, leaderboard_from_paths, write_leaderboard
 
     for folder in include_path or []:
