@@ -421,3 +421,20 @@ def test_train_records_its_thread_choice_in_run_json(tmp_path: Path, monkeypatch
         assert "torch threads 1" in result.stderr
     finally:
         torch.set_num_threads(before)
+
+
+def test_two_schedules_that_start_alike_are_two_networks(tmp_path: Path) -> None:
+    """0.25_CLM and 0.5_CLM under one seed share their initial weights and first batch, but not their training:
+    their fingerprints differ, so nothing takes them for the same network (check's items-only design)."""
+    from antlm_bench.training.trainer import Trainer
+
+    short = Trainer(tiny_config(tmp_path, tmp_path / "a", schedule="0.25_CLM")).facts
+    long = Trainer(tiny_config(tmp_path, tmp_path / "b", schedule="0.5_CLM")).facts
+    again = Trainer(tiny_config(tmp_path, tmp_path / "c", schedule="0.25_CLM")).facts
+    assert short.training_fingerprint != long.training_fingerprint
+    assert short.config_fingerprint != long.config_fingerprint
+    assert (short.training_fingerprint, short.config_fingerprint) == (again.training_fingerprint,
+                                                                        again.config_fingerprint)
+    reseeded = Trainer(tiny_config(tmp_path, tmp_path / "d", schedule="0.25_CLM", seed=4)).facts
+    assert reseeded.training_fingerprint != short.training_fingerprint
+    assert reseeded.config_fingerprint == short.config_fingerprint

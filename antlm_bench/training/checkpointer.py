@@ -10,9 +10,10 @@ back from ``last`` (or an older resume point when it is damaged); the data order
 (seed, step), so a resumed run computes exactly what the uninterrupted run computed. A folder is read before
 anything is deleted, and a resume deletes nothing of the run.
 
-Fingerprints (in every record and in run.json): ``training_fingerprint`` hashes the initial weights and the first
-global batch of every phase (its rows and masks), so a code change that re-draws the initialisation, the data order
-or the masking stream gives another fingerprint under the same seed; ``config_fingerprint`` hashes the recipe's
+Fingerprints (in every record and in run.json): ``training_fingerprint`` hashes the configuration fingerprint, the
+initial weights and the first global batch of every phase (its rows and masks), so a code change that re-draws the
+initialisation, the data order or the masking stream gives another fingerprint under the same seed, and so does
+another schedule that happens to start alike (0.2_CLM and 0.4_CLM); ``config_fingerprint`` hashes the recipe's
 content (masking strategy and optimizer policy included), the preset and the schedule.
 """
 
@@ -68,9 +69,10 @@ def config_fingerprint(recipe: Recipe, preset: str, schedule: Schedule) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def training_fingerprint(model: torch.nn.Module, steps: StepPlan) -> str:
-    """The network a seed trains: its initial weights and the first global batch of each phase (rows and masks)."""
-    digest = hashlib.sha256()
+def training_fingerprint(model: torch.nn.Module, steps: StepPlan, config: str) -> str:
+    """The network a seed trains: its configuration (``config_fingerprint``: two schedules that start alike are
+    still two networks), its initial weights and the first global batch of each phase (rows and masks)."""
+    digest = hashlib.sha256(config.encode())
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
         digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())

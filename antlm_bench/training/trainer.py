@@ -191,13 +191,14 @@ class Trainer:
         self.model = build_model(self.recipe, config.preset, self.tokenizer).to(self.device)
         if self.dist.rank > 0:
             torch.manual_seed(config.seed + 7919 * self.dist.rank)
+        configuration = config_fingerprint(self.recipe, config.preset, schedule)
         self.facts = RunFacts(
             recipe=self.recipe, preset=config.preset, seed=config.seed, schedule=schedule, plans=plans,
             steps_per_epoch=steps_per_epoch, global_batch=preset.global_batch_size, seq_len=seq_len,
             n_sequences=n_sequences, n_words=int(corpus.n_words), data_hash=corpus.data_hash,
             tokenizer_hash=corpus.tokenizer_hash, world_size=self.dist.world,
-            training_fingerprint=training_fingerprint(self.model, self.steps),
-            config_fingerprint=config_fingerprint(self.recipe, config.preset, schedule),
+            training_fingerprint=training_fingerprint(self.model, self.steps, configuration),
+            config_fingerprint=configuration,
         )
         self.optimizer = make_optimizer(self.model, self.recipe, self.device)
         micro_batch = config.micro_batch_size or preset.micro_batch_size
