@@ -48,7 +48,7 @@ def test_curve_points_carry_bands_and_their_subset(board):
     assert panel_subset(board, "blimp") == 20
     assert final_only_panels(board, ["blimp", "ewok", "glue", "macro"]) == {"glue", "macro"}
     caption = curve_caption(board)
-    assert "first 20 items of every subtask" in caption and "the table above on every item" in caption
+    assert "first 20 items of every subtask" in caption and "the table above uses every item" in caption
     assert "mean over the row's seeds" in caption and "chance (50%)" in caption and "final checkpoint" in caption
 
 
@@ -74,7 +74,7 @@ def test_figure_renders_and_the_page_explains_it(board):
     assert "per-phase points: first 20 items per subtask" in svg
     assert "final only: the table" in svg and "chance (50%)" in svg and "95% item interval" in svg
     page = render_html(board)
-    assert "Per-phase points are scored on a quick subset" in page
+    assert "Open markers are points scored on a quick subset" in page
 
 
 def test_words_seen_checkpoints_draw_on_a_words_axis(tmp_path):

@@ -13,6 +13,7 @@ import pytest
 from leaderboard_tables import four_tasks, write_run
 
 from antlm_bench.results.leaderboard import build_leaderboard, read_results, render_html
+from antlm_bench.results.leaderboard.text import DESIGN_TEXT
 
 
 def _chromium() -> str:
@@ -112,16 +113,16 @@ def page(tmp_path_factory):
     return board, path
 
 
-def test_page_is_self_contained_and_unranked_before_scripts(page):
-    _, path = page
+def test_page_is_self_contained_and_ranked_before_scripts(page):
+    board, path = page
     source = path.read_text(encoding="utf-8")
     for external in ('src="http', "src='http", 'href="http', "<link", "@import", 'src="//'):
         assert external not in source
     assert 'src="data:image/png;base64,' in source
     raw = _parse(source)
-    # as written: group order, rank cells empty (only the script fills them)
-    assert [r[1][0] for r in raw.rows] == ["a_CLM", "b_MLM", "c_MIX"]
-    assert all(r[0][0] == "" for r in raw.rows)
+    # as written: the board's ranking, ranks filled (no script decides an order of its own)
+    assert [r[1][0] for r in raw.rows] == [r.key[2] for r in board.rows] == ["b_MLM", "c_MIX", "a_CLM"]
+    assert [r[0][0] for r in raw.rows] == ["1", "2", "3"]
 
 
 def test_chromium_renders_the_ranked_table(page, tmp_path):
@@ -129,10 +130,10 @@ def test_chromium_renders_the_ranked_table(page, tmp_path):
     chromium = _chromium()
     dom = _dump_dom(chromium, path.as_uri(), tmp_path / "profile")
     table = _parse(dom)
-    assert table.table_attrs.get("data-ranked") == "yes", "the page's script did not run"
+    assert table.table_attrs.get("data-ranked") == "yes"
     headers = [h[0] for h in table.header]
     macro_at = headers.index("macro")
-    assert "sorted-desc" in table.header[macro_at][1]
+    assert "sorted-asc" in table.header[0][1]  # ordered by rank
     schedules = [row[1][0] for row in table.rows]
     assert schedules == [r.key[2] for r in board.rows] == ["b_MLM", "c_MIX", "a_CLM"]
     assert [row[0][0] for row in table.rows] == ["1", "2", "3"]
@@ -146,7 +147,7 @@ def test_chromium_renders_the_ranked_table(page, tmp_path):
     gaps = _parse(dom, "gaps")
     assert {row[1][0] for row in gaps.rows} == {"blimp", "blimp_supplement", "ewok", "glue", "macro"}
     # one seed a row: the gaps are shown with their item interval but not tested (seed variance unknown)
-    assert all(row[6][0] == "1 seed a side: seed variance unknown" and row[5][0] == "-" for row in gaps.rows)
+    assert all(row[7][0] == DESIGN_TEXT["unknown"] and row[5][0] == "-" for row in gaps.rows)
 
 
 def test_chromium_sorts_by_the_column_named_in_the_link(page, tmp_path):

@@ -250,9 +250,13 @@ def _cell(results: Results, present: list[RunCheckpoint], column: str) -> Cell:
                 seed_runs=[f.run_id for f in present], seed_labels=[_seed_label(f) for f in present],
                 subtasks=subtasks, seed_fingerprints=[run_fingerprint(f, "training_fingerprint") for f in present],
                 metric=cell_rows[0]["metric"])
+    limits = [r["limit"] for r in cell_rows if r["limit"] is not None]
+    cell.limit = min(limits) if limits else None
     cell.items = _group_items(results, present, column, scorings)
     cell.item_var = item_variance(cell.items) if cell.items is not None else _item_var_from_rows(cell_rows)
-    _set_interval(cell)
+    own = cell_rows[0] if len(cell_rows) == 1 else None
+    _set_interval(cell, None if own is None or own["ci_low"] is None or own["ci_high"] is None
+                  else (float(own["ci_low"]), float(own["ci_high"])))
     return cell
 
 
@@ -261,13 +265,42 @@ def _seed_label(final: RunCheckpoint) -> str:
     return final.run_id if seed is None else str(seed)
 
 
-def _set_interval(cell: Cell) -> None:
-    """95% interval over seeds and items (``stats.estimate``); none when neither part is known."""
-    if cell.item_var is None and cell.n_seeds < 2:
+ONE_RUN_INTERVAL = "the run's own 95% interval, as eval printed it (1 seed: items only)"
+
+
+def _set_interval(cell: Cell, own: tuple[float, float] | None = None) -> None:
+    """95% interval over seeds and items (``stats.estimate``), cut at the metric's range (``bound_interval``);
+    none when neither part is known.
+
+    One run's cell shows the interval its evaluation computed (``own``: the score row's ci_low/ci_high, the task's
+    own method: a stratified, grouped or cluster bootstrap), so that ``eval`` and the board print one interval for
+    one run; the item variance (``cell.item_var``) still feeds the gaps."""
+    if own is not None and cell.n_seeds == 1:
+        cell.low, cell.high = own
+        cell.interval = ONE_RUN_INTERVAL
+    elif cell.item_var is None and cell.n_seeds < 2:
         return
-    estimate = stats_estimate(cell.seed_values, cell.item_var or 0.0)
-    cell.low, cell.high = estimate.low, estimate.high
-    cell.interval = estimate.method + ("" if cell.item_var is not None else " (no item interval)")
+    else:
+        estimate = stats_estimate(cell.seed_values, cell.item_var or 0.0)
+        cell.low, cell.high = estimate.low, estimate.high
+        cell.interval = estimate.method + ("" if cell.item_var is not None else " (no item interval)")
+    cell.low, cell.high, cell.bounded = bound_interval(cell.value, cell.low, cell.high, cell.metric)
+
+
+def bound_interval(value: float, low: float, high: float, metric: str) -> tuple[float, float, str]:
+    """``(low, high, how)``: the interval cut at the metric's range (``MetricKind.bounds``: a percentage 0..1, a
+    Spearman correlation -1..1, a loss from 0, a margin unbounded): ``how`` is "clipped" when an end was cut,
+    "uninformative" when the interval is at least as wide as the whole range (cutting it would hide that: a
+    2-seed accuracy of 44 [-17.7, 105.7] says nothing), else "". A value outside the range means the range does
+    not fit this metric: nothing is cut."""
+    lowest, highest = metric_kind(metric).bounds
+    if (lowest is not None and value < lowest) or (highest is not None and value > highest):
+        return low, high, ""
+    cut_low = low if lowest is None else max(low, lowest)
+    cut_high = high if highest is None else min(high, highest)
+    if lowest is not None and highest is not None and high - low >= highest - lowest:
+        return cut_low, cut_high, "uninformative"
+    return cut_low, cut_high, "clipped" if (cut_low, cut_high) != (low, high) else ""
 
 
 def _group_items(results: Results, present: list[RunCheckpoint], column: str,
@@ -320,22 +353,29 @@ def macro_cell(row: BoardRow, macro_columns: Sequence[str]) -> Cell | None:
     macro = Cell(float(np.mean(per_seed)), None, None, _spread(per_seed), len(runs), "auto", seed_values=per_seed,
                  seed_runs=runs, seed_labels=labels, seed_fingerprints=fingerprints)
     macro.item_var = None if None in item_vars else sum(item_vars) / len(cells) ** 2
+    limits = [c.limit for c in cells if c.limit is not None]
+    macro.limit = min(limits) if limits else None
     _set_interval(macro)
     return macro
 
 
 def _rank_key(row: BoardRow, columns: Sequence[str]) -> tuple:
-    """Macro descending; rows without a macro after, by their mean over the percentage columns they have (the
-    metrics a macro may average), else by their first column, best first (a loss: lowest first)."""
+    """The board's one ranking, which every format shows (``text.RANK_RULE`` words it). Rows whose numbers all
+    stand on every item first, then rows on a subset of the items (a ``--limit``: other, fewer items, never
+    comparable with a full evaluation), larger subsets first; within each, macro descending; rows without a macro
+    after, by their mean over the percentage columns they have (the metrics a macro may average), else by their
+    first column, best first (a loss: lowest first)."""
+    subset = (row.limit is not None, -(row.limit or 0))
     if row.macro is not None:
-        return (0, -row.macro.value, row.key)
+        return (*subset, 0, -row.macro.value, row.key)
     cells = [row.cells[c] for c in columns if c in row.cells and ":" not in c]
     have = [c.value for c in cells if metric_kind(c.metric).in_macro]
     if have:
-        return (1, -float(np.mean(have)), row.key)
+        return (*subset, 1, -float(np.mean(have)), row.key)
     if cells:
-        return (2, cells[0].value if metric_kind(cells[0].metric).lower_is_better else -cells[0].value, row.key)
-    return (3, 0.0, row.key)
+        return (*subset, 2, cells[0].value if metric_kind(cells[0].metric).lower_is_better else -cells[0].value,
+                row.key)
+    return (*subset, 3, 0.0, row.key)
 
 
 def _find_reference(rows: list[BoardRow], group_by: Sequence[str], wanted: Mapping[str, str] | None) -> BoardRow | None:

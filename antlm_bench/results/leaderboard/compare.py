@@ -111,6 +111,11 @@ def compare_cells(a: Cell, b: Cell, alpha: float = 0.05, same_configuration: boo
         delta = float(np.mean(sides.a) - np.mean(sides.b))
         return Comparison((), (), "", delta, None, None, None, False, 0, None, f"{a.scoring} vs {b.scoring}", "",
                           note=f"scored by {a.scoring} vs {b.scoring}: different instruments, not tested"), None
+    if a.limit != b.limit:
+        delta = float(np.mean(sides.a) - np.mean(sides.b))
+        return Comparison((), (), "", delta, None, None, None, False, 0, None, a.scoring, "",
+                          note=f"{limit_text(a.limit)} vs {limit_text(b.limit)}: different instruments (other items), "
+                               "not tested"), None
     return _comparison(sides, item_var, design, paired, n_items, a.scoring, alpha, sd), item_var
 
 
@@ -124,6 +129,11 @@ def _comparison(sides: _Sides, item_var: float | None, design: str, paired: bool
     significant = None if d.p_value is None else d.p_value < alpha
     return Comparison((), (), "", d.delta, d.low, d.high, d.p_value, paired, n_items, significant, scoring, design,
                       d.mde, d.p_value, d.note)
+
+
+def limit_text(limit: int | None) -> str:
+    """``--limit 50`` (the first 50 items of each subtask), or ``every item``."""
+    return "every item" if limit is None else f"--limit {limit}"
 
 
 def same_configuration(a: BoardRow, b: BoardRow) -> bool:
@@ -156,6 +166,8 @@ def compare(a: BoardRow, b: BoardRow, columns: Sequence[str], macro_columns: Seq
         paired = all(c.paired for c in out if c.column in macro_columns)
         n_items = sum(c.n_items for c in out if c.column in macro_columns) if paired else 0
         mixed = sorted({c.scoring for c in out if c.column in macro_columns and " vs " in c.scoring})
+        if a.macro.limit != b.macro.limit:
+            mixed.append(f"{limit_text(a.macro.limit)} vs {limit_text(b.macro.limit)}")
         if mixed:
             delta = float(np.mean(sides.a) - np.mean(sides.b))
             comparison = Comparison((), (), "", delta, None, None, None, False, 0, None, "auto", "",

@@ -37,9 +37,8 @@ def curves_of(checkpoints: Mapping[str, list[RunCheckpoint]], run_ids: Sequence[
                 value = float(np.mean([chosen[c]["value"] for c in macro_columns]))
                 methods = "/".join(sorted({chosen[c]["scoring"] for c in macro_columns},
                                           key=lambda m: (m in FINETUNED_SCORING, m)))
-                limits = {chosen[c]["limit"] for c in macro_columns}
-                points[MACRO][at].append((ckpt, value, methods, None, None, limits.pop() if len(limits) == 1
-                                          else None))
+                points[MACRO][at].append((ckpt, value, methods, None, None,
+                                          _subset({chosen[c]["limit"] for c in macro_columns})))
     curves: dict[str, list[CurvePoint]] = {}
     for column in [*columns, MACRO]:
         if column not in points:
@@ -57,7 +56,14 @@ def curves_of(checkpoints: Mapping[str, list[RunCheckpoint]], run_ids: Sequence[
                                     "+".join(dict.fromkeys(e[2] for e in entries)),
                                     float(np.mean([b[0] for b in bounds])) if len(bounds) == len(entries) else None,
                                     float(np.mean([b[1] for b in bounds])) if len(bounds) == len(entries) else None,
-                                    limits.pop() if len(limits) == 1 else None, len(entries),
+                                    _subset(limits), len(entries),
                                     None if None in words else float(np.mean(words))))
         curves[column] = curve
     return curves
+
+
+def _subset(limits: set[int | None]) -> int | None:
+    """The items per subtask behind a point pooled from several numbers: the smallest limit among them (a point
+    that stands partly on a subset is marked as one), None when every number stands on every item."""
+    given = [limit for limit in limits if limit is not None]
+    return min(given) if given else None

@@ -42,6 +42,9 @@ class MetricKind:
     item_value: str | None = None  # the per-item value whose subtask mean is the metric, for item-level statistics
     digits: int = 1  # decimals shown
     words: str = ""  # what it is, for the footnotes
+    # the values the metric can take (stored units; None: unbounded on that side): an interval is cut there, and
+    # called uninformative when it is wider than the whole range (board.bound_interval)
+    bounds: tuple[float | None, float | None] = (0.0, 1.0)
 
 
 # every metric that is not named here is a fraction shown as a percentage, higher is better (accuracy, F1, GLUE's
@@ -49,9 +52,13 @@ class MetricKind:
 METRICS: dict[str, MetricKind] = {
     "accuracy": MetricKind("%", 100.0, item_value="correct"),
     "margin": MetricKind("nats", 1.0, in_macro=False, item_value="margin", digits=3,
-                         words="margin: mean of log P(good) - log P(bad) over the pairs, in nats, higher is better"),
+                         words="margin: mean of log P(good) - log P(bad) over the pairs, in nats, higher is better",
+                         bounds=(None, None)),
     "loss": MetricKind("nats/token", 1.0, lower_is_better=True, in_macro=False, item_value="value", digits=3,
-                       words="loss: held-out pre-training text, nats per token, LOWER is better"),
+                       words="loss: held-out pre-training text, nats per token, LOWER is better",
+                       bounds=(0.0, None)),
+    # a rank correlation (WUG): shown x100 like the percentages, but it runs from -1 to 1
+    "spearman": MetricKind("%", 100.0, bounds=(-1.0, 1.0)),
 }
 PERCENT = MetricKind("%", 100.0)
 # metrics that are a task's number of their own, never a subtask's way of being scored under another metric

@@ -6,6 +6,7 @@ import base64
 import html
 
 from antlm_bench import __version__
+from antlm_bench.results.leaderboard.compare import limit_text
 from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
 from antlm_bench.results.leaderboard.model import Cell, Leaderboard
 from antlm_bench.results.leaderboard.plots import curve_caption, plot_curves
@@ -14,6 +15,7 @@ from antlm_bench.results.leaderboard.text import (
     SIGNAL_NOTE,
     common_text,
     design_text,
+    interval_text,
     key_text,
     mde_text,
     method_lines,
@@ -58,17 +60,14 @@ _JS = """
   Array.prototype.forEach.call(document.querySelectorAll('table.sortable'),function(table){
     var heads=table.tHead.rows[0].cells;
     Array.prototype.forEach.call(heads,function(th,i){th.addEventListener('click',function(){
-      sortTable(table,i,!th.classList.contains('sorted-desc'));});});
-    var start=table.getAttribute('data-sort-column');
-    if(start!==null){sortTable(table,parseInt(start,10),true);
-      // the rank is the position by macro, fixed once: re-sorting by another column keeps it
-      Array.prototype.forEach.call(table.tBodies[0].rows,function(r,i){
-        var cell=r.querySelector('td.rank');if(cell){cell.textContent=String(i+1);cell.setAttribute('data-value',i+1);}});
-      table.setAttribute('data-ranked','yes');
-      // a link ending in #sort=<column> opens the page sorted by that column (best first)
-      var m=/^#sort=(.+)$/.exec(window.location.hash);
-      if(m){var name=decodeURIComponent(m[1]);Array.prototype.forEach.call(heads,function(th,i){
-        if(th.textContent.trim()===name){sortTable(table,i,true);}});}}
+      // best first: the highest score, the lowest rank
+      sortTable(table,i,th.classList.contains('rank')?th.classList.contains('sorted-asc')
+                                                    :!th.classList.contains('sorted-desc'));});});
+    // the rows come ranked (the board's one ranking, as in every format); a link ending in #sort=<column>
+    // opens the page sorted by that column (best first), the ranks staying as they are
+    var m=/^#sort=(.+)$/.exec(window.location.hash);
+    if(m&&table.id==='leaderboard'){var name=decodeURIComponent(m[1]);
+      Array.prototype.forEach.call(heads,function(th,i){if(th.textContent.trim()===name){sortTable(table,i,true);}});}
   });
 })();
 """
@@ -79,15 +78,16 @@ def _html_cell(cell: Cell | None, css: str = "") -> str:
     if cell is None:
         return f'<td{cls} data-value="">-</td>'
     parts = [html.escape(value_text(cell.value, cell.metric))]
-    if cell.low is not None and cell.high is not None:
-        parts.append(f'<span class="ci">[{value_text(cell.low, cell.metric)}, {value_text(cell.high, cell.metric)}]'
-                     '</span>')
+    if interval_text(cell):
+        parts.append(f'<span class="ci">{html.escape(interval_text(cell).strip())}</span>')
     if cell.spread is not None:
         parts.append(f'<span class="sd">±{value_text(cell.spread, cell.metric)}</span>')
     elif cell.n_seeds == 1:
         parts.append('<span class="sd">(1 seed)</span>')
     if cell.scoring != "auto":
         parts.append(f'<span class="m">{html.escape(cell.scoring)}</span>')
+    if cell.limit is not None:
+        parts.append(f'<span class="limit">({html.escape(limit_text(cell.limit))})</span>')
     # a lower-is-better metric sorts by its negative, so that "best first" holds for every column
     key = -cell.value if metric_kind(cell.metric).lower_is_better else cell.value
     return f'<td{cls} data-value="{key:.10g}">{" ".join(parts)}</td>'
@@ -97,7 +97,6 @@ def render_html(board: Leaderboard, x: str = "epoch") -> str:
     """One self-contained page: inline CSS, a few lines of JS (sortable columns), the plot as inline PNG."""
     e = html.escape
     shown = shown_keys(board)
-    macro_index = 2 + len(shown) + len(board.columns)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>{e(board.definition.name)} — antlm-bench leaderboard</title>", f"<style>{_CSS}</style></head>",
            "<body>", f"<h1>{e(board.definition.name)}</h1>"]
@@ -105,19 +104,19 @@ def render_html(board: Leaderboard, x: str = "epoch") -> str:
         out.append(f"<p>{e(board.definition.description)}</p>")
     if common_text(board):
         out.append(f"<p>All rows: {e(common_text(board))}.</p>")
-    # rows go out in group order; the script ranks them by macro on load (without JS: unranked, still readable)
-    out.append(f'<table id="leaderboard" class="sortable" data-sort-column="{macro_index}"><thead><tr>')
-    out.append('<th class="key">#</th>' + "".join(f'<th class="key">{e(board.group_by[i])}</th>' for i in shown)
+    # rows go out ranked as the board ranked them (``board._rank_key``), the same order as every other format
+    out.append('<table id="leaderboard" class="sortable" data-ranked="yes"><thead><tr>')
+    out.append('<th class="key rank sorted-asc">#</th>' + "".join(f'<th class="key">{e(board.group_by[i])}</th>' for i in shown)
                + "<th>runs</th>" + "".join(f"<th>{e(c)}</th>" for c in board.columns) + f"<th>{MACRO}</th>")
     out.append("</tr></thead><tbody>")
-    for row in sorted(board.rows, key=lambda r: r.key):
-        out.append("<tr>" + '<td class="rank key" data-value=""></td>'
+    for rank, row in enumerate(board.rows, 1):
+        out.append("<tr>" + f'<td class="rank key" data-value="{rank}">{rank}</td>'
                    + "".join(f'<td class="key">{e(row.key[i])}</td>' for i in shown)
                    + f'<td data-value="{len(row.run_ids)}">{e(runs_text(row))}</td>'
                    + "".join(_html_cell(row.cells.get(c)) for c in board.columns)
                    + _html_cell(row.macro, "macro") + "</tr>")
     out.append("</tbody></table>")
-    out.append("<noscript><p>Rows are in group order; enable JavaScript to rank and sort them.</p></noscript>")
+    out.append("<noscript><p>Enable JavaScript to sort by another column.</p></noscript>")
     if board.comparisons:
         out.append(f"<h2>Gaps to {e(key_text(board, board.reference))}</h2>")
         out.append('<table id="gaps" class="sortable"><thead><tr><th class="key">row</th><th class="key">task</th>'

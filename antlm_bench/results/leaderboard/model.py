@@ -32,6 +32,11 @@ class Cell:
     seed_fingerprints: list[str | None] = field(default_factory=list)
     subtasks: dict[str, str] = field(default_factory=dict)  # subtask -> metric, what ``check`` must find again
     metric: str = "accuracy"  # what the value measures (definition.METRICS: its unit and direction)
+    # items per subtask behind the value (a run's --limit; the smallest where seeds differ); None: every item
+    limit: int | None = None
+    # how the interval met the metric's range (definition.MetricKind.bounds): "" inside it, "clipped" cut at it,
+    # "uninformative" wider than the whole range (low and high are then the range's ends)
+    bounded: str = ""
 
 
 @dataclass
@@ -65,6 +70,12 @@ class BoardRow:
         differ (then nothing proves the row's seeds are one configuration)."""
         values = set(self.config_fingerprints.values())
         return next(iter(values)) if len(values) == 1 else None
+
+    @property
+    def limit(self) -> int | None:
+        """The fewest items per subtask any of the row's numbers stands on (a ``--limit``); None: every item."""
+        limits = [cell.limit for cell in self.cells.values() if cell.limit is not None]
+        return min(limits) if limits else None
 
     @property
     def mixed_configurations(self) -> bool:

@@ -29,8 +29,10 @@ from antlm_bench.results.leaderboard.text import key_text, render_markdown, rend
 
 
 def board_table(board: Leaderboard) -> pa.Table:
-    """Long form: one row per (leaderboard row, column), macro included, each with its metric, unit and direction;
-    the gaps and the signal-and-noise table as JSON in the schema's metadata (``antlm_bench.gaps``,
+    """Long form: one row per (leaderboard row, column), macro included, each with its metric, unit and direction,
+    how its interval met the metric's range (``ci_bounds``: "", clipped, uninformative) and the items per subtask
+    it stands on (``limit``: null for every item; ``rank`` ranks such rows after the full ones); the gaps and the
+    signal-and-noise table as JSON in the schema's metadata (``antlm_bench.gaps``,
     ``antlm_bench.signal_noise``)."""
     records = []
     for rank, row in enumerate(board.rows, 1):
@@ -43,7 +45,8 @@ def board_table(board: Leaderboard) -> pa.Table:
                 "run_ids": ",".join(row.run_ids), "column": column, "value": cell.value, "ci_low": cell.low,
                 "ci_high": cell.high, "interval": cell.interval, "spread": cell.spread, "n_seeds": cell.n_seeds,
                 "scoring": cell.scoring, "n": cell.n, "metric": cell.metric, "unit": metric_kind(cell.metric).unit,
-                "lower_is_better": metric_kind(cell.metric).lower_is_better,
+                "lower_is_better": metric_kind(cell.metric).lower_is_better, "ci_bounds": cell.bounded,
+                "limit": cell.limit,
             })
     schema = pa.schema([("leaderboard", pa.string()), ("rank", pa.int32()),
                         *[(k, pa.string()) for k in board.group_by],
@@ -51,10 +54,10 @@ def board_table(board: Leaderboard) -> pa.Table:
                         ("ci_low", pa.float64()), ("ci_high", pa.float64()), ("interval", pa.string()),
                         ("spread", pa.float64()), ("n_seeds", pa.int32()), ("scoring", pa.string()),
                         ("n", pa.int64()), ("metric", pa.string()), ("unit", pa.string()),
-                        ("lower_is_better", pa.bool_())])
+                        ("lower_is_better", pa.bool_()), ("ci_bounds", pa.string()), ("limit", pa.int64())])
     gaps = [{"row": key_text(board, c.row, full=True), "column": c.column, "delta": c.delta, "low": c.low, "high": c.high,
              "p_value": c.p_value, "p_raw": c.p_raw, "paired": c.paired, "n_items": c.n_items,
-             "significant": c.significant, "design": c.design, "mde": c.mde, "metric": c.metric}
+             "significant": c.significant, "design": c.design, "mde": c.mde, "metric": c.metric, "note": c.note}
             for c in board.comparisons]
     signal = [{"column": e.column, "metric": e.metric, "rows": e.rows, "seed_sd": e.noise, "signal": e.signal,
                "signal_to_noise": e.ratio,
@@ -76,7 +79,8 @@ def leaderboard_from_paths(
     family: str = "board",
 ) -> Leaderboard:
     """The ``antlm-bench leaderboard`` entry point: a definition's results and/or result folders, aggregated."""
-    loaded = load_definition(definition) if definition is not None else LeaderboardDefinition()
+    loaded = (load_definition(definition) if definition is not None
+              else LeaderboardDefinition(name=folders_name(results)))
     paths = [*definition_result_paths(loaded), *map(Path, results)]
     if not paths:
         if loaded.results:
@@ -95,6 +99,20 @@ def leaderboard_from_paths(
         loaded = loaded.model_copy(update={"tasks": [name for task in tasks for name in
                                                      (task, *[c for c in beside if c.startswith(f"{task}.")])]})
     return build_leaderboard(results, loaded, group_by=group_by, reference=reference, alpha=alpha, family=family)
+
+
+def folders_name(results: Sequence[str | Path]) -> str:
+    """A board without a definition is named after the folders it reads: ``study`` for one, ``a+b`` for two or
+    three, ``a+2 more`` beyond (a scores.parquet file: its folder's name)."""
+    names = []
+    for given in results:
+        path = Path(given).resolve()
+        name = (path.parent if path.suffix == ".parquet" else path).name
+        if name and name not in names:
+            names.append(name)
+    if not names:
+        return LeaderboardDefinition.model_fields["name"].default
+    return "+".join(names) if len(names) <= 3 else f"{names[0]}+{len(names) - 1} more"
 
 
 FORMATS = ("terminal", "markdown", "html", "parquet")

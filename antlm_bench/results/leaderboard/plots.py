@@ -1,8 +1,9 @@
 """Figure-2-style curves of scores per checkpoint, drawn so that they explain their numbers.
 
-- Each panel says which items its points stand on: the per-phase points are scored on a quick subset (the first
-  N items of every subtask, ``--eval-limit``) while the table uses every item, so the panel title says
-  ``first N items per subtask`` whenever the points are on a subset.
+- Each point says which items it stands on: a point scored on a quick subset (the first N items of every
+  subtask, ``--eval-limit`` / ``--limit``) is an open marker, a point on every item a filled one, so that a
+  full-data final point beside subset points is never read as one more step of the same curve; the panel title
+  and the caption name the subset.
 - A shaded band is the 95% item interval of each point (the mean over the row's seeds of each seed's own
   bounds: it shows the items' sampling error, not the seeds' spread, which the table's intervals include).
 - Tasks scored as two-way choices (BLiMP, its supplement, EWoK) get a dashed line at chance, 50% (their margin
@@ -82,9 +83,9 @@ def curve_caption(board: Leaderboard) -> str:
     subsets = sorted({n for panel in [*board.columns, MACRO] if (n := panel_subset(board, panel))})
     parts = []
     if subsets:
-        parts.append(f"Per-phase points are scored on a quick subset (the first {', '.join(map(str, subsets))} "
-                     "items of every subtask), the table above on every item, so the last point of a curve need not "
-                     "equal the table's score.")
+        parts.append(f"Open markers are points scored on a quick subset (the first {', '.join(map(str, subsets))} "
+                     "items of every subtask), filled markers and stars points on every item; the table above uses "
+                     "every item, so the last point of a curve need not equal the table's score.")
     parts.append(BAND_NOTE[0].upper() + BAND_NOTE[1:] + ".")
     parts.append("Dashed line: chance (50%) for the two-way choice tasks (BLiMP, supplement, EWoK); GLUE has none. "
                  f"Every y axis spans at least {MIN_SPAN:g} points. Stars mark scores that exist only for the final "
@@ -129,6 +130,7 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     methods_seen: set[str] = set()
     any_band = any_final = False
+    fills_seen: set[bool] = set()  # True: a point on a subset of the items (open marker) was drawn; False: full
     any_chance = ""  # the units of the chance lines drawn: "%", "nats" or "both"
     final_only = final_only_panels(board, panels)
     for ax, panel in zip(axes.flat, panels):
@@ -162,7 +164,9 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
             if len(curve) == 1:  # a one-phase schedule: its only checkpoint, with its interval
                 method = curve[0].scoring.split("+")[0].split("/")[0]
                 methods_seen.add(method)
-                ax.plot(xs, ys, marker=MARKERS.get(method, "o"), markersize=6, color=color, linestyle="none")
+                fills_seen.add(curve[0].limit is not None)
+                ax.plot(xs, ys, marker=MARKERS.get(method, "o"), markersize=6, color=color, linestyle="none",
+                        markerfacecolor="none" if curve[0].limit is not None else color)
                 if curve[0].low is not None:
                     ax.errorbar(xs, ys, yerr=[[ys[0] - scale * curve[0].low], [scale * curve[0].high - ys[0]]],
                                 color=color, capsize=3, linewidth=1, linestyle="none", alpha=0.6)
@@ -178,7 +182,9 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
             for xv, yv, p in zip(xs, ys, curve):
                 method = p.scoring.split("+")[0].split("/")[0]
                 methods_seen.add(method)
-                ax.plot([xv], [yv], marker=MARKERS.get(method, "o"), color=color, markersize=5, linestyle="none")
+                fills_seen.add(p.limit is not None)
+                ax.plot([xv], [yv], marker=MARKERS.get(method, "o"), color=color, markersize=5, linestyle="none",
+                        markerfacecolor="none" if p.limit is not None else color)
         if chance is not None:
             unit = "%" if percent else "nats"
             any_chance = unit if any_chance in ("", unit) else "both"
@@ -187,7 +193,9 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
             ax.set_ylim(*y_limits(values, chance, MIN_SPAN if percent else MIN_SPAN_NATS, percent))
         subset = panel_subset(board, panel)
         points = "fast-suite points" if x == "words" else "per-phase points"
-        title = panel + (f"\n{points}: first {subset} items per subtask" if subset else "")
+        mixed = subset and any(p.limit is None for row in board.rows for p in row.curves.get(panel, []))
+        title = panel + (f"\n{'open markers' if mixed else points}: first {subset} items per subtask" if subset
+                         else "")
         if panel in final_only:
             title = panel + "\nfinal only: the table's score and interval per row"
             ax.set_xticks([])
@@ -207,6 +215,12 @@ def plot_curves(board: Leaderboard, fmt: str = "png", x: str = "epoch") -> bytes
                for i, row in enumerate(board.rows)]
     handles += [Line2D([], [], color="gray", marker=MARKERS.get(m, "o"), linestyle="none", label=f"scored {m}")
                 for m in sorted(methods_seen)]
+    if True in fills_seen:
+        subsets = sorted({n for panel in panels if (n := panel_subset(board, panel))})
+        handles.append(Line2D([], [], color="gray", marker="o", markerfacecolor="none", linestyle="none",
+                              label=f"open: first {'/'.join(map(str, subsets))} items per subtask (a subset)"))
+        if False in fills_seen:
+            handles.append(Line2D([], [], color="gray", marker="o", linestyle="none", label="filled: every item"))
     if any_final:
         handles.append(Line2D([], [], color="gray", marker=FINAL_MARKER, markersize=11, markeredgecolor="black",
                               linestyle="none", label="final only (one point, not a curve)"))

@@ -10,6 +10,7 @@ from typing import Any
 from rich.markup import escape
 
 from antlm_bench import __version__
+from antlm_bench.results.leaderboard.compare import limit_text
 from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
 from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, Leaderboard
 
@@ -39,20 +40,31 @@ def cell_text(cell: Cell | None, with_method: bool = True) -> str:
     """``51.3 [49.0, 53.6] ±0.9 clm``: mean over seeds [95% interval over seeds and items] ±SD over seeds, in the
     cell's metric's units (percentages x100; a margin or a loss in nats).
 
-    A one-seed cell's interval covers the items only and is marked ``(1 seed)``.
+    A one-seed cell's interval covers the items only and is marked ``(1 seed)``; an interval wider than the
+    metric's whole range reads ``[uninformative]``; a number on a subset of the items ends in ``(--limit N)``.
     """
     if cell is None:
         return "-"
-    text = value_text(cell.value, cell.metric)
-    if cell.low is not None and cell.high is not None:
-        text += f" [{value_text(cell.low, cell.metric)}, {value_text(cell.high, cell.metric)}]"
+    text = value_text(cell.value, cell.metric) + interval_text(cell)
     if cell.spread is not None:
         text += f" ±{value_text(cell.spread, cell.metric)}"
     elif cell.n_seeds == 1:
         text += " (1 seed)"
     if with_method and cell.scoring != "auto":
         text += f" {cell.scoring}"
+    if cell.limit is not None:
+        text += f" ({limit_text(cell.limit)})"
     return text
+
+
+def interval_text(cell: Cell) -> str:
+    """`` [49.0, 53.6]`` (cut at the metric's range, ``board.bound_interval``), `` [uninformative]`` when the
+    interval is wider than the whole range, or nothing without an interval."""
+    if cell.low is None or cell.high is None:
+        return ""
+    if cell.bounded == "uninformative":
+        return " [uninformative]"
+    return f" [{value_text(cell.low, cell.metric)}, {value_text(cell.high, cell.metric)}]"
 
 
 def comparison_text(c: Comparison) -> str:
@@ -90,8 +102,37 @@ def design_text(c: Comparison) -> str:
 
 
 def runs_text(row: BoardRow) -> str:
-    """How many runs a row pools, marked when they come from more than one configuration fingerprint."""
-    return f"{len(row.run_ids)}" + (" (mixed configs)" if row.mixed_configurations else "")
+    """How many runs a row pools, marked when they come from more than one configuration fingerprint, and when a
+    number of the row stands on a subset of the items."""
+    return (f"{len(row.run_ids)}" + (" (mixed configs)" if row.mixed_configurations else "")
+            + ("" if row.limit is None else f" ({limit_text(row.limit)})"))
+
+
+def rank_lines(board: Leaderboard) -> list[str]:
+    """How the rows are ranked (``board._rank_key``, the one order every format shows) and what the macro is."""
+    if board.macro_columns:
+        lines = [f"Rows ranked by the macro = mean of {', '.join(board.macro_columns)}, best first; rows without one "
+                 "('-': a task missing) after, by the mean of their percentage columns."]
+    else:
+        lines = ["No macro: this board defines none (a definition's macro_tasks; by default the four AntLM tasks "
+                 "when all are on the board). Rows ranked by the mean of their percentage columns, best first (a row "
+                 "with none of them: by its first column, in its direction)."]
+    if any(row.limit is not None for row in board.rows):
+        lines.append("'(--limit N)': the number stands on the first N items of each subtask, not on every item. "
+                     "Rows with such a number are ranked after every full evaluation (larger subsets first), and "
+                     "their gaps to numbers on other items are not tested: other items, another instrument.")
+    return lines
+
+
+def bound_lines(board: Leaderboard) -> list[str]:
+    """What was done to intervals that reached past their metric's range, when any did."""
+    bounded = {cell.bounded for row in board.rows for cell in [*row.cells.values(), row.macro] if cell is not None}
+    if not bounded - {""}:
+        return []
+    return [("Intervals are cut at the metric's range (a percentage at 0 and 100, a Spearman correlation at -100 "
+             "and 100, a loss at 0; a margin has no range); '[uninformative]': the 95% interval was wider than the "
+             "whole range (too few seeds: with 2, Student's t has 1 degree of freedom, 12.7), so it says nothing; "
+             "see the Parquet export's ci_low/ci_high and ci_bounds.")]
 
 
 def family_text(board: Leaderboard) -> str:
@@ -171,7 +212,6 @@ def metric_lines(board: Leaderboard) -> list[str]:
 
 def method_lines(board: Leaderboard) -> list[str]:
     """The footnotes every rendering carries: what the numbers are and which method made each."""
-    macro = ", ".join(board.macro_columns) if board.macro_columns else "not defined"
     multiplicity = family_text(board)
     units = metric_lines(board)
     return [
@@ -182,9 +222,12 @@ def method_lines(board: Leaderboard) -> list[str]:
          "chosen on the reported split)."),
         ("Intervals count both sources of error: Student-t over the per-seed scores (k-1 df) with the items' "
          "sampling variance added (two-way crossed seeds x items, residual counted once); a '(1 seed)' cell "
-         "covers the items only: seed variance unknown. Method and formulas: docs/statistics.md."),
+         "shows its run's own interval, the one eval printed (the task's bootstrap over its items): seed variance "
+         "unknown. Method and formulas: docs/statistics.md."),
+        *bound_lines(board),
         *units,
-        f"Final checkpoint of each run (highest phase index). Macro = mean of {macro}; '-' when a row lacks one.",
+        "Final checkpoint of each run (highest phase index).",
+        *rank_lines(board),
         ("Gaps to the reference row: paired by seed where both rows have the same seeds, Welch's t over seeds "
          "otherwise, paired by item within seeds where item tables exist; a one-seed side is tested only with a "
          "seed SD of its own configuration (never another row's); cells scored by two methods are not tested. "
