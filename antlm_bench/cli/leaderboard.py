@@ -49,7 +49,9 @@ def leaderboard_command(
     """Rank configurations by macro score: seeds averaged, 95% intervals over seeds and items, seed-aware gaps, and
     per task the seed SD, the spread of the configurations' means and how often single seeds order two rows as
     their means do. Percentages, except a minimal-pair task's margin (task.margin, nats) and heldout's loss (nats
-    per token, lower is better), which are never in the macro."""
+    per token, lower is better), which are never in the macro. A number on a --limit subset is marked and its row
+    ranked after every full evaluation; one ranking in every format. Without --definition the board is named
+    after the folders given."""
     from antlm_bench.results.leaderboard import format_for, leaderboard_from_paths, write_leaderboard
 
     for folder in include_path or []:
