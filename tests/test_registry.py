@@ -3,11 +3,9 @@ and the checkpoint record."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 

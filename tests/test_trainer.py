@@ -354,8 +354,9 @@ def test_a_diverged_run_exits_3_with_one_line_and_resumes_from_the_last_good_che
 def test_a_full_disk_while_saving_is_one_line_and_keeps_the_resume_point(tmp_path: Path, monkeypatch) -> None:
     """safetensors reports ENOSPC as its own SafetensorError (not an OSError): still one line, exit 4, and the
     resume point written before stays whole, so --resume goes on from it."""
-    import antlm_bench.training.checkpoint as checkpoint
     from safetensors import SafetensorError
+
+    import antlm_bench.training.checkpoint as checkpoint
 
     config = tiny_config(tmp_path, tmp_path / "run", schedule="2_CLM", save_every_steps=2)
     real = checkpoint._write_folder

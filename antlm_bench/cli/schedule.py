@@ -19,8 +19,8 @@ def schedule_command(
     """Print the schedule's canonical form and a table of its phases (epochs, objective, attention, LR)."""
     from antlm_bench.recipes import load_recipe
     from antlm_bench.registry import add_include_path
-    from antlm_bench.training.lr_schedules import describe
     from antlm_bench.runs.schedule import format_number, parse_schedule
+    from antlm_bench.training.lr_schedules import describe
 
     for folder in include_path or []:
         add_include_path(folder)

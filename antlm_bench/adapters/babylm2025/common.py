@@ -24,6 +24,7 @@ from antlm_bench.scoring.babylm2025 import merge_prefix_groups
 from antlm_bench.scoring.encode import Seq, dedupe
 from antlm_bench.scoring.engine import longest_input, score_seqs
 
+
 class _Task(TaskAdapter):
     needs_scoring_model = True
     has_fast_subset = True
