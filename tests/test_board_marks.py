@@ -73,7 +73,11 @@ def test_a_limit_row_is_ranked_after_the_full_evaluation_and_marked_everywhere(l
     out = tmp_path / "board.parquet"
     write_leaderboard(board, "parquet", out, None)
     table = pq.read_table(out).to_pylist()
-    assert {(r["schedule"], r["rank"], r["limit"]) for r in table} == {("4_CLM", 1, None), ("4_MLM", 2, 50)}
+    assert {(r["schedule"], r["rank"], r["item_limit"]) for r in table} == {("4_CLM", 1, None), ("4_MLM", 2, 50)}
+    # grouped by limit too: the grouping key and the cell's limit are two columns
+    by_limit = build_leaderboard(read_results([tmp_path / "runs"]), group_by=["schedule", "limit"])
+    write_leaderboard(by_limit, "parquet", out, None)
+    assert {(r["limit"], r["item_limit"]) for r in pq.read_table(out).to_pylist()} == {("", None), ("50", 50)}
     # the gaps between 50 items and every item are not tested: other items, another instrument
     assert board.comparisons and all(c.p_value is None and c.significant is None and "--limit 50" in c.note
                                      for c in board.comparisons)

@@ -162,3 +162,21 @@ def test_chromium_sorts_by_the_column_named_in_the_link(page, tmp_path):
     # ranks stay the macro ranks when the table is re-sorted
     by_schedule = {row[1][0]: row[0][0] for row in table.rows}
     assert by_schedule == {"b_MLM": "1", "c_MIX": "2", "a_CLM": "3"}
+
+
+def test_chromium_keeps_the_board_ranking_without_a_macro(tmp_path):
+    """No macro: the page once sorted by its (empty) macro column and so showed group order; the rendered rows
+    must be the board's ranking, the same as the terminal's and Markdown's."""
+    from antlm_bench.results.leaderboard import LeaderboardDefinition
+
+    rng = np.random.default_rng(12)
+    for schedule, p in (("a_CLM", 0.55), ("b_MLM", 0.7), ("c_MIX", 0.85)):
+        write_run(tmp_path / "runs", schedule, [{"phase_index": 0, "tasks": {
+            "blimp": four_tasks(rng, dict.fromkeys(("blimp", "blimp_supplement", "ewok", "glue"), p))["blimp"]}}],
+            schedule=schedule)
+    board = build_leaderboard(read_results([tmp_path / "runs"]), LeaderboardDefinition(tasks=["blimp"]))
+    assert board.macro_columns == [] and [r.key[2] for r in board.rows] == ["c_MIX", "b_MLM", "a_CLM"]
+    path = tmp_path / "board.html"
+    path.write_text(render_html(board), encoding="utf-8")
+    table = _parse(_dump_dom(_chromium(), path.as_uri(), tmp_path / "profile"))
+    assert [(row[0][0], row[1][0]) for row in table.rows] == [("1", "c_MIX"), ("2", "b_MLM"), ("3", "a_CLM")]

@@ -31,9 +31,9 @@ from antlm_bench.results.leaderboard.text import key_text, render_markdown, rend
 def board_table(board: Leaderboard) -> pa.Table:
     """Long form: one row per (leaderboard row, column), macro included, each with its metric, unit and direction,
     how its interval met the metric's range (``ci_bounds``: "", clipped, uninformative) and the items per subtask
-    it stands on (``limit``: null for every item; ``rank`` ranks such rows after the full ones); the gaps and the
-    signal-and-noise table as JSON in the schema's metadata (``antlm_bench.gaps``,
-    ``antlm_bench.signal_noise``)."""
+    it stands on (``item_limit``: null for every item; not ``limit``, which may be a grouping key; ``rank`` ranks
+    such rows after the full ones); the gaps and the signal-and-noise table as JSON in the schema's metadata
+    (``antlm_bench.gaps``, ``antlm_bench.signal_noise``)."""
     records = []
     for rank, row in enumerate(board.rows, 1):
         for column, cell in [*row.cells.items(), (MACRO, row.macro)]:
@@ -46,7 +46,7 @@ def board_table(board: Leaderboard) -> pa.Table:
                 "ci_high": cell.high, "interval": cell.interval, "spread": cell.spread, "n_seeds": cell.n_seeds,
                 "scoring": cell.scoring, "n": cell.n, "metric": cell.metric, "unit": metric_kind(cell.metric).unit,
                 "lower_is_better": metric_kind(cell.metric).lower_is_better, "ci_bounds": cell.bounded,
-                "limit": cell.limit,
+                "item_limit": cell.limit,
             })
     schema = pa.schema([("leaderboard", pa.string()), ("rank", pa.int32()),
                         *[(k, pa.string()) for k in board.group_by],
@@ -54,7 +54,7 @@ def board_table(board: Leaderboard) -> pa.Table:
                         ("ci_low", pa.float64()), ("ci_high", pa.float64()), ("interval", pa.string()),
                         ("spread", pa.float64()), ("n_seeds", pa.int32()), ("scoring", pa.string()),
                         ("n", pa.int64()), ("metric", pa.string()), ("unit", pa.string()),
-                        ("lower_is_better", pa.bool_()), ("ci_bounds", pa.string()), ("limit", pa.int64())])
+                        ("lower_is_better", pa.bool_()), ("ci_bounds", pa.string()), ("item_limit", pa.int64())])
     gaps = [{"row": key_text(board, c.row, full=True), "column": c.column, "delta": c.delta, "low": c.low, "high": c.high,
              "p_value": c.p_value, "p_raw": c.p_raw, "paired": c.paired, "n_items": c.n_items,
              "significant": c.significant, "design": c.design, "mde": c.mde, "metric": c.metric, "note": c.note}
