@@ -35,7 +35,7 @@ def test_eval_device_defaults_to_auto_and_takes_cuda_n(llama_dir, real_data_dir,
     code, _, stderr = run_cli(monkeypatch, capsys, "eval", "--model", str(llama_dir), "--tasks", "blimp_supplement",
                               "--limit", "2", "--output", str(out), "--no-progress", "--data-dir", str(real_data_dir))
     assert code == 0, stderr
-    record = json.loads((out / "run.json").read_text())
+    record = json.loads((out / "eval.json").read_text())
     assert record["config"]["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
     if not torch.cuda.is_available():
         code, _, stderr = run_cli(monkeypatch, capsys, "eval", "--model", str(llama_dir), "--device", "cuda:1")
@@ -74,7 +74,7 @@ def test_tiny_model_scores_with_one_thread_and_records_it(llama_dir, real_data_d
                data_dir=real_data_dir, progress=False)
         assert torch.get_num_threads() == 2  # restored afterwards
         assert seen and set(seen) == {1}
-        config = json.loads((tmp_path / "o" / "run.json").read_text())["config"]
+        config = json.loads((tmp_path / "o" / "eval.json").read_text())["config"]
         assert config["torch_threads"] == 1 and config["torch_threads_reason"].startswith("model size")
         seen.clear()
         explicit = evaluate(str(llama_dir), "blimp_supplement", limit=2, data_dir=real_data_dir, progress=False,
