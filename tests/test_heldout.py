@@ -102,3 +102,18 @@ def test_a_folder_without_dev_text_is_one_line(tmp_path, llama_dir):
 
     with pytest.raises(UserError, match=r"no \*\.dev files"):
         adapter.check_data(tmp_path)
+
+
+def test_a_tokenizer_left_with_truncation_still_reads_whole_lines(llama_dir, real_data_dir):
+    """transformers leaves truncation set on a fast tokenizer's backend after a call with truncation=True (GLUE's
+    encoder makes one); held-out lines must still be read whole, as training reads them."""
+    sm = load_scoring_model(llama_dir)
+    from antlm_bench.adapters.base import EvalContext
+
+    ctx = EvalContext(model_path=llama_dir, data_dir=real_data_dir, model=sm, limit=3)
+    adapter = resolve_tasks("heldout")[0].adapter()
+    whole = {s.name: s.input_ids.shape[0] for s in adapter.sequences(ctx, sm.tokenizer, "clm", 128)}
+    sm.tokenizer(["a line of text"], truncation=True, max_length=4)  # leaves the backend truncating at 4
+    assert sm.tokenizer.backend_tokenizer.truncation is not None
+    again = {s.name: s.input_ids.shape[0] for s in adapter.sequences(ctx, sm.tokenizer, "clm", 128)}
+    assert again == whole and all(n == 3 for n in whole.values())

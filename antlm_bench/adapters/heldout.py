@@ -176,14 +176,22 @@ class HeldoutLossTask(TaskAdapter):
 
 
 def line_packer(tokenizer: Any) -> Any:
-    """What ``tokenize_lines`` packs lines with: the tokenizer itself (``<s> line </s>``, as training packs), or
-    for a tokenizer without an EOS token (a plain BERT's) its own ``[CLS] line [SEP]``."""
+    """What ``tokenize_lines`` packs lines with: the tokenizer's ``<s> line </s>`` (as training packs), or for a
+    tokenizer without an EOS token (a plain BERT's) its own ``[CLS] line [SEP]``. Its backend is a copy without
+    truncation or padding: a tokenizer.json (or an earlier call with ``truncation=True``, which transformers leaves
+    set on the backend) may carry them, and a held-out line is read whole, as training reads it."""
+    from tokenizers import Tokenizer
+
+    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    backend.no_truncation()
+    backend.no_padding()
     if tokenizer.eos_token_id is not None:
-        return tokenizer
+        return SimpleNamespace(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                               backend_tokenizer=backend)
     if tokenizer.sep_token_id is None:
         raise UserError("heldout: the tokenizer has neither an EOS nor a SEP token to end a line with")
     return SimpleNamespace(bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
-                           backend_tokenizer=tokenizer.backend_tokenizer)
+                           backend_tokenizer=backend)
 
 
 @torch.inference_mode()
