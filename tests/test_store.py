@@ -309,3 +309,20 @@ def test_tidy_removes_the_empty_store_a_killed_first_commit_left(tmp_path):
     assert len(tidy_results(tmp_path)) == 1 and list(tmp_path.iterdir()) == []
     commit_results(tmp_path, scores())
     assert read_results_folder(tmp_path / "scores.parquet").scores.num_rows == 3
+
+
+def test_an_items_table_without_its_correct_column_is_refused(tmp_path, real_data_dir):
+    """Read with the schema, a part missing ``correct`` came back as nulls and changed intervals and p-values."""
+    import pyarrow.parquet as pq
+    from tiny_models import build_tiny_llama, build_tiny_tokenizer
+
+    from antlm_bench.errors import UserError
+    from antlm_bench.evaluate import evaluate
+    from antlm_bench.results.store import read_results_folder
+
+    evaluate((build_tiny_llama(), build_tiny_tokenizer("bpe")), "blimp_supplement", limit=2, data_dir=real_data_dir,
+             progress=False, log_samples=True, output_dir=tmp_path / "out")
+    (items,) = (tmp_path / "out" / "scores.parquet").glob("*/_items.parquet")
+    pq.write_table(pq.read_table(items).drop_columns(["correct"]), items)
+    with pytest.raises(UserError, match=r"_items.parquet: the items table lacks column correct"):
+        read_results_folder(tmp_path / "out")

@@ -69,8 +69,19 @@ def _inside_store(path: Path, root: Path) -> bool:
     return any(parent.name == STORE for parent in path.relative_to(root).parents if parent.name)
 
 
+# the columns a part must hold itself: reading with the schema fills a missing column with nulls, and an items
+# table without ``correct`` would then change intervals and p-values instead of being refused
+REQUIRED = {"scores": ("run_id", "task", "subtask", "metric", "value", "scoring"),
+            "items": ("run_id", "task", "subtask", "item_id", "correct")}
+
+
 def _read(path: Path, schema: pa.Schema, what: str) -> pa.Table:
     try:
+        present = set(pq.read_schema(path).names)
+        missing = [column for column in REQUIRED[what] if column not in present]
+        if missing:
+            raise UserError(f"{path}: the {what} table lacks column {', '.join(missing)}; the results are "
+                            "damaged, re-run the evaluation")
         return pq.read_table(path, schema=schema)
     except (pa.ArrowException, OSError) as err:
         message = " ".join(str(err).split())
@@ -107,7 +118,11 @@ def _take(tables: list[pa.Table], picks: list[tuple[int, int]], schema: pa.Schem
 
 
 def _store(source: Path) -> Path:
-    """``source`` if it is a store folder; a file in its place is a one-line UserError."""
+    """The store folder: ``source`` itself, or the store inside a results folder (``out`` -> ``out/scores.parquet``:
+    read as a store, a results folder's own files would pass for events); a file in its place is a one-line
+    UserError."""
+    if source.name != STORE and (source / STORE).is_dir():
+        return source / STORE
     if source.is_file():
         raise UserError(f"{source}: a file, not a results store (a folder of events, which antlm-bench writes "
                         "since 0.1.0); re-run the evaluation to write one")
