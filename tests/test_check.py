@@ -195,7 +195,7 @@ def test_json_report_and_whole_lines_when_piped(tmp_path, monkeypatch, capsys):
     assert report["verdict"] == "regression" and report["exit_code"] == 1
     line = report["lines"][0]
     assert line["task"] == "blimp_supplement" and line["status"] == "regression"
-    assert abs(line["delta_pp"] - (-3.0)) < 1e-9 and line["paired_by_item"] and line["n_items"] == 1000
+    assert abs(line["delta"] - (-3.0)) < 1e-9 and line["paired_by_item"] and line["n_items"] == 1000
     monkeypatch.setattr(sys, "argv", ["antlm-bench", "check", "--results", str(tmp_path / "new"),
                                       "--baseline", str(tmp_path / "base")])
     monkeypatch.delenv("COLUMNS", raising=False)

@@ -62,8 +62,9 @@ def check_command(
                                   "(default recipe,preset,schedule)."),
     markdown: Path | None = typer.Option(None, "--markdown", help="Also append the table as Markdown here "
                                          "(e.g. $GITHUB_STEP_SUMMARY)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object on stdout (scores in "
-                                 "percentage points) instead of the table; the exit status is the same."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object on stdout (each line's "
+                                 "numbers in its `unit`: percentage points, or nats for a margin or a loss) instead "
+                                 "of the table; the exit status is the same."),
 ) -> None:
     """Compare task and macro scores with a baseline; exit 1 on a significant drop beyond the tolerance, or when
     the results lack something the baseline has."""
@@ -117,7 +118,8 @@ def _require_paths(results: list[Path], baseline: list[Path]) -> None:
 
 
 def report_json(report) -> dict:
-    """The check report as plain data: every line of the table, with the numbers unrounded (percentage points)."""
+    """The check report as plain data: every line of the table, the numbers unrounded and in the line's ``unit``
+    (percentage points, or a metric's own: nats for a margin, nats per token for a loss)."""
     from antlm_bench.results.leaderboard import design_text
     from antlm_bench.results.leaderboard.definition import metric_kind
 
@@ -126,13 +128,13 @@ def report_json(report) -> dict:
         c = line.comparison
         kind = metric_kind(c.metric)
 
-        def pp(value: float | None, scale: float = kind.scale) -> float | None:  # shown units: pp, or nats
+        def shown(value: float | None, scale: float = kind.scale) -> float | None:  # in the line's unit
             return None if value is None else scale * value
 
         lines.append({
-            "group": line.group, "task": line.column, "baseline": pp(line.baseline.value),
-            "current": pp(line.current.value), "delta_pp": pp(c.delta), "ci_low_pp": pp(c.low),
-            "ci_high_pp": pp(c.high), "p": c.p_value, "p_raw": c.p_raw, "mde_pp": pp(c.mde),
+            "group": line.group, "task": line.column, "baseline": shown(line.baseline.value),
+            "current": shown(line.current.value), "delta": shown(c.delta), "ci_low": shown(c.low),
+            "ci_high": shown(c.high), "p": c.p_value, "p_raw": c.p_raw, "mde": shown(c.mde),
             "test": "tolerance only" if line.test == "tolerance" else design_text(c), "design": line.test,
             "paired_by_item": c.paired, "n_items": c.n_items, "baseline_seeds": line.baseline.n_seeds,
             "current_seeds": line.current.n_seeds, "status": line.status, "metric": c.metric,
