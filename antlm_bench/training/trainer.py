@@ -167,7 +167,7 @@ class Trainer:
             torch.use_deterministic_algorithms(True)
         _Reporters.check_installed(config.report_to)  # on every process: one alone failing would hang the rest
         self.recipe = load_recipe(config.model)
-        self.recipe.preset(config.preset)
+        self.recipe.preset(config.preset)  # an unknown preset is refused before the corpus is read
         schedule = parse_schedule(config.schedule or self.recipe.default_schedule)
         check_plan_size(schedule, None)  # 1000000000000_MLM: refused before the corpus is even read
         self.layout = RunLayout(Path(config.output).expanduser())
