@@ -36,7 +36,7 @@ from antlm_bench import __version__
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import Recipe
 from antlm_bench.runs.layout import KEPT_ITEMS, RUN_ITEMS, RunLayout
-from antlm_bench.runs.record import CheckpointRecord
+from antlm_bench.runs.record import STATE_FILE, CheckpointRecord
 from antlm_bench.runs.schedule import Schedule, format_number
 from antlm_bench.training.checkpoint import (
     TRAINER_STATE_FILE,
@@ -345,7 +345,7 @@ class Checkpointer:
         step = trainer_state["step"]
         where = path / TRAINER_STATE_FILE
         if record.step != step:
-            raise UserError(f"{where}: field step is {step} but {path / 'antlm_state.json'} says {record.step!r}; the "
+            raise UserError(f"{where}: field step is {step} but {path / STATE_FILE} says {record.step!r}; the "
                             "checkpoint was altered, resume from another one")
         total = self.steps.total_steps
         if not 0 < step <= total:
@@ -359,7 +359,7 @@ class Checkpointer:
                                   ("steps_per_epoch", record.steps_per_epoch, self.facts.steps_per_epoch),
                                   ("phase_index", record.phase_index, self.steps.plan_at(step - 1).index)):
             if theirs is not None and theirs != mine:
-                raise UserError(f"{path / 'antlm_state.json'}: field {key} is {theirs!r}, this run has {mine!r} at "
+                raise UserError(f"{path / STATE_FILE}: field {key} is {theirs!r}, this run has {mine!r} at "
                                 f"step {step}; resume with the same settings or from another checkpoint")
         most = step * self.facts.global_batch * self.facts.seq_len
         if not 0 < trainer_state["tokens_seen"] <= most:

@@ -3,7 +3,7 @@ accumulated so that the step's gradient is that of the global batch's loss (the 
 MIX batch's objectives weighed as the recipe's ``mix_loss`` says, ``MixedBatch.loss_scales``), whatever the
 micro-batch size or the number of processes (under DDP gradients are all-reduced at the last micro-batch only);
 and the optimizer policy at a phase's first step (the LR schedule restarts; AdamW's moments too where the recipe
-says ``optimizer_at_phase: reset``). Also here: the device (``check_device``), the DDP process group (``_Dist``),
+says ``optimizer_at_phase: reset``). Also here: the device (``check_device``), the DDP process group (``Dist``),
 AdamW (``make_optimizer``), and SIGINT / SIGTERM, which stop the run after the step under way (``StopSignal``; the
 processes agree in the step's all-reduce).
 """
