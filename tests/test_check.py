@@ -11,7 +11,7 @@ import pytest
 from leaderboard_tables import write_run
 
 from antlm_bench.cli import main
-from antlm_bench.results.check import run_check
+from antlm_bench.results.check import Tolerances, run_check
 from antlm_bench.results.store import commit_results
 
 
@@ -65,11 +65,11 @@ def test_drop_within_tolerance_passes_even_if_significant(tmp_path):
     base, current = _pair(10000, 30)  # -0.3 pp, paired over 10k items
     _write(tmp_path / "base", "base", {"blimp": {"a": base}})
     _write(tmp_path / "new", "new", {"blimp": {"a": current}})
-    report = run_check([tmp_path / "new"], [tmp_path / "base"], tolerance=0.5)
+    report = run_check([tmp_path / "new"], [tmp_path / "base"], tolerances=Tolerances(points=0.5))
     (line,) = report.lines
     assert line.comparison.significant and line.comparison.delta == pytest.approx(-0.003)
     assert line.status == "ok" and report.exit_code == 0
-    assert run_check([tmp_path / "new"], [tmp_path / "base"], tolerance=0.2).exit_code == 1
+    assert run_check([tmp_path / "new"], [tmp_path / "base"], tolerances=Tolerances(points=0.2)).exit_code == 1
 
 
 def test_noisy_drop_is_not_a_regression_unless_the_rule_is_tolerance(tmp_path):

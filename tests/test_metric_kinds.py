@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from cli_support import run_cli
 from leaderboard_tables import write_run
 
 from antlm_bench.adapters.minimal_pairs import PairScores, aggregate
 from antlm_bench.errors import UserError
-from antlm_bench.results.check import run_check
+from antlm_bench.results.check import Tolerances, run_check
 from antlm_bench.results.leaderboard import (
     LeaderboardDefinition,
     build_leaderboard,
@@ -125,7 +126,7 @@ def _items(results, run_id):
 
 
 def test_check_compares_the_margin_in_nats_beside_accuracy(margin_results):
-    report = run_check([margin_results / "a"], [margin_results / "b"], tolerance=0.1, group_by=["recipe", "preset"])
+    report = run_check([margin_results / "a"], [margin_results / "b"], Tolerances(nats=0.1), group_by=["recipe", "preset"])
     lines = {line.column: line for line in report.lines}
     assert set(lines) == {"blimp", "blimp.margin"}  # no macro: one percentage column, a margin never joins it
     margin = lines["blimp.margin"]
@@ -171,11 +172,32 @@ def test_a_loss_ranks_lowest_first_and_its_gap_reads_in_its_direction(loss_resul
 
 def test_check_calls_a_rise_in_loss_a_regression_and_a_fall_an_improvement(loss_results):
     current, baseline = loss_results / "high", loss_results / "low"
-    report = run_check([current], [baseline], tolerance=0.1, group_by=["recipe", "preset"])
+    report = run_check([current], [baseline], Tolerances(nats_per_token=0.1), group_by=["recipe", "preset"])
     (line,) = report.lines
     assert line.column == "heldout" and line.status == "regression" and report.exit_code == 1
-    report = run_check([baseline], [current], tolerance=0.1, group_by=["recipe", "preset"])
+    report = run_check([baseline], [current], Tolerances(nats_per_token=0.1), group_by=["recipe", "preset"])
     assert report.lines[0].status == "improved" and report.exit_code == 0
+
+
+def test_each_unit_has_its_own_tolerance_and_a_points_tolerance_never_waves_a_loss_through(loss_results, monkeypatch,
+                                                                                             capsys):
+    """One number in three units was the bug: --tolerance 0.5 read as 0.5 nats/token let a 0.3 nats/token rise in
+    held-out loss (35% more perplexity) pass as "ok"."""
+    from antlm_bench.results.leaderboard.definition import METRICS
+
+    for metric in [*METRICS, "f1", None]:  # every unit the board knows has a tolerance
+        assert Tolerances().of(metric) >= 0
+    current, baseline = loss_results / "high", loss_results / "low"
+    for tolerances in (Tolerances(), Tolerances(points=5.0, nats=1.0)):
+        (line,) = run_check([current], [baseline], tolerances, group_by=["recipe", "preset"]).lines
+        assert line.status == "regression"
+    args = ["check", "--results", str(current), "--baseline", str(baseline), "--by", "recipe,preset", "--json"]
+    code, out, _ = run_cli(monkeypatch, capsys, *args, "--tolerance", "5")
+    assert code == 1 and json.loads(out)["tolerance"] == {"pp": 5.0, "nats": 0.05, "nats/token": 0.01}
+    code, out, _ = run_cli(monkeypatch, capsys, *args, "--loss-tolerance", "0.5")
+    assert code == 0 and json.loads(out)["lines"][0]["status"] == "ok"
+    code, _, err = run_cli(monkeypatch, capsys, *args, "--margin-tolerance", "-1")
+    assert code == 2 and "--margin-tolerance -1.0: must be >= 0" in err
 
 
 # -- signal and noise ---------------------------------------------------------------------------------------------

@@ -45,8 +45,12 @@ def check_command(
                                        "(--results A B, or --results A --results B)."),
     baseline: list[Path] = typer.Option(..., "--baseline", help="Baseline scores.parquet or folder(s) (with "
                                         "items.parquet beside it for item-paired tests)."),
-    tolerance: float = typer.Option(0.5, "--tolerance", help="Largest drop ignored, in percentage points (in nats "
-                                    "for a margin, nats per token for a loss, where a rise is the drop)."),
+    tolerance: float = typer.Option(0.5, "--tolerance", help="Largest drop ignored on a percentage (accuracy, F1, "
+                                    "GLUE's score), in percentage points."),
+    margin_tolerance: float = typer.Option(0.05, "--margin-tolerance", help="Largest drop ignored on a minimal-pair "
+                                           "margin (task.margin), in nats."),
+    loss_tolerance: float = typer.Option(0.01, "--loss-tolerance", help="Largest rise ignored on a loss (heldout), "
+                                         "in nats per token (0.01: a 1% rise in perplexity)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the drop's test."),
     rule: str = typer.Option("auto", "--rule", help="auto: a drop beyond the tolerance must also be significant "
                              "(seed-aware test, see docs/statistics.md); tolerance: the drop alone."),
@@ -68,11 +72,12 @@ def check_command(
 ) -> None:
     """Compare task and macro scores with a baseline; exit 1 on a significant drop beyond the tolerance, or when
     the results lack something the baseline has."""
-    from antlm_bench.results.check import family_note, report_markdown, run_check
+    from antlm_bench.results.check import Tolerances, family_note, report_markdown, run_check
 
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
     _require_paths(results, baseline)
-    report = run_check(results, baseline, tolerance, alpha, rule, group_by, seed_sd, family, allow_missing)
+    tolerances = Tolerances(tolerance, margin_tolerance, loss_tolerance)
+    report = run_check(results, baseline, tolerances, alpha, rule, group_by, seed_sd, family, allow_missing)
     if markdown is not None:
         # appended (a CI step summary collects several), before anything is printed: a failed write is one line
         try:
@@ -86,7 +91,7 @@ def check_command(
         if report.exit_code:
             sys.exit(report.exit_code)
         return
-    console.print(_table(report, tolerance, alpha, rule))
+    console.print(_table(report, alpha, rule))
     console.print(f"[dim]{escape(family_note(report))}[/dim]")
     for note in report.notes:
         console.print(f"[yellow]note[/yellow] {escape(note)}")
@@ -94,7 +99,7 @@ def check_command(
         console.print(f"[red]missing[/red] {escape(item)}")
     if report.regressions:
         err_console.print(f"[red]regression:[/red] {len(report.regressions)} score(s) dropped by more than "
-                          f"{tolerance} pp" + (" and significantly" if rule == "auto" else ""))
+                          f"the tolerance ({tolerances.text()})" + (" and significantly" if rule == "auto" else ""))
     if report.failed_missing:
         err_console.print(f"[red]missing:[/red] the results lack {len(report.missing)} thing(s) the baseline has; "
                           "re-run them, or pass --allow-missing")
@@ -141,19 +146,19 @@ def report_json(report) -> dict:
             "unit": "pp" if kind.unit == "%" else kind.unit, "lower_is_better": kind.lower_is_better,
         })
     verdict = "regression" if report.regressions else ("missing" if report.failed_missing else "no regression")
-    return {"verdict": verdict, "exit_code": report.exit_code, "tolerance_pp": report.tolerance,
+    return {"verdict": verdict, "exit_code": report.exit_code, "tolerance": report.tolerances.as_dict(),
             "alpha": report.alpha, "rule": report.rule, "family": report.family, "seed_sd_pp": report.seed_sd,
             "lines": lines, "missing": list(report.missing), "notes": list(report.notes)}
 
 
-def _table(report, tolerance: float, alpha: float, rule: str) -> Table:
+def _table(report, alpha: float, rule: str) -> Table:
     """The delta table; narrow enough for an 80-column CI log (no vertical rules, item counts in Markdown)."""
     from antlm_bench.results.check import shown, task_text
     from antlm_bench.results.leaderboard import design_text, p_text
 
     groups = list(dict.fromkeys(line.group for line in report.lines))
     # the Holm family is printed under the table (family_note)
-    title = f"check against the baseline (tolerance {tolerance} pp, alpha {alpha}, rule {rule})"
+    title = f"check against the baseline (tolerance {report.tolerances.text()}, alpha {alpha}, rule {rule})"
     if len(groups) == 1:
         title += f"\n{groups[0]}"
     table = Table(title=escape(title), box=box.SIMPLE_HEAD)

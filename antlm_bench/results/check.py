@@ -1,8 +1,9 @@
 """``antlm-bench check``: the CI regression gate.
 
 Scores of a fresh run are compared with a baseline table, task by task and for the macro over the tasks both
-sides share. A score is a *regression* when it dropped by more than ``tolerance`` (percentage points; for a margin
-nats, for a loss nats per token, where a rise is the drop: ``definition.METRICS``) AND the
+sides share. A score is a *regression* when it dropped by more than its unit's tolerance (``Tolerances``:
+percentage points for a percentage, nats for a margin, nats per token for a loss, where a rise is the drop:
+``definition.METRICS``; one number in three units would wave a 30% rise in perplexity through) AND the
 drop is statistically significant at ``alpha`` after Holm's correction over the stated family (``--family``:
 each group's comparisons by default, or every comparison of the check):
 
@@ -30,6 +31,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from antlm_bench.errors import UserError
 from antlm_bench.results.leaderboard import (
@@ -58,6 +60,31 @@ CHECK_GROUP_BY = ("recipe", "preset", "schedule")
 RULES = ("auto", "tolerance")
 
 
+@dataclass(frozen=True)
+class Tolerances:
+    """The largest change the gate ignores, in each metric's shown unit (``definition.METRICS``)."""
+
+    points: float = 0.5  # a percentage: accuracy, F1, GLUE's score
+    nats: float = 0.05  # a margin, log P(good) - log P(bad) per pair
+    nats_per_token: float = 0.01  # a loss: 0.01 nats/token is a 1% change in perplexity
+
+    OPTIONS: ClassVar[dict[str, str]] = {"points": "--tolerance", "nats": "--margin-tolerance",
+                                         "nats_per_token": "--loss-tolerance"}
+
+    def of(self, metric: str | None) -> float:
+        unit = metric_kind(metric).unit
+        by_unit = {"%": self.points, "nats": self.nats, "nats/token": self.nats_per_token}
+        if unit not in by_unit:
+            raise ValueError(f"metric {metric!r}: unit {unit!r} has no tolerance (add it to check.Tolerances)")
+        return by_unit[unit]
+
+    def text(self) -> str:
+        return f"{self.points:g} pp, {self.nats:g} nats (margin), {self.nats_per_token:g} nats/token (loss)"
+
+    def as_dict(self) -> dict[str, float]:
+        return {"pp": self.points, "nats": self.nats, "nats/token": self.nats_per_token}
+
+
 @dataclass
 class CheckLine:
     group: str
@@ -72,7 +99,7 @@ class CheckLine:
 @dataclass
 class CheckReport:
     lines: list[CheckLine]
-    tolerance: float
+    tolerances: Tolerances
     alpha: float
     rule: str
     notes: list[str] = field(default_factory=list)
@@ -94,10 +121,11 @@ class CheckReport:
         return 1 if self.regressions or self.failed_missing else 0
 
 
-def _status(comparison: Comparison, tolerance: float, rule: str) -> tuple[str, str]:
-    """(test, status). The tolerance is in the metric's shown units (percentage points; nats for a margin,
-    nats/token for a loss), and a change counts in the metric's direction: a loss that rises is a drop."""
+def _status(comparison: Comparison, tolerances: Tolerances, rule: str) -> tuple[str, str]:
+    """(test, status). The tolerance is the metric's unit's (percentage points; nats for a margin, nats/token for
+    a loss), and a change counts in the metric's direction: a loss that rises is a drop."""
     kind = metric_kind(comparison.metric)
+    tolerance = tolerances.of(comparison.metric)
     change = kind.scale * comparison.delta * (-1 if kind.lower_is_better else 1)  # + is better, shown units
     if rule == "tolerance" or (comparison.significant is None and not comparison.design):
         # no interval on either side (rows without ci_low/ci_high, one seed): the tolerance alone can decide
@@ -113,9 +141,11 @@ def _status(comparison: Comparison, tolerance: float, rule: str) -> tuple[str, s
     return test, "ok"
 
 
-def _validate(tolerance: float, alpha: float, rule: str, seed_sd: float | None, family: str) -> None:
-    if not math.isfinite(tolerance) or tolerance < 0:
-        raise UserError(f"--tolerance {tolerance}: must be >= 0 (percentage points)")
+def _validate(tolerances: Tolerances, alpha: float, rule: str, seed_sd: float | None, family: str) -> None:
+    for name, option in Tolerances.OPTIONS.items():
+        value = getattr(tolerances, name)
+        if not math.isfinite(value) or value < 0:
+            raise UserError(f"{option} {value}: must be >= 0")
     if not 0 < alpha < 1:
         raise UserError(f"--alpha {alpha}: must be between 0 and 1")
     if rule not in RULES:
@@ -225,7 +255,7 @@ def _missing_in(group: str, row: BoardRow, base_row: BoardRow) -> list[str]:
 def run_check(
     results: Sequence[str | Path],
     baseline: Sequence[str | Path],
-    tolerance: float = 0.5,
+    tolerances: Tolerances = Tolerances(),
     alpha: float = 0.05,
     rule: str = "auto",
     group_by: Sequence[str] | None = None,
@@ -238,7 +268,7 @@ def run_check(
     ``seed_sd`` (percentage points) is the training-seed SD of a task score, for a one-seed side; ``family``
     the Holm family (``row``: each group's comparisons, ``board``: all of the check's, ``none``).
     """
-    _validate(tolerance, alpha, rule, seed_sd, family)
+    _validate(tolerances, alpha, rule, seed_sd, family)
     given = None if seed_sd is None else SeedSD(seed_sd / 100, math.inf, "given with --seed-sd")
     current, base = _boards(results, baseline, group_by)
     notes: list[str] = []
@@ -266,13 +296,13 @@ def run_check(
         for comparison in comparisons:
             cur = row.macro if comparison.column == MACRO else row.cells[comparison.column]
             old = base_row.macro if comparison.column == MACRO else base_row.cells[comparison.column]
-            test, status = _status(comparison, tolerance, rule)
+            test, status = _status(comparison, tolerances, rule)
             lines.append(CheckLine(group, comparison.column, old, cur, comparison, test, status))
     if not lines:
         raise UserError("no task in common between the results and the baseline "
                         f"(results: {', '.join(current.columns) or 'none'}; "
                         f"baseline: {', '.join(base.columns) or 'none'})")
-    return CheckReport(lines, tolerance, alpha, rule, notes, missing, allow_missing, family, seed_sd)
+    return CheckReport(lines, tolerances, alpha, rule, notes, missing, allow_missing, family, seed_sd)
 
 
 def family_note(report: CheckReport) -> str:
@@ -340,7 +370,7 @@ def report_markdown(report: CheckReport) -> str:
 
     head = "REGRESSION" if report.regressions else ("MISSING" if report.failed_missing else "no regression")
     out = [f"### antlm-bench check: {head}", "",
-           f"tolerance {report.tolerance} pp (in nats for a margin or a loss), alpha {report.alpha}, rule "
+           f"tolerance {report.tolerances.text()}, alpha {report.alpha}, rule "
            f"{report.rule}; {family_note(report)}", "",
            (f"| group | task | baseline | current | delta (pp) | {100 * (1 - report.alpha):g}% CI | p | MDE (pp) "
             "| test | items | status |"),
