@@ -279,8 +279,9 @@ def test_a_clear_gap_is_decided_before_the_last_seed(tmp_path):
     assert decision["status"] == "decided" and decision["seeds"] == list(seeds)
     assert decision["rule"]["baseline"] == "1_CLM" and decision["rule"]["alpha_each"] == 0.05
     assert decision["rounds"][0] == [1, 2, 3]
-    lines = decision_lines(folder.output)
-    assert "decided" in lines[0] and "2_CLM - baseline on blimp_supplement" in lines[1]
+    lines = decision_lines([folder.output])
+    assert "decided" in lines[0] and "anytime-valid" in lines[1]
+    assert "2_CLM - baseline on blimp_supplement" in lines[2]
 
 
 def test_no_gap_runs_to_the_maximum_or_decides_equivalence(tmp_path):
@@ -360,6 +361,22 @@ def test_the_leaderboard_prints_the_decision_under_the_table(tmp_path, monkeypat
     table_end = out.index("sweep decision (decided;")
     assert out.index("2_CLM") < table_end  # under the table
     assert "2_CLM - baseline on blimp_supplement: +" in out[table_end:] and "decided: better than the baseline" in out
+
+
+def test_a_definitions_board_prints_the_decisions_of_the_sweeps_below_its_results(tmp_path, monkeypatch, capsys):
+    """A study keeps one sweep per architecture under one results folder: ``-d`` names the folder, and every
+    sweep's decision is printed under the table, with the reminder that the table's fixed-sample numbers assumed
+    a fixed seed count."""
+    _decide(tmp_path / "study" / "first", {"2_CLM": 0.15}, tolerance=None)
+    _decide(tmp_path / "study" / "second", {}, tolerance=None, max_seeds=4)
+    definition = tmp_path / "board.yaml"
+    definition.write_text("name: study\nresults: [study]\ntasks: [blimp_supplement]\n")
+    code, out, err = run_cli(monkeypatch, capsys, "leaderboard", "-d", str(definition))
+    assert code == 0, err
+    headers = [line for line in out.splitlines() if line.startswith("sweep decision (")]
+    assert [h.split(";")[0] for h in headers] == ["sweep decision (decided", "sweep decision (max seeds reached"]
+    assert "first" in headers[0] and "second" in headers[1]
+    assert out.count("fixed-sample interval or p-value on the same seeds assumes") == 2
 
 
 def test_a_comparison_reads_in_its_metrics_units_and_direction():

@@ -75,10 +75,12 @@ def leaderboard_command(
     written = write_leaderboard(board, format_for(fmt, out), out, console, plots, x_axis)
     for path in written:
         err_console.print(f"wrote {path}")
-    if out is None:  # a folder `sweep --until-decided` decided in: its decision under the table
+    if out is None:  # the folders `sweep --until-decided` decided in: each decision under the table
+        from antlm_bench.results.leaderboard.definition import definition_result_paths, load_definition
         from antlm_bench.sweep import decision_lines
 
-        for line in [line for folder in results or [] for line in decision_lines(folder)]:
+        folders = [*(definition_result_paths(load_definition(definition)) if definition else []), *(results or [])]
+        for line in decision_lines(folders):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 

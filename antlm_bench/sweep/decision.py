@@ -174,12 +174,18 @@ def write_decision(folder: SweepFolder, rule: Rule, comparisons: Sequence[Compar
     return payload
 
 
-def decision_lines(output: Path) -> list[str]:
-    """What the leaderboard prints under the table for a folder a sweep decided in (nothing when it holds no
-    decision): the rule in one line, then one line per comparison."""
-    path = Path(output) / SWEEP_DIR / DECISION_FILE
-    if not path.is_file():
-        return []
+def decision_lines(folders: Sequence[Path]) -> list[str]:
+    """What the leaderboard prints under the table for the sweeps that decided in ``folders`` or any folder below
+    them (a study may hold one sweep per architecture; nothing where none did): per decision, the rule in one line,
+    a reminder that the table assumed a fixed seed count, then one line per comparison."""
+    found: list[Path] = []
+    for folder in map(Path, folders):
+        if folder.is_dir():
+            found.extend(sorted(p for p in folder.rglob(DECISION_FILE) if p.parent.name == SWEEP_DIR and p.is_file()))
+    return [line for path in dict.fromkeys(found) for line in _decision_file_lines(path)]
+
+
+def _decision_file_lines(path: Path) -> list[str]:
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
         rule, rows = payload["rule"], payload["comparisons"]
@@ -189,7 +195,9 @@ def decision_lines(output: Path) -> list[str]:
     lines = [f"sweep decision ({payload.get('status')}; seeds {_seed_text(payload.get('seeds', []))} of at most "
              f"{rule.get('max_seeds')}; baseline {rule.get('baseline')}; alpha {rule.get('alpha')}, "
              f"{rule.get('correction')}; equivalence margin "
-             f"{'none' if tolerance is None else f'+-{tolerance:g} pp (percentages only)'}; {path})"]
+             f"{'none' if tolerance is None else f'+-{tolerance:g} pp (percentages only)'}; {path})",
+             "  the sweep chose how many seeds to run from the results, so decide by these anytime-valid intervals: "
+             "a fixed-sample interval or p-value on the same seeds assumes their number was fixed in advance"]
     for row in rows:
         low = -math.inf if row.get("low") is None else row["low"]
         high = math.inf if row.get("high") is None else row["high"]
