@@ -39,7 +39,7 @@ from antlm_bench.sweep import (
     split_top_level,
 )
 from antlm_bench.sweep.executors import Executor
-from antlm_bench.sweep.record import DONE, FAILED, REUSED
+from antlm_bench.sweep.record import DONE, FAILED, REUSED, RUNNING
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def fake_python(tmp_path: Path) -> str:
 def _record(out: Path) -> tuple[SweepFolder, SweepRecord]:
     folder = SweepFolder(out)
     folder.make()
-    return folder, SweepRecord(folder, {"test": True})
+    return folder, SweepRecord.continuing(folder, {"test": True})  # as the command makes it
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -299,6 +299,35 @@ def test_a_reused_cell_is_not_run_again(tmp_path):
     outcome, executor, _, record, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
     assert executor.ran == [] and outcome.status == "decided"
     assert {s.status for s in record.states.values()} == {REUSED}
+
+
+def test_a_later_sweep_keeps_what_the_earlier_one_recorded(tmp_path):
+    """Re-running a finished sweep (to check it, or to add a schedule) must not erase how its cells were run: a
+    study's wall time is read from the record."""
+    folder, first = _record(tmp_path / "out")
+    cells = Grid(("antlm-babyllama",), ("tiny",), ("1_CLM", "2_CLM")).cells([1], {})
+    first.add(cells)
+    for cell in cells:
+        first.set(cell, RUNNING, where="cpu 1")
+        first.set(cell, DONE, returncode=0)
+    ran = {c["name"]: c for c in json.loads(folder.record_file.read_text())["cells"]}
+    _, second = _record(tmp_path / "out")
+    second.add(cells)
+    second.set(cells[0], REUSED, returncode=None)
+    saved = json.loads(folder.record_file.read_text())
+    kept = saved["cells"][0]
+    assert kept["status"] == REUSED and kept["where"] == "cpu 1" and kept["ran_in"] == first.started_at
+    assert kept["seconds"] == ran[cells[0].name]["seconds"] is not None
+    (earlier,) = saved["history"]
+    assert earlier["started_at"] == first.started_at and earlier["counts"]["done"] == 2 and earlier["updated_at"]
+    _, third = _record(tmp_path / "out")  # history grows, the run's own facts stay
+    third.add(cells)
+    third.set(cells[0], REUSED, returncode=None)
+    saved = json.loads(folder.record_file.read_text())
+    assert len(saved["history"]) == 2 and saved["cells"][0]["ran_in"] == first.started_at
+    folder.record_file.write_text("{not json")
+    with pytest.raises(UserError, match=r"sweep\.json: not a sweep record this version reads"):
+        _record(tmp_path / "out")
 
 
 # ----------------------------------------------------------------------------------------------------------

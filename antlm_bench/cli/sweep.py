@@ -315,7 +315,8 @@ def sweep_command(
     chosen.check_ready()
     sweep_folder.make()
     with folder_lock(sweep_folder.folder, "sweep"):
-        record = SweepRecord(sweep_folder, {"command": sys.argv, "settings": settings.model_dump(mode="json")})
+        record = SweepRecord.continuing(sweep_folder, {"command": sys.argv,
+                                                       "settings": settings.model_dump(mode="json")})
         outcome = _run(plan, chosen, record)
         if isinstance(outcome, SweepInterrupted):
             left = record.unfinished()

@@ -1,7 +1,10 @@
 """The sweep folder: ``<output>/sweep/`` holds the sweep record, the decision of ``--until-decided`` and one log per
 cell, beside the run folders it sweeps.
 
-    <output>/sweep/sweep.json       what was asked and each cell's status (rewritten atomically at every change)
+    <output>/sweep/sweep.json       what was asked and each cell's status (rewritten atomically at every change);
+                                    a later sweep into the folder keeps what the earlier ones recorded: a reused
+                                    cell keeps the wall time, slot and start of the sweep that ran it, and each
+                                    earlier sweep's span and counts stay under "history"
     <output>/sweep/decision.json    --until-decided: the rule, the seeds used and each comparison's decision
     <output>/sweep/logs/<cell>.log  each cell's output (the cell's run folder name), appended to by every attempt
 
@@ -113,12 +116,13 @@ class CellState:
     started: float | None = None
     seconds: float | None = None  # wall time of the last attempt
     where: str = ""  # the worker slot or array task that ran it
+    ran_in: str | None = None  # started_at of the sweep that ran it (an earlier one's, for a reused cell)
 
     def as_json(self, log: Path) -> dict[str, Any]:
         return {"name": self.cell.name, "recipe": self.cell.recipe, "preset": self.cell.preset,
                 "schedule": self.cell.schedule, "seed": self.cell.seed, "status": self.status,
                 "returncode": self.returncode, "seconds": None if self.seconds is None else round(self.seconds, 1),
-                "where": self.where, "log": str(log)}
+                "where": self.where, "ran_in": self.ran_in, "log": str(log)}
 
 
 @dataclass
@@ -130,10 +134,37 @@ class SweepRecord:
     states: dict[str, CellState] = field(default_factory=dict)
     started_at: str = field(default_factory=_now)
     rounds: list[list[int]] = field(default_factory=list)  # the seeds of each round (--until-decided)
+    history: list[dict[str, Any]] = field(default_factory=list)  # earlier sweeps into the folder, oldest first
+    earlier: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell name -> its finished state then
+
+    @classmethod
+    def continuing(cls, folder: SweepFolder, asked: dict[str, Any]) -> SweepRecord:
+        """A new sweep's record that keeps what an earlier sweep into the folder recorded (see the module's
+        docstring); a record this version cannot read is refused in one line, never overwritten."""
+        record = cls(folder, asked)
+        path = folder.record_file
+        if not path.exists():
+            return record
+        try:
+            previous = json.loads(path.read_text(encoding="utf-8"))
+            if previous.get("schema_version") != SCHEMA_VERSION:
+                raise ValueError(f"schema_version {previous.get('schema_version')!r}")
+            record.history = [*previous.get("history", []),
+                              {key: previous.get(key) for key in ("started_at", "updated_at", "counts")}]
+            record.earlier = {c["name"]: c for c in previous["cells"]
+                              if c.get("status") in FINISHED and c.get("seconds") is not None}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise UserError(f"{path}: not a sweep record this version reads ({err}); move it away to start a new "
+                            "record") from None
+        return record
 
     def add(self, cells: list[Cell]) -> None:
         for cell in cells:
-            self.states.setdefault(cell.name, CellState(cell))
+            if cell.name not in self.states:
+                then = self.earlier.get(cell.name, {})
+                ran_in = (then.get("ran_in") or self.history[-1]["started_at"]) if then else None
+                self.states[cell.name] = CellState(cell, seconds=then.get("seconds"), where=then.get("where", ""),
+                                                   ran_in=ran_in)
 
     def set(self, cell: Cell, status: str, **fields: Any) -> None:
         state = self.states[cell.name]
@@ -141,7 +172,7 @@ class SweepRecord:
         for key, value in fields.items():
             setattr(state, key, value)
         if status == RUNNING:
-            state.started = time.monotonic()
+            state.started, state.ran_in = time.monotonic(), self.started_at
         elif state.started is not None and status in (DONE, FAILED, INTERRUPTED):
             state.seconds = time.monotonic() - state.started
         self.save()
@@ -155,7 +186,7 @@ class SweepRecord:
     def save(self) -> None:
         self.folder.write_json(self.folder.record_file, {
             "schema_version": SCHEMA_VERSION, "asked": self.asked, "started_at": self.started_at,
-            "updated_at": _now(), "rounds": self.rounds,
+            "updated_at": _now(), "rounds": self.rounds, "history": self.history,
             "counts": {status: self.count(status) for status in (WAITING, RUNNING, DONE, REUSED, FAILED,
                                                                   INTERRUPTED)},
             "cells": [state.as_json(self.folder.log_of(state.cell)) for state in self.states.values()],
