@@ -252,6 +252,8 @@ def _cell(results: Results, present: list[RunCheckpoint], column: str) -> Cell:
                 metric=cell_rows[0]["metric"])
     limits = [r["limit"] for r in cell_rows if r["limit"] is not None]
     cell.limit = min(limits) if limits else None
+    keys = {tuple(str(f.meta.get(k) or "") for k in ("recipe", "preset", "data_hash")) for f in present}
+    cell.tokenizer_key = keys.pop() if len(keys) == 1 else None
     cell.items = _group_items(results, present, column, scorings)
     cell.item_var = item_variance(cell.items) if cell.items is not None else _item_var_from_rows(cell_rows)
     own = cell_rows[0] if len(cell_rows) == 1 else None

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from antlm_bench.results.leaderboard.definition import MACRO
+from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
 from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison
 from antlm_bench.results.stats import (
     ItemMatrix,
@@ -111,6 +111,11 @@ def compare_cells(a: Cell, b: Cell, alpha: float = 0.05, same_configuration: boo
         delta = float(np.mean(sides.a) - np.mean(sides.b))
         return Comparison((), (), "", delta, None, None, None, False, 0, None, f"{a.scoring} vs {b.scoring}", "",
                           note=f"scored by {a.scoring} vs {b.scoring}: different instruments, not tested"), None
+    if metric_kind(a.metric).per_token and (a.tokenizer_key is None or a.tokenizer_key != b.tokenizer_key):
+        delta = float(np.mean(sides.a) - np.mean(sides.b))
+        return Comparison((), (), "", delta, None, None, None, False, 0, None, a.scoring, "",
+                          note="per-token losses of rows that may tokenize differently (another recipe, preset or "
+                               "corpus): different instruments, not tested"), None
     if a.limit != b.limit:
         delta = float(np.mean(sides.a) - np.mean(sides.b))
         return Comparison((), (), "", delta, None, None, None, False, 0, None, a.scoring, "",

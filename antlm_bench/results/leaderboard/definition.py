@@ -45,6 +45,9 @@ class MetricKind:
     # the values the metric can take (stored units; None: unbounded on that side): an interval is cut there, and
     # called uninformative when it is wider than the whole range (board.bound_interval)
     bounds: tuple[float | None, float | None] = (0.0, 1.0)
+    # measured per token of the model's own tokenizer: rows that may tokenize differently (another recipe, preset
+    # or corpus) measure in different units, and their gap is not tested
+    per_token: bool = False
 
 
 # every metric that is not named here is a fraction shown as a percentage, higher is better (accuracy, F1, GLUE's
@@ -55,8 +58,9 @@ METRICS: dict[str, MetricKind] = {
                          words="margin: mean of log P(good) - log P(bad) over the pairs, in nats, higher is better",
                          bounds=(None, None)),
     "loss": MetricKind("nats/token", 1.0, lower_is_better=True, in_macro=False, item_value="value", digits=3,
-                       words="loss: held-out pre-training text, nats per token, LOWER is better",
-                       bounds=(0.0, None)),
+                       words="loss: held-out pre-training text, nats per token, LOWER is better; compared only "
+                             "between rows of one recipe, preset and corpus (one tokenizer)",
+                       bounds=(0.0, None), per_token=True),
     # a rank correlation (WUG): shown x100 like the percentages, but it runs from -1 to 1
     "spearman": MetricKind("%", 100.0, bounds=(-1.0, 1.0)),
 }

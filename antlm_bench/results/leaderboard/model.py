@@ -37,6 +37,8 @@ class Cell:
     # how the interval met the metric's range (definition.MetricKind.bounds): "" inside it, "clipped" cut at it,
     # "uninformative" wider than the whole range (low and high are then the range's ends)
     bounded: str = ""
+    # (recipe, preset, data_hash) shared by every run of the cell, which fix its tokenizer; None when they differ
+    tokenizer_key: tuple[str, str, str] | None = None
 
 
 @dataclass
