@@ -31,7 +31,8 @@ from antlm_bench import registry
 from antlm_bench.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
-MINI_RUN = REPO / "leaderboards" / "mini-antlm" / "results" / "antlm-babyllama-tiny-24_MLM-seed2"
+# a run of the committed study (shipped with the repository: never missing)
+MINI_RUN = REPO / "leaderboards" / "mini-antlm" / "results" / "babyllama" / "antlm-babyllama-tiny-24_CLM-seed2"
 LONG = "n" * 300  # one path component longer than NAME_MAX (255)
 
 TALLY: dict[str, list[str]] = {"clean": [], "traceback": [], "partial": [], "other": []}
@@ -475,8 +476,7 @@ def server():
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    if not (MINI_RUN / "scores.parquet").exists():
-        pytest.skip("the shipped mini-antlm tables are missing")
+    assert (MINI_RUN / "scores.parquet").is_dir(), f"{MINI_RUN}: the committed study's run is missing"
     folder = tmp_path_factory.mktemp("run")
     _run_copy(folder, "run")
     return folder / "run"
@@ -576,8 +576,9 @@ def test_disk_full_through_the_entry_point_is_exit_4(tmp_path):
     """/dev/full: a real ENOSPC from the kernel."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     args = ["check", "--results", str(MINI_RUN), "--baseline", str(MINI_RUN), "--markdown", "/dev/full"]
-    if not (MINI_RUN / "scores.parquet").exists() or not Path("/dev/full").exists():
-        pytest.skip("needs the shipped mini-antlm tables and /dev/full")
+    assert (MINI_RUN / "scores.parquet").is_dir(), f"{MINI_RUN}: the committed study's run is missing"
+    if not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
     done = subprocess.run([sys.executable, "-m", "antlm_bench", *args], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path, env=env)
     assert done.returncode == 4, done.stderr

@@ -3,9 +3,9 @@
 # the BabyLM pre-training sample), the AntLM schedule against the CLM-only baseline of the same total epochs, seeds
 # added one a round (the same seed labels on both sides: paired) until the comparison is decided on every task
 # (Lai's anytime-valid confidence sequence, docs/statistics.md) or MAX_SEEDS seeds a side; tasks BLiMP, BLiMP
-# supplement, EWoK (accuracy and margin) and the held-out pre-training loss. Then the tables are exported into
-# leaderboards/mini-antlm/results/ (each run's results store, the items without any sentence text: the data stays
-# in the data folder), with each sweep's decision, and the pages are rendered.
+# supplement, EWoK (accuracy and margin) and the held-out pre-training loss. Then each sweep is exported into
+# leaderboards/mini-antlm/results/<arch>/: every run's results store (the items without any sentence text: the
+# data stays in the data folder) and run.json, and the sweep's record and decision (sweep/); the pages are rendered.
 #
 #   ANTLM_BENCH_DATA=../shared/data bash leaderboards/mini-antlm/run_study.sh
 #
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${RUNS:-runs/mini-antlm}          # run folders with checkpoints (not committed)
 HERE=leaderboards/mini-antlm
-MAX_SEEDS=${MAX_SEEDS:-12}
+MAX_SEEDS=${MAX_SEEDS:-10}
 JOBS=${JOBS:-2}                         # cells at once; each uses one thread
 TASKS=blimp,blimp_supplement,ewok,heldout
 export OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
@@ -37,12 +37,19 @@ import pyarrow.parquet as pq
 runs, results = Path(sys.argv[1]), Path(sys.argv[2])
 if results.exists():
     shutil.rmtree(results)
-# evaluation data is never committed: the items' text columns are dropped from every event of a run's store
-DROP = ["context", "sentence_good", "sentence_bad"]
-for sweep in sorted(p for p in runs.iterdir() if (p / "sweep").is_dir()):
-    shutil.copytree(sweep / "sweep", results / f"sweep-{sweep.name}", ignore=shutil.ignore_patterns("logs", "slurm"))
-    for run in sorted(p for p in sweep.iterdir() if (p / "scores.parquet").is_dir()):
-        store = results / run.name / "scores.parquet"
+TEXT = ["context", "sentence_good", "sentence_bad"]  # evaluation data is never committed
+FLOATS = ["score_good", "score_bad", "value"]        # byte-stream split: about half the size, lossless
+for arch in ("babyllama", "ltgbert"):
+    sweep, out = runs / arch, results / arch
+    (out / "sweep").mkdir(parents=True)
+    record = json.loads((sweep / "sweep" / "sweep.json").read_text())
+    for cell in record["cells"]:
+        cell.pop("log", None)                         # the logs stay with the run folders
+    (out / "sweep" / "sweep.json").write_text(json.dumps(record, indent=1) + "\n")
+    shutil.copy(sweep / "sweep" / "decision.json", out / "sweep" / "decision.json")
+    for cell in record["cells"]:
+        run = sweep / cell["name"]
+        store = out / run.name / "scores.parquet"
         for event in sorted(e for e in (run / "scores.parquet").iterdir() if e.is_dir() and e.name[0] not in "._"):
             (store / event.name).mkdir(parents=True)
             for name in ("part.parquet", "_event.json"):
@@ -50,17 +57,33 @@ for sweep in sorted(p for p in runs.iterdir() if (p / "sweep").is_dir()):
                     shutil.copy(event / name, store / event.name / name)
             if (event / "_items.parquet").is_file():
                 items = pq.read_table(event / "_items.parquet")
-                pq.write_table(items.drop_columns([c for c in DROP if c in items.column_names]),
-                               store / event.name / "_items.parquet", compression="zstd")
-        record = json.loads((run / "run.json").read_text())
-        record.get("config", {}).pop("output", None)
-        (results / run.name / "run.json").write_text(json.dumps(record, indent=1, sort_keys=True))
+                items = items.drop_columns([c for c in TEXT if c in items.column_names])
+                floats = [c for c in FLOATS if c in items.column_names]
+                pq.write_table(items, store / event.name / "_items.parquet", compression="zstd", compression_level=19,
+                               use_dictionary=[c for c in items.column_names if c not in floats],
+                               use_byte_stream_split=floats)
+        meta = json.loads((run / "run.json").read_text())
+        meta.get("config", {}).pop("output", None)
+        (out / run.name / "run.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
 PY
 antlm-bench leaderboard -d mini-antlm --family row -f markdown -o "$HERE/leaderboard.md" --plots "$HERE/plots"
 antlm-bench leaderboard -d mini-antlm --family row -f html -o "$HERE/leaderboard.html"
 antlm-bench leaderboard -d mini-antlm --family row -f parquet -o "$HERE/leaderboard.parquet"
 for arch in babyllama ltgbert; do   # AntLM against its baseline: paired by seed and item, Holm over each row's tasks
   antlm-bench leaderboard -d "mini-antlm-$arch" --family row -f markdown -o "$HERE/leaderboard-$arch.md"
-  antlm-bench leaderboard "$RUNS/$arch" > "$HERE/decision-$arch.txt"   # the sweep's decision under the table
+  antlm-bench leaderboard "$HERE/results/$arch" > "$HERE/decision-$arch.txt"   # the board, the decision under it
 done
-echo "study wall time: $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s (training + evaluation, $JOBS cells at once)"
+echo "this invocation: $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s for both sweeps (finished cells reused)"
+python3 - "$HERE/results" <<'PY'   # what the sweeps that ran the cells took, from their records
+import json, sys
+from datetime import datetime
+from pathlib import Path
+def at(text): return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+for arch in ("babyllama", "ltgbert"):
+    record = json.loads((Path(sys.argv[1]) / arch / "sweep" / "sweep.json").read_text())
+    spans = [s for s in [*record.get("history", []), record] if s["counts"]["done"]]
+    wall = sum((at(s["updated_at"]) - at(s["started_at"])).total_seconds() for s in spans)
+    cells = [c["seconds"] for c in record["cells"] if c["seconds"] is not None]
+    print(f"{arch}: {len(record['cells'])} cells; wall time of the sweep(s) that ran them {wall / 60:.1f} min; "
+          f"cell wall times summed {sum(cells) / 60:.1f} min, median {sorted(cells)[len(cells) // 2]:.0f} s")
+PY
