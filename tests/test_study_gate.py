@@ -45,6 +45,10 @@ def test_the_stored_decision_is_what_the_committed_tables_give(arch):
     assert [(c.schedule, c.column) for c in recomputed] == [(c["schedule"], c["column"]) for c in stored]
     for mine, theirs in zip(recomputed, stored, strict=True):
         assert mine.decision == theirs["decision"], (mine.column, mine.decision, theirs["decision"])
+        # a decided comparison names the round that first decided it (the sweep's log of rounds)
+        first = theirs["first_decided_at"]
+        assert (first is None) == (theirs["decision"] == "undecided")
+        assert first is None or len(decision["rounds"][0]) <= first <= len(seeds)
         assert list(mine.seeds) == theirs["seeds"] == seeds
         for key in ("mean", "low", "high"):
             value = getattr(mine, key)

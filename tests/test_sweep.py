@@ -274,6 +274,7 @@ def test_a_clear_gap_is_decided_before_the_last_seed(tmp_path):
     assert comparison.decision == "difference" and comparison.mean > 0 and comparison.low > 0
     seeds = comparison.seeds
     assert len(seeds) < 8 and len(executor.ran) == 2 * len(seeds)  # no cell ran twice
+    assert comparison.first_decided_at == len(seeds)  # it stopped at the round that decided it
     assert len(record.rounds) > 1 and {s.status for s in record.states.values()} == {DONE}  # earlier rounds: done
     decision = json.loads(folder.decision_file.read_text())
     assert decision["status"] == "decided" and decision["seeds"] == list(seeds)
@@ -282,12 +283,14 @@ def test_a_clear_gap_is_decided_before_the_last_seed(tmp_path):
     lines = decision_lines([folder.output])
     assert "decided" in lines[0] and "anytime-valid" in lines[1]
     assert "2_CLM - baseline on blimp_supplement" in lines[2]
+    assert f"first decided at {len(seeds)} seeds" in lines[2]
+    assert decision["comparisons"][0]["first_decided_at"] == len(seeds)
 
 
 def test_no_gap_runs_to_the_maximum_or_decides_equivalence(tmp_path):
     outcome, executor, _, record, said = _decide(tmp_path / "a", {}, tolerance=None, max_seeds=6)
     assert outcome.status == "max seeds reached" and outcome.comparisons[0].decision == "undecided"
-    assert len(outcome.comparisons[0].seeds) == 6
+    assert len(outcome.comparisons[0].seeds) == 6 and outcome.comparisons[0].first_decided_at is None
     assert record.rounds == [[1, 2, 3], [4, 5], [6]]
     assert any("adding seeds 4,5" in line for line in said)
     outcome, *_ = _decide(tmp_path / "b", {}, tolerance=10.0, max_seeds=12)

@@ -68,6 +68,12 @@ class Comparison:
     decision: str  # difference, equivalent, undecided or not tested
     unit: str = "pp"
     lower_is_better: bool = False
+    # the seeds a side of the first round whose interval decided it (``loop.run_sweep``); None: never decided
+    first_decided_at: int | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return self.recipe, self.preset, self.schedule, self.column
 
     def text(self) -> str:
         if self.decision == NOT_TESTED:
@@ -80,8 +86,10 @@ class Comparison:
         verdict = {DIFFERENCE: f"decided: {'better' if better else 'worse'} than the baseline",
                    EQUIVALENT: "decided: equivalent within the margin", UNDECIDED: "undecided",
                    NOT_TESTED: "not tested: different scoring methods, different instruments"}[self.decision]
+        first = (f", first decided at {self.first_decided_at} seeds"
+                 if self.first_decided_at is not None and self.decision in (DIFFERENCE, EQUIVALENT) else "")
         return (f"{self.schedule} - baseline on {self.column}: {self.mean:+.3g} {self.unit} {interval}, {verdict} "
-                f"({len(self.seeds)} paired seeds, {self.scoring})")
+                f"({len(self.seeds)} paired seeds{first}, {self.scoring})")
 
 
 def _board(cells: Sequence[Cell], output: Path) -> Any:
@@ -203,7 +211,8 @@ def _decision_file_lines(path: Path) -> list[str]:
         high = math.inf if row.get("high") is None else row["high"]
         comparison = Comparison(row["recipe"], row["preset"], row["schedule"], row["column"], row["scoring"],
                                 tuple(row["seeds"]), row["mean"] if row["mean"] is not None else math.nan, low, high,
-                                row["decision"], row.get("unit", "pp"), bool(row.get("lower_is_better", False)))
+                                row["decision"], row.get("unit", "pp"), bool(row.get("lower_is_better", False)),
+                                row.get("first_decided_at"))
         lines.append(f"  {row['recipe']} {row['preset']}: {comparison.text()}")
     return lines
 

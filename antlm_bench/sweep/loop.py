@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from antlm_bench.errors import UserError
-from antlm_bench.results.stats.sequential import UNDECIDED
+from antlm_bench.results.stats.sequential import DIFFERENCE, EQUIVALENT, UNDECIDED
 from antlm_bench.sweep.decision import NOT_TESTED, Comparison, Rule, compare_round, write_decision
 from antlm_bench.sweep.executors import Executor
 from antlm_bench.sweep.grid import Cell, Grid, next_seeds
@@ -62,6 +62,7 @@ def run_sweep(plan: SweepPlan, executor: Executor, record: SweepRecord, progress
     folder = record.folder
     seeds = list(plan.seeds)
     record.rounds.append(list(seeds))
+    first_decided: dict[tuple[str, str, str, str], int] = {}
     while True:
         cells = plan.grid.cells(seeds, plan.default_schedule)
         failed = run_round(cells, record, executor, progress, pending)
@@ -69,6 +70,10 @@ def run_sweep(plan: SweepPlan, executor: Executor, record: SweepRecord, progress
             _store(folder, rule, [], seeds, record, "stopped: a cell failed")
             return SweepOutcome(failed, [], "stopped: a cell failed")
         comparisons = compare_round(cells, plan.output, rule, seeds)
+        for c in comparisons:
+            if c.decision in (DIFFERENCE, EQUIVALENT):
+                first_decided.setdefault(c.key, len(seeds))
+        comparisons = [replace(c, first_decided_at=first_decided.get(c.key)) for c in comparisons]
         undecided = [c for c in comparisons if c.decision == UNDECIDED]
         for comparison in comparisons:
             say(f"{comparison.recipe} {comparison.preset}: {comparison.text()}")
