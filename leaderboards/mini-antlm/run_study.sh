@@ -3,9 +3,10 @@
 # the BabyLM pre-training sample), the AntLM schedule against the CLM-only baseline of the same total epochs, seeds
 # added one a round (the same seed labels on both sides: paired) until the comparison is decided on every task
 # (Lai's anytime-valid confidence sequence, docs/statistics.md) or MAX_SEEDS seeds a side; tasks BLiMP, BLiMP
-# supplement, EWoK (accuracy and margin) and the held-out pre-training loss. Then each sweep is exported into
-# leaderboards/mini-antlm/results/<arch>/: every run's results store (the items without any sentence text: the
-# data stays in the data folder) and run.json, and the sweep's record and decision (sweep/); the pages are rendered.
+# supplement, EWoK (accuracy and margin), the held-out pre-training loss, and GLUE by a frozen-feature probe.
+# Then each sweep is exported into leaderboards/mini-antlm/results/<arch>/: every run's results store (the items
+# without any sentence text: the data stays in the data folder) and run.json, and the sweep's record and decision
+# (sweep/); the pages are rendered.
 #
 #   ANTLM_BENCH_DATA=../shared/data bash leaderboards/mini-antlm/run_study.sh
 #
@@ -20,24 +21,27 @@ RUNS=${RUNS:-runs/mini-antlm}          # run folders with checkpoints (not commi
 HERE=leaderboards/mini-antlm
 MAX_SEEDS=${MAX_SEEDS:-10}
 JOBS=${JOBS:-2}                         # cells at once; each uses one thread
-TASKS=blimp,blimp_supplement,ewok,heldout
+TASKS=blimp,blimp_supplement,ewok,heldout,glue
 export OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 
 start=$(date +%s)
 antlm-bench sweep --model antlm-babyllama --schedule "4_CLM+16_MLM+4_CLM,24_CLM" --preset tiny --tasks "$TASKS" \
-  --until-decided --baseline 24_CLM --seeds 1-3 --max-seeds "$MAX_SEEDS" --jobs "$JOBS" --output "$RUNS/babyllama"
+  --run-option probe=true --until-decided --baseline 24_CLM --seeds 1-3 --max-seeds "$MAX_SEEDS" --jobs "$JOBS" --output "$RUNS/babyllama"
 antlm-bench sweep --model antlm-ltgbert --schedule "2_CLM+20_MLM+2_CLM,24_CLM" --preset tiny --tasks "$TASKS" \
-  --until-decided --baseline 24_CLM --seeds 1-3 --max-seeds "$MAX_SEEDS" --jobs "$JOBS" --output "$RUNS/ltgbert"
+  --run-option probe=true --until-decided --baseline 24_CLM --seeds 1-3 --max-seeds "$MAX_SEEDS" --jobs "$JOBS" --output "$RUNS/ltgbert"
 end=$(date +%s)
 
 python3 - "$RUNS" "$HERE/results" <<'PY'
 import json, shutil, sys
 from pathlib import Path
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 runs, results = Path(sys.argv[1]), Path(sys.argv[2])
 if results.exists():
     shutil.rmtree(results)
 TEXT = ["context", "sentence_good", "sentence_bad"]  # evaluation data is never committed
+# GLUE's per-example predictions: no statistic reads them (its F1 members have no per-item decomposition, so a
+# GLUE cell's interval comes from the seeds), and they would be a third of the export
 FLOATS = ["score_good", "score_bad", "value"]        # byte-stream split: about half the size, lossless
 for arch in ("babyllama", "ltgbert"):
     sweep, out = runs / arch, results / arch
@@ -57,7 +61,10 @@ for arch in ("babyllama", "ltgbert"):
                     shutil.copy(event / name, store / event.name / name)
             if (event / "_items.parquet").is_file():
                 items = pq.read_table(event / "_items.parquet")
-                items = items.drop_columns([c for c in TEXT if c in items.column_names])
+                items = items.filter(pc.not_equal(items["task"], "glue")).drop_columns(
+                    [c for c in TEXT if c in items.column_names])
+                if not items.num_rows:
+                    continue
                 floats = [c for c in FLOATS if c in items.column_names]
                 pq.write_table(items, store / event.name / "_items.parquet", compression="zstd", compression_level=19,
                                use_dictionary=[c for c in items.column_names if c not in floats],
