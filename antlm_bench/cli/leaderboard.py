@@ -76,10 +76,10 @@ def leaderboard_command(
     for path in written:
         err_console.print(f"wrote {path}")
     if out is None:  # the folders `sweep --until-decided` decided in: each decision under the table
-        from antlm_bench.results.leaderboard.definition import definition_result_paths, load_definition
+        from antlm_bench.results.leaderboard.definition import definition_result_paths
         from antlm_bench.sweep import decision_lines
 
-        folders = [*(definition_result_paths(load_definition(definition)) if definition else []), *(results or [])]
+        folders = [*definition_result_paths(board.definition), *(results or [])]
         for line in decision_lines(folders):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
 

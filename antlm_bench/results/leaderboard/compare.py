@@ -108,20 +108,21 @@ def compare_cells(a: Cell, b: Cell, alpha: float = 0.05, same_configuration: boo
     sides = _line_up(a, b, design)
     item_var, paired, n_items = _item_part(a, b, sides, design)
     if a.scoring != b.scoring:
-        delta = float(np.mean(sides.a) - np.mean(sides.b))
-        return Comparison((), (), "", delta, None, None, None, False, 0, None, f"{a.scoring} vs {b.scoring}", "",
-                          note=f"scored by {a.scoring} vs {b.scoring}: different instruments, not tested"), None
+        return _not_tested(sides, f"{a.scoring} vs {b.scoring}",
+                           f"scored by {a.scoring} vs {b.scoring}: different instruments, not tested"), None
     if metric_kind(a.metric).per_token and (a.tokenizer_key is None or a.tokenizer_key != b.tokenizer_key):
-        delta = float(np.mean(sides.a) - np.mean(sides.b))
-        return Comparison((), (), "", delta, None, None, None, False, 0, None, a.scoring, "",
-                          note="per-token losses of rows that may tokenize differently (another recipe, preset or "
-                               "corpus): different instruments, not tested"), None
+        return _not_tested(sides, a.scoring, "per-token losses of rows that may tokenize differently (another "
+                                             "recipe, preset or corpus): different instruments, not tested"), None
     if a.limit != b.limit:
-        delta = float(np.mean(sides.a) - np.mean(sides.b))
-        return Comparison((), (), "", delta, None, None, None, False, 0, None, a.scoring, "",
-                          note=f"{limit_text(a.limit)} vs {limit_text(b.limit)}: different instruments (other items), "
-                               "not tested"), None
+        return _not_tested(sides, a.scoring, f"{limit_text(a.limit)} vs {limit_text(b.limit)}: different "
+                                             "instruments (other items), not tested"), None
     return _comparison(sides, item_var, design, paired, n_items, a.scoring, alpha, sd), item_var
+
+
+def _not_tested(sides: _Sides, scoring: str, note: str) -> Comparison:
+    """Two different instruments: the difference of the means is shown, and no test is made."""
+    delta = float(np.mean(sides.a) - np.mean(sides.b))
+    return Comparison((), (), "", delta, None, None, None, False, 0, None, scoring, "", note=note)
 
 
 def _comparison(sides: _Sides, item_var: float | None, design: str, paired: bool, n_items: int, scoring: str,
