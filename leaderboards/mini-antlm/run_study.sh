@@ -36,9 +36,10 @@ import json, shutil, sys
 from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-runs, results = Path(sys.argv[1]), Path(sys.argv[2])
-if results.exists():
-    shutil.rmtree(results)
+runs, final = Path(sys.argv[1]), Path(sys.argv[2])
+# written beside the old tables and swapped in at the end: a stopped export leaves the old tables in place
+results = final.with_name(final.name + ".new")
+shutil.rmtree(results, ignore_errors=True)
 TEXT = ["context", "sentence_good", "sentence_bad"]  # evaluation data is never committed
 # GLUE's per-example predictions: no statistic reads them (its F1 members have no per-item decomposition, so a
 # GLUE cell's interval comes from the seeds), and they would be a third of the export
@@ -72,6 +73,12 @@ for arch in ("babyllama", "ltgbert"):
         meta = json.loads((run / "run.json").read_text())
         meta.get("config", {}).pop("output", None)
         (out / run.name / "run.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+old = final.with_name(final.name + ".old")
+shutil.rmtree(old, ignore_errors=True)
+if final.exists():
+    final.rename(old)
+results.rename(final)
+shutil.rmtree(old, ignore_errors=True)
 PY
 antlm-bench leaderboard -d mini-antlm --family row -f markdown -o "$HERE/leaderboard.md" --plots "$HERE/plots"
 antlm-bench leaderboard -d mini-antlm --family row -f html -o "$HERE/leaderboard.html"
