@@ -76,6 +76,7 @@ class RunConfig(BaseModel):
     glue: dict[str, Any] = Field(default_factory=dict)  # GLUE options (epochs, max_train_examples, probe, ...)
     batch_tokens: int = Field(4096, gt=0)
     device: str = "auto"
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # training's (models.precision); recorded in run.json
     threads: int | None = Field(None, gt=0)  # CPU threads for torch (default: models.threads.choose_threads)
     convention: Literal["babylm-2025", "babylm-2024"] = "babylm-2025"  # scoring convention, recorded in every row
     progress: bool = True
@@ -247,7 +248,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                     resume=status == "resumed", eval_every=config.eval_every if minimal_pair_tasks else "none",
                     eval_tasks=",".join(minimal_pair_tasks) or "blimp", eval_limit=eval_limit, device=config.device,
                     convention=config.convention, progress=config.progress, save_at_words=config.save_at_words,
-                    torch_threads=n_threads, torch_threads_reason=threads_why,
+                    torch_threads=n_threads, torch_threads_reason=threads_why, precision=config.precision,
                 )
                 result = train(train_config, console=console, scorer=score_checkpoint)
                 if result.final_checkpoint is None:

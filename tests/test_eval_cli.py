@@ -95,9 +95,10 @@ def test_unknown_task_lists_the_known_ones(llama_dir, monkeypatch, capsys):
     _one_line_error(code, stderr, "blimpp", "blimp_supplement", "ewok")
 
 
-def test_bfloat16_on_cpu_is_refused(llama_dir, monkeypatch, capsys):
+def test_bfloat16_on_a_cpu_without_native_bf16_is_refused(llama_dir, monkeypatch, capsys):
+    monkeypatch.setattr("antlm_bench.scoring.model.cpu_bf16_instructions", lambda: [])
     code, _, stderr = run_cli(monkeypatch, capsys, "eval", "--model", str(llama_dir), "--dtype", "bfloat16")
-    _one_line_error(code, stderr, "bfloat16", "float32")
+    _one_line_error(code, stderr, "bfloat16", "native bf16", "float32")
 
 
 def test_missing_data_says_which_path_was_tried(llama_dir, tmp_path, monkeypatch, capsys):

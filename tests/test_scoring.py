@@ -376,9 +376,16 @@ def test_method_and_model_kind_must_agree(llama, bert):
 
 
 
-def test_bfloat16_is_refused_on_cpu():
-    with pytest.raises(UserError, match="cpu"):
+def test_bfloat16_on_cpu_follows_the_cpu(monkeypatch):
+    """Refused where bf16 would be emulated (~100x slower), taken where the CPU multiplies it natively; float16
+    never on CPU."""
+    monkeypatch.setattr("antlm_bench.scoring.model.cpu_bf16_instructions", lambda: [])
+    with pytest.raises(UserError, match="no native bf16"):
         resolve_device_dtype("cpu", "bfloat16")
+    monkeypatch.setattr("antlm_bench.scoring.model.cpu_bf16_instructions", lambda: ["avx512_bf16"])
+    assert resolve_device_dtype("cpu", "bfloat16") == (torch.device("cpu"), torch.bfloat16)
+    with pytest.raises(UserError, match="float16"):
+        resolve_device_dtype("cpu", "float16")
 
 
 def test_a_head_that_is_not_separable_falls_back_to_full_logits(bert):

@@ -186,6 +186,9 @@ app = typer.Typer(
 DataDirOption = typer.Option(
     None, "--data-dir", help="Data folder (default: $ANTLM_BENCH_DATA, then ~/.cache/antlm-bench/data)."
 )
+PRECISION_HELP = ("auto (bf16 autocast with float32 master weights where the CPU or GPU multiplies bf16 natively "
+                  "and the model is wide enough to gain, else float32; said and recorded in run.json), fp32 or "
+                  "bf16. Part of the run's configuration: bf16 and fp32 seeds are never pooled.")
 IncludePathOption = typer.Option(
     None, "--include-path", help="Extra folder of task specs / trainer recipes, searched before the shipped ones."
 )

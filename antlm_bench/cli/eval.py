@@ -50,7 +50,8 @@ def eval_command(
                                      "padded length); bounds peak memory whatever a sentence's length."),
     device: str = typer.Option("auto", "--device", help="auto (cuda when visible, else cpu), cpu, cuda, cuda:N "
                                "or mps; as run and train."),
-    dtype: DType = typer.Option(DType.float32, "--dtype", help="Model weights dtype (bfloat16: cuda only); "
+    dtype: DType = typer.Option(DType.float32, "--dtype", help="Model weights dtype for scoring (bfloat16: cuda, "
+                                "or a CPU with native bf16; docs/precision.md has its parity with float32); "
                                 "log-softmax is float32 either way."),
     convention: str = typer.Option("babylm-2025", "--convention", help="Scoring convention, recorded in every row: "
                                    "babylm-2025 (sentences as given), babylm-2024 (' ' + sentence, the paper's "
@@ -87,6 +88,9 @@ def eval_command(
                                         "pipeline: best epoch on the reported split, first-position pooling for "
                                         "every model; rows say scoring=finetune-official, never ranked with the "
                                         "default)."),
+    glue_precision: str | None = typer.Option(None, "--glue-precision", help="GLUE: fine-tuning arithmetic, "
+                                              "auto (bf16 autocast where the chip has native bf16 and the model "
+                                              "is wide enough, the rule training follows), fp32 or bf16."),
 ) -> None:
     """Score minimal pairs (BLiMP, BLiMP supplement, EWoK) and other tasks; print a summary, write Parquet.
 
@@ -102,7 +106,7 @@ def eval_command(
     glue_options = {"lr": lr, "batch_size": batch_size, "epochs": epochs, "max_length": max_length,
                     "max_train_examples": max_train_examples, "warmup": warmup, "weight_decay": weight_decay,
                     "pooling": pooling, "probe": probe or None,
-                    "protocol": protocol and glue_protocol(protocol).name}
+                    "protocol": protocol and glue_protocol(protocol).name, "precision": glue_precision}
     config = eval_config(
         tasks=tasks, scoring=scoring.value, output_dir=output, limit=limit, log_samples=log_samples,
         batch_tokens=batch_tokens, device=resolve_device(check_device(device)), dtype=dtype.value, data_dir=data_dir,

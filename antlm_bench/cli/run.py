@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from antlm_bench.cli.app import DataDirOption, IncludePathOption, app, console
+from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, console
 from antlm_bench.registry import add_include_path
 
 if TYPE_CHECKING:
@@ -64,6 +64,7 @@ def run(
                                              "best epoch on the reported split, first-position pooling; rows say "
                                              "scoring=finetune-official, never ranked with the default)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:N]."),
+    precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
     threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch, training and evaluation "
                                        "(default: 1 below 10M parameters, torch's default above, unless "
                                        "$OMP_NUM_THREADS is set)."),
@@ -121,12 +122,14 @@ def run_config(params: dict[str, Any]) -> RunConfig:
         glue["max_train_examples"] = params["glue_max_train_examples"]
     if params["probe"]:
         glue["probe"] = True
+    if params.get("precision", "auto") != "auto":  # GLUE fine-tunes by the rule training follows
+        glue["precision"] = params["precision"]
     if params.get("glue_protocol") is not None:
         from antlm_bench.adapters.glue.protocol import glue_protocol
 
         glue["protocol"] = glue_protocol(params["glue_protocol"]).name
     names = ("model", "tasks", "preset", "schedule", "output", "data_dir", "corpus", "max_words", "eval_limit", "limit",
-             "eval_every", "save_at_words", "device", "threads", "convention")
+             "eval_every", "save_at_words", "device", "precision", "threads", "convention")
     return RunConfig(**{name: params[name] for name in names}, seeds=_seeds(params["seeds"]), glue=glue,
                      progress=not params["quiet"])
 

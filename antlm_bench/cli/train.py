@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 
-from antlm_bench.cli.app import DataDirOption, IncludePathOption, app, err_console
+from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, err_console
 from antlm_bench.errors import UserError
 
 
@@ -44,6 +44,7 @@ def train_command(
                                                 "(gradient accumulation keeps the recipe's global batch)."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1 ..."),
+    precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
     threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: 1 below 10M "
                                        "parameters, torch's default above, unless $OMP_NUM_THREADS is set)."),
     deterministic: bool = typer.Option(False, "--deterministic", help="Deterministic kernels (bit-exact reruns)."),
@@ -78,7 +79,7 @@ def train_command(
             save_every_steps=save_every_steps,
             save_every_minutes=save_every_minutes, save_every_epoch=save_every_epoch,
             save_at_words=save_at_words or [],
-            micro_batch_size=micro_batch_size, max_steps=max_steps, device=device, deterministic=deterministic,
+            micro_batch_size=micro_batch_size, max_steps=max_steps, device=device, precision=precision, deterministic=deterministic,
             report_to=kinds, progress=not no_progress, torch_threads=n_threads, torch_threads_reason=threads_why,
         )
     except ValidationError as err:
@@ -95,5 +96,5 @@ def train_command(
         err_console.print(str(stop), highlight=False, markup=False)
         raise typer.Exit(stop.exit_code) from None
     where = result.final_checkpoint or (output / "last")
-    err_console.print(f"done: {result.steps} steps; model in {where}; torch threads {n_threads} ({threads_why})",
-                      highlight=False)
+    err_console.print(f"done: {result.steps} steps; model in {where}; torch threads {n_threads} ({threads_why}); "
+                      f"precision {result.precision.name} ({result.precision.reason})", highlight=False)

@@ -230,7 +230,9 @@ class Attention(nn.Module):
             bias.masked_fill_(blocked if len(blocked) == 1 else blocked.repeat(heads, 1), float("-inf"))
         scores = torch.baddbmm(bias.view(heads * batch, length, length), query, key.transpose(1, 2),
                                alpha=self.scale)
-        probs = self.dropout(torch.softmax(scores, dim=-1))
+        # the softmax in float32 whatever the autocast dtype (as transformers' attention does); a no-op in float32
+        probs = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32))
+        probs = self.dropout(probs.to(value.dtype))
         context = torch.bmm(probs, value).view(heads, batch, length, size).permute(1, 2, 0, 3)
         context = context.reshape(batch, length, hidden)
         return self.dropout(self.post_layer_norm(self.out_proj(context)))

@@ -34,6 +34,7 @@ import torch
 
 from antlm_bench import __version__
 from antlm_bench.errors import UserError
+from antlm_bench.models.precision import Precision
 from antlm_bench.recipes import Recipe
 from antlm_bench.runs.layout import KEPT_ITEMS, RUN_ITEMS, RunLayout
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord
@@ -61,11 +62,14 @@ def first_line(err: BaseException) -> str:
     return (text[:200] + "...") if len(text) > 200 else text or type(err).__name__
 
 
-def config_fingerprint(recipe: Recipe, preset: str, schedule: Schedule) -> str:
-    """The configuration a run trains: the recipe's content (sizes of ``preset`` only), the preset, the schedule."""
+def config_fingerprint(recipe: Recipe, preset: str, schedule: Schedule, precision: str) -> str:
+    """The configuration a run trains: the recipe's content (sizes of ``preset`` only), the preset, the schedule and
+    the precision (bf16 and float32 seeds are different instruments until shown equal)."""
     content = recipe.model_dump(mode="json", exclude={"source", "description", "presets"})
     content["preset"] = {"name": preset, **recipe.preset(preset).model_dump(mode="json")}
     content["schedule"] = schedule.canonical
+    if precision != "fp32":  # float32 runs keep the fingerprints they had before precision was a choice
+        content["precision"] = precision
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -104,6 +108,7 @@ class RunFacts:
     world_size: int
     training_fingerprint: str
     config_fingerprint: str
+    precision: Precision  # what the steps compute in (models.precision), and why
 
     def words_seen(self, tokens_seen: int) -> int:
         """Words seen after ``tokens_seen`` tokens, repeats counted: each epoch's tokens carry the corpus's
@@ -253,7 +258,7 @@ class Checkpointer:
             return
         facts = self.facts
         mine = {"recipe": facts.recipe.name, "preset": facts.preset, "schedule": facts.schedule.canonical,
-                "seed": facts.seed}
+                "seed": facts.seed, "precision": facts.precision.name}
         for key, value in mine.items():
             if key in record and record[key] != value:
                 raise UserError(f"--resume {self.layout.folder}: the run was started with {key}={record[key]!r}, now "

@@ -158,7 +158,8 @@ class Reporter:
         return (f"{facts.recipe.name} ({facts.preset}, {self.n_parameters / 1e6:.2f}M parameters) on "
                 f"{self.device}, {self.dist.world} process(es): {facts.n_sequences} sequences of {facts.seq_len} "
                 f"tokens, global batch {facts.global_batch} (micro {self.micro_batch}), {facts.steps_per_epoch} steps "
-                f"per epoch; schedule {facts.schedule.canonical}, {total} steps")
+                f"per epoch; schedule {facts.schedule.canonical}, {total} steps; precision {facts.precision.name} "
+                f"({facts.precision.reason})")
 
     def phase_text(self, plan: PhasePlan, step: int) -> str:
         done = step - plan.start_step
@@ -260,7 +261,7 @@ class Reporter:
             "global_batch_size": facts.global_batch, "micro_batch_size": self.micro_batch,
             "steps_per_epoch": facts.steps_per_epoch, "total_steps": facts.plans[-1].end_step,
             "world_size": facts.world_size, "device": str(self.device),
-            "autocast": "bf16" if self.device.type == "cuda" else "none (float32)",
+            "precision": facts.precision.name, "precision_reason": facts.precision.reason,
             "data_hash": facts.data_hash, "tokenizer_hash": facts.tokenizer_hash,
             "training_fingerprint": facts.training_fingerprint, "config_fingerprint": facts.config_fingerprint,
             "phases": [{"index": p.index, "objective": p.phase.label, "epochs": p.phase.epochs, "steps": p.n_steps,

@@ -22,7 +22,9 @@ step:
 
 Resume: weights, optimizer, scheduler position and every process's RNG state come back from ``last``; the data
 order and the masks are functions of (seed, step), so a resumed run computes exactly what the uninterrupted run
-computed. bf16 autocast is used on CUDA only; on CPU everything is float32.
+computed. The precision (``--precision``: bf16 autocast with float32 master weights where the chip multiplies bf16
+natively, else float32; ``antlm_bench.models.precision``) is chosen once, recorded, kept by a resume, and part of
+the configuration fingerprint.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from rich.console import Console
 
 from antlm_bench.errors import DivergedError, UserError
 from antlm_bench.models import build_model
+from antlm_bench.models.precision import Precision, resolve_precision
 from antlm_bench.recipes import load_recipe
 from antlm_bench.runs.layout import RunLayout, words_checkpoint_name
 from antlm_bench.runs.record import read_record
@@ -107,6 +110,9 @@ class TrainConfig(BaseModel):
     micro_batch_size: int | None = Field(None, gt=0)  # default: the preset's
     max_steps: int | None = Field(None, gt=0)  # stop after this many global steps (smoke runs, benchmarks)
     device: str = "auto"
+    # auto: bf16 autocast where the chip has native bf16 and the model is wide enough to gain (models.precision);
+    # a resume keeps the precision its run started with
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
     deterministic: bool = False  # torch.use_deterministic_algorithms (bit-exact reruns; slower on GPU)
     report_to: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list)
     progress: bool = True
@@ -141,6 +147,7 @@ class TrainResult:
     steps: int
     losses: list[float] = field(default_factory=list)  # of the steps this process ran (not the resumed ones)
     stopped_early: bool = False
+    precision: Precision = Precision("fp32", "")  # what the steps computed in, and why
 
 
 class Trainer:
@@ -177,6 +184,7 @@ class Trainer:
 
         self.tokenizer, corpus = self._data(tokenizer, corpus)
         preset = self.recipe.preset(config.preset)
+        self.precision = self._precision(preset.hidden_size, resuming=mode == "resume")
         n_sequences, seq_len = (int(n) for n in corpus.input_ids.shape)
         steps_per_epoch = math.ceil(n_sequences / preset.global_batch_size)
         plans = plan_phases(schedule, self.recipe, steps_per_epoch)
@@ -191,14 +199,14 @@ class Trainer:
         self.model = build_model(self.recipe, config.preset, self.tokenizer).to(self.device)
         if self.dist.rank > 0:
             torch.manual_seed(config.seed + 7919 * self.dist.rank)
-        configuration = config_fingerprint(self.recipe, config.preset, schedule)
+        configuration = config_fingerprint(self.recipe, config.preset, schedule, self.precision.name)
         self.facts = RunFacts(
             recipe=self.recipe, preset=config.preset, seed=config.seed, schedule=schedule, plans=plans,
             steps_per_epoch=steps_per_epoch, global_batch=preset.global_batch_size, seq_len=seq_len,
             n_sequences=n_sequences, n_words=int(corpus.n_words), data_hash=corpus.data_hash,
             tokenizer_hash=corpus.tokenizer_hash, world_size=self.dist.world,
             training_fingerprint=training_fingerprint(self.model, self.steps, configuration),
-            config_fingerprint=configuration,
+            config_fingerprint=configuration, precision=self.precision,
         )
         self.optimizer = make_optimizer(self.model, self.recipe, self.device)
         micro_batch = config.micro_batch_size or preset.micro_batch_size
@@ -221,9 +229,8 @@ class Trainer:
 
             ids = [self.device.index] if self.device.type == "cuda" else None
             loss_module = DistributedDataParallel(loss_module, device_ids=ids)
-        autocast = (torch.autocast("cuda", dtype=torch.bfloat16)
-                    if self.device.type == "cuda" and torch.cuda.is_bf16_supported() else contextlib.nullcontext())
-        self.runner = StepRunner(self.model, loss_module, self.optimizer, self.dist, self.device, autocast,
+        self.runner = StepRunner(self.model, loss_module, self.optimizer, self.dist, self.device,
+                                 self.precision.autocast(self.device),
                                  self.recipe, preset.global_batch_size, micro_batch)
         self.signal = StopSignal()
 
@@ -232,6 +239,18 @@ class Trainer:
         """Before the reporter exists: lines for the main process only."""
         main = int(os.environ.get("RANK", "0") or 0) == 0
         return lambda message: console.print(message, highlight=False, markup=False) if console and main else None
+
+    def _precision(self, hidden_size: int, resuming: bool) -> Precision:
+        """--precision resolved for this device and model width; ``auto`` on a resume keeps what the run started
+        with (the resume check refuses an explicit other one), so a probe under another load never splits a run."""
+        if resuming and self.config.precision == "auto":
+            try:
+                record = self.layout.read_run_file() or {}
+            except UserError:
+                record = {}
+            if record.get("precision") in ("fp32", "bf16"):
+                return Precision(record["precision"], f"the resumed run's ({record.get('precision_reason', '')})")
+        return resolve_precision(self.config.precision, self.device, hidden_size)
 
     def _data(self, tokenizer: Any, corpus: Any) -> tuple[Any, Any]:
         if corpus is not None:
@@ -363,7 +382,7 @@ class Trainer:
         self.dist.barrier()
         self.dist.close()
         return TrainResult(self.layout.folder, final if finished else None, self.step, losses,
-                           stopped_early=not finished)
+                           stopped_early=not finished, precision=self.precision)
 
     def _diverged(self, plan: PhasePlan, loss: float, grad_norm: float) -> None:
         what = f"loss {loss}" if not math.isfinite(loss) else f"gradient norm {grad_norm}"

@@ -39,6 +39,7 @@ from antlm_bench.adapters.glue.encoding import (
 )
 from antlm_bench.adapters.glue.model import Backbone, SequenceClassifier, max_positions
 from antlm_bench.errors import UserError
+from antlm_bench.models.precision import Precision
 
 
 @dataclass
@@ -65,7 +66,8 @@ class FinetuneSettings:
     selection_metric: str = "accuracy"  # accuracy | f1
     scoring: str = "finetune"  # what the rows record for this run: the protocol's name for fine-tuning
     device: str = "cpu"
-    dtype: str = "float32"  # on CUDA, bfloat16 means autocast with float32 master weights
+    # bf16: autocast with float32 master weights (resolved once per task run: models.precision)
+    precision: Precision = field(default_factory=lambda: Precision("fp32", "default"))
 
 
 def classification_metrics(labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
@@ -119,9 +121,9 @@ def check_labels(labels: np.ndarray, num_labels: int, where: str) -> None:
 
 
 def autocast(settings: FinetuneSettings, device: torch.device):
-    # bf16 only where the hardware has it; on a CPU it is ~100x slower, so never there
-    if device.type == "cuda" and settings.dtype in ("bfloat16", "bf16"):
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+    """bf16 autocast when the task run resolved bf16, else autocast off (float32 even under a caller's autocast)."""
+    if settings.precision.name == "bf16":
+        return settings.precision.autocast(device)
     return torch.autocast(device.type, enabled=False)
 
 

@@ -16,7 +16,7 @@ Differences that remain under ``babylm-official`` (too small to move numbers bey
 here): the official loader drops the last incomplete training batch and its warm-up starts at 0 instead of 1/warm-up
 steps; a tokenizer without a pair template gets ``a <sep> b`` here, plain ``a b`` there; the input is cut to the
 model's position limit where the official script would fail; BoolQ and MultiRC train on part of their valid file
-(the data ships no training file for them, the official pipeline has one); dtype follows ``--dtype``.
+(the data ships no training file for them, the official pipeline has one); precision follows the rule training follows (``--glue-precision``, ``models.precision``).
 """
 
 from __future__ import annotations

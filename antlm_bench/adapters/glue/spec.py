@@ -50,6 +50,8 @@ class TaskSettings(Hyper):
     (a member cannot differ in it: the task's score averages its members)."""
 
     protocol: str | None = None  # a name of protocol.PROTOCOLS (--glue-protocol); None: default
+    # fine-tuning's arithmetic (models.precision, the rule training follows); None: auto
+    precision: Literal["auto", "fp32", "bf16"] | None = None
 
 
 # the keys of EvalContext.options this task reads (the eval/run command-line flags map onto them)

@@ -34,6 +34,7 @@ from antlm_bench.adapters.glue.protocol import GlueProtocol, glue_protocol
 from antlm_bench.adapters.glue.spec import OPTION_KEYS, DataSpec, Hyper, MemberSpec, TaskSettings, validated
 from antlm_bench.data import hash_files
 from antlm_bench.errors import UserError
+from antlm_bench.models.precision import Precision, resolve_precision
 from antlm_bench.results.stats import bootstrap_classification
 from antlm_bench.results.tables import ScoreRow
 from antlm_bench.tasks import TaskSpec
@@ -71,8 +72,9 @@ class GlueTask(TaskAdapter):
         """The options' protocol, else the spec's, else the default: one for the whole task run."""
         return glue_protocol(options.protocol or self.defaults.protocol)
 
-    def settings(self, member: str, options: TaskSettings, context: EvalContext) -> FinetuneSettings:
-        """defaults < member settings < options, under the task's protocol."""
+    def settings(self, member: str, options: TaskSettings, context: EvalContext,
+                 precision: Precision | None = None) -> FinetuneSettings:
+        """defaults < member settings < options, under the task's protocol; ``precision`` resolved once per run."""
         merged: dict[str, Any] = {}
         for layer in (self.defaults, self.members[member], options):
             merged.update({k: v for k, v in layer.model_dump(include=set(Hyper.model_fields)).items()
@@ -80,7 +82,8 @@ class GlueTask(TaskAdapter):
         merged.pop("seed", None)
         spec = self.members[member]
         settings = FinetuneSettings(**merged, selection_metric=spec.score_metric, device=context.device,
-                                    dtype=context.dtype, eval_batch_tokens=context.batch_tokens)
+                                    precision=precision or Precision("fp32", "default"),
+                                    eval_batch_tokens=context.batch_tokens)
         return self.protocol(options).settings(settings, member)
 
     # ------------------------------------------------------------------------------------------------------
@@ -112,6 +115,12 @@ class GlueTask(TaskAdapter):
         data = {m: self.load_member(Path(context.data_dir), m) for m in self.selected}
         seeds = list(context.seeds) or [self.defaults.seed or 42]
         model, tokenizer = _load_model(context)
+        # the rule training follows (models.precision), decided once for every member and seed of this run
+        import torch
+
+        precision = resolve_precision(options.precision or "auto", torch.device(context.device),
+                                      getattr(getattr(model, "config", None), "hidden_size", None),
+                                      option="--glue-precision")
         log = _TerminalProgress(context, self._work(data, seeds, options, context))
 
         rows: list[ScoreRow] = []
@@ -122,7 +131,7 @@ class GlueTask(TaskAdapter):
         for seed in seeds:
             outcomes: dict[str, MemberOutcome] = {}
             for member in self.selected:
-                settings = self.settings(member, options, context)
+                settings = self.settings(member, options, context, precision)
                 report = data[member].report[: context.limit] if context.limit else data[member].report
                 splits = protocol.splits(data[member].train, report, settings, f"{self.name}/{member}")
                 label = f"{self.name}/{member} seed {seed}"
@@ -149,7 +158,8 @@ class GlueTask(TaskAdapter):
             for member, values in sorted(summary.items()):
                 notes.append(f"{self.name}/{member or 'score'} over seeds {','.join(map(str, seeds))}: "
                              f"mean {np.mean(values):.4f}, sd {np.std(values, ddof=1):.4f}")
-        notes.append(f"{self.name}: glue protocol {protocol.name} ({protocol.summary})")
+        notes.append(f"{self.name}: glue protocol {protocol.name} ({protocol.summary}); fine-tuned in "
+                     f"{precision.name} ({precision.reason})")
         notes.append(self.score_explanation(outcomes))
         notes.append(majority_note(self.name, self.members, data, context))
         if "probe" in methods:
