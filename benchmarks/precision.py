@@ -146,13 +146,12 @@ def options_part(rounds: int, tmp: Path) -> None:
     result = race(sides, rounds, 1)
     base = result["baseline (foreach AdamW, micro 32)"][0]
     for name, (cpu, wall) in result.items():
-        print(f"  {name:<36}{cpu:>10,.0f} tok/s  {cpu / base:>5.2f}x")
+        print(f"  {name:<36}{cpu:>10,.0f} tok/s  {cpu / base:>5.2f}x  (wall {wall:,.0f} tok/s)")
 
 
 def score_part(rounds: int) -> None:
     from antlm_bench.models import build_model
-    from antlm_bench.scoring import wrap_model
-    from antlm_bench.scoring import score_texts
+    from antlm_bench.scoring import score_texts, wrap_model
 
     print(f"\n{'recipe':<17}{'method':<7}{'fp32 pairs/s':>14}{'bf16 pairs/s':>14}{'bf16/fp32':>11}")
     words = "the cat dog sees a big small red house tree near runs walks quickly boy girl with of".split()
