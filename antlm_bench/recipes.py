@@ -114,6 +114,30 @@ class Recipe(_Strict):
             raise UserError(f"recipe {self.name}: unknown preset {name!r}; known: {', '.join(self.presets)}")
         return self.presets[name]
 
+    def overridden(self, preset: str, *, lr: float | None = None, global_batch_size: int | None = None,
+                   warmup_ratio: float | None = None) -> Recipe:
+        """This recipe with a run's own knobs (``train --lr / --global-batch-size / --warmup-ratio``) in place of
+        the file's: the optimizer's learning rate, ``preset``'s global batch (its micro-batch capped to it) and every
+        LR schedule's warm-up. Validated as the file's own values are; the result is what the run records."""
+        if lr is None and global_batch_size is None and warmup_ratio is None:
+            return self
+        document = self.model_dump()
+        if lr is not None:
+            document["optimizer"]["lr"] = lr
+        if global_batch_size is not None:
+            chosen = document["presets"][preset]
+            chosen["global_batch_size"] = global_batch_size
+            chosen["micro_batch_size"] = min(chosen["micro_batch_size"], global_batch_size)
+        if warmup_ratio is not None:
+            for spec in document["lr_schedules"].values():
+                spec["warmup_ratio"] = warmup_ratio
+        try:
+            return Recipe.model_validate(document)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise UserError(f"recipe {self.name} with this run's overrides: field {where}: {first['msg']}") from None
+
     def lr_schedule(self, objective: str) -> LRSchedule:
         # MNTP is masked prediction too: it follows the MLM schedule unless the recipe gives its own
         if objective in self.lr_schedules:

@@ -43,6 +43,12 @@ def train_command(
     micro_batch_size: int | None = typer.Option(None, "--micro-batch-size", help="Sequences per forward pass "
                                                 "(gradient accumulation keeps the recipe's global batch)."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
+    lr: float | None = typer.Option(None, "--lr", help="Peak learning rate (default: the recipe's optimizer.lr)."),
+    global_batch_size: int | None = typer.Option(None, "--global-batch-size",
+                                                 help="Sequences per optimizer step (default: the preset's)."),
+    warmup_ratio: float | None = typer.Option(None, "--warmup-ratio",
+                                              help="Linear warm-up, as a share of each phase's (or cycle's) steps "
+                                                   "(default: the recipe's lr_schedules)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1 ..."),
     precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
     threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: 1 below 10M "
@@ -79,7 +85,8 @@ def train_command(
             save_every_steps=save_every_steps,
             save_every_minutes=save_every_minutes, save_every_epoch=save_every_epoch,
             save_at_words=save_at_words or [],
-            micro_batch_size=micro_batch_size, max_steps=max_steps, device=device, precision=precision, deterministic=deterministic,
+            micro_batch_size=micro_batch_size, max_steps=max_steps, lr=lr, global_batch_size=global_batch_size,
+            warmup_ratio=warmup_ratio, device=device, precision=precision, deterministic=deterministic,
             report_to=kinds, progress=not no_progress, torch_threads=n_threads, torch_threads_reason=threads_why,
         )
     except ValidationError as err:

@@ -3,7 +3,7 @@
 bfloat16 autocast (matmuls in bf16, float32 master weights, float32 loss, softmax and norms) pays wherever the chip
 multiplies bf16 natively: on CUDA, and on CPUs with AVX512-BF16 or AMX-BF16, where bf16 matmuls measured 5-10x
 float32's speed (an AMD EPYC with avx512_bf16: 385 against 37 GFLOP/s at 2048x256x256). A CPU without either
-emulates bf16 and measured ~100x slower. So ``auto`` asks the CPU what it has (``torch.cpu.get_capabilities``) and
+emulates bf16: an AVX2-only AMD EPYC measured 1.8 against 30 GFLOP/s, 17x slower (docs/precision.md). So ``auto`` asks the CPU what it has (``torch.cpu.get_capabilities``) and
 then measures it (:func:`measure_bf16_speedup`, a ~0.1 s probe): bf16 only where both say yes, and only for models
 whose matmuls are large enough to gain (:data:`MIN_BF16_HIDDEN`: below it the casts around each small matmul cost
 more than the product saves; measured in ``benchmarks/precision.py``). ``--precision fp32|bf16`` overrides; the

@@ -289,7 +289,7 @@ def wrap_model(model: nn.Module, tokenizer: Any) -> ScoringModel:
 
 def resolve_device_dtype(device: str, dtype: str) -> tuple[torch.device, torch.dtype]:
     """Check --device and --dtype; on CPU bfloat16 only where the CPU multiplies it natively (elsewhere it is
-    emulated, ~100x slower) and float16 never."""
+    emulated, 17x slower on an AVX2-only CPU, docs/precision.md) and float16 never."""
     if dtype not in DTYPES:
         raise UserError(f"--dtype {dtype}: unknown; use one of {', '.join(DTYPES)}")
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -298,7 +298,7 @@ def resolve_device_dtype(device: str, dtype: str) -> tuple[torch.device, torch.d
         raise UserError(f"--device {device}: unknown; use cpu or cuda")
     if device == "cpu" and dtype == "bfloat16" and not cpu_bf16_instructions():
         raise UserError("--dtype bfloat16: this CPU has no native bf16 (avx512_bf16 / amx_bf16), so it would run "
-                        "~100x slower than float32; use --dtype float32 on cpu")
+                        "many times slower than float32 (17x measured on an AVX2-only CPU); use --dtype float32 on cpu")
     if device == "cpu" and dtype == "float16":
         raise UserError("--dtype float16 on cpu is far slower than float32; use --dtype float32 (or bfloat16 on a "
                         "CPU with native bf16)")

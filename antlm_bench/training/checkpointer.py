@@ -25,7 +25,7 @@ import json
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,10 @@ def now() -> str:
 def first_line(err: BaseException) -> str:
     text = " ".join(str(err).split())
     return (text[:200] + "...") if len(text) > 200 else text or type(err).__name__
+
+
+# TrainConfig fields that override a recipe's values (Recipe.overridden); a resume must give the same
+RECIPE_KNOBS = ("lr", "global_batch_size", "warmup_ratio")
 
 
 def config_fingerprint(recipe: Recipe, preset: str, schedule: Schedule, precision: str) -> str:
@@ -109,6 +113,8 @@ class RunFacts:
     training_fingerprint: str
     config_fingerprint: str
     precision: Precision  # what the steps compute in (models.precision), and why
+    # the run's own knobs over the recipe file's (train --lr / --global-batch-size / --warmup-ratio), as given
+    overrides: dict[str, float | int] = field(default_factory=dict)
 
     def words_seen(self, tokens_seen: int) -> int:
         """Words seen after ``tokens_seen`` tokens, repeats counted: each epoch's tokens carry the corpus's
@@ -263,6 +269,16 @@ class Checkpointer:
             if key in record and record[key] != value:
                 raise UserError(f"--resume {self.layout.folder}: the run was started with {key}={record[key]!r}, now "
                                 f"{value!r}; resume with the same settings or train into a new --output")
+        started = record.get("config") if isinstance(record.get("config"), dict) else {}
+        for knob in RECIPE_KNOBS:  # the run's own knobs over the recipe's
+            then, now_value = started.get(knob), self.facts.overrides.get(knob)
+            if then != now_value:
+                def said(value: object) -> str:
+                    return "the recipe's" if value is None else str(value)
+
+                raise UserError(f"--resume {self.layout.folder}: the run was started with --{knob.replace('_', '-')} "
+                                f"{said(then)}, now {said(now_value)}; resume with the same settings or train into "
+                                "a new --output")
 
     def resume(self, points: list[Path]) -> Resumed:
         """Load the first resume point that holds up (see ``_load``), saying so when it is not ``last``; refuse with

@@ -211,7 +211,10 @@ class Reporter:
         record = {"step": info.step, "phase_index": info.phase_index, "objective": info.objective,
                   "epoch": round(info.epoch, 6), "loss": info.loss, "lr": info.lr, "grad_norm": info.grad_norm,
                   "tokens_seen": info.tokens_seen, "words_seen": self.facts.words_seen(info.tokens_seen),
-                  "tokens_per_s": round(info.tokens_per_s, 1)}
+                  "tokens_per_s": round(info.tokens_per_s, 1),
+                  # CPU seconds of this process so far, every thread, setup included (a resume restarts the count):
+                  # what a CPU-budget study charges a checkpoint (benchmarks/learning_curve.py)
+                  "process_cpu_s": round(time.process_time(), 2)}
         if info.objective == "MIX":  # the loss of a MIX step is the recipe's weighting of its objectives' losses
             record["mix_loss"] = self.facts.recipe.mix_loss
         line = (json.dumps(record) + "\n").encode()

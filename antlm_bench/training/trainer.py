@@ -52,6 +52,7 @@ from antlm_bench.runs.layout import RunLayout, words_checkpoint_name
 from antlm_bench.runs.record import read_record
 from antlm_bench.runs.schedule import parse_schedule
 from antlm_bench.training.checkpointer import (
+    RECIPE_KNOBS,
     Checkpointer,
     RunFacts,
     claim_run_folder,
@@ -108,6 +109,10 @@ class TrainConfig(BaseModel):
     # checkpoints/chck_<N>M at the first step where the words seen (repeats counted) reach each of these
     save_at_words: list[int] = Field(default_factory=list)
     micro_batch_size: int | None = Field(None, gt=0)  # default: the preset's
+    # a run's own knobs over the recipe file's (Recipe.overridden): part of the configuration fingerprint
+    lr: float | None = Field(None, gt=0, le=1)
+    global_batch_size: int | None = Field(None, gt=0)
+    warmup_ratio: float | None = Field(None, ge=0, lt=1)
     max_steps: int | None = Field(None, gt=0)  # stop after this many global steps (smoke runs, benchmarks)
     device: str = "auto"
     # auto: bf16 autocast where the chip has native bf16 and the model is wide enough to gain (models.precision);
@@ -175,6 +180,8 @@ class Trainer:
         _Reporters.check_installed(config.report_to)  # on every process: one alone failing would hang the rest
         self.recipe = load_recipe(config.model)
         self.recipe.preset(config.preset)  # an unknown preset is refused before the corpus is read
+        self.recipe = self.recipe.overridden(config.preset, lr=config.lr, global_batch_size=config.global_batch_size,
+                                             warmup_ratio=config.warmup_ratio)
         schedule = parse_schedule(config.schedule or self.recipe.default_schedule)
         check_plan_size(schedule, None)  # 1000000000000_MLM: refused before the corpus is even read
         self.layout = RunLayout(Path(config.output).expanduser())
@@ -207,6 +214,7 @@ class Trainer:
             tokenizer_hash=corpus.tokenizer_hash, world_size=self.dist.world,
             training_fingerprint=training_fingerprint(self.model, self.steps, configuration),
             config_fingerprint=configuration, precision=self.precision,
+            overrides={knob: getattr(config, knob) for knob in RECIPE_KNOBS if getattr(config, knob) is not None},
         )
         self.optimizer = make_optimizer(self.model, self.recipe, self.device)
         micro_batch = config.micro_batch_size or preset.micro_batch_size

@@ -1,0 +1,60 @@
+"""A run's own knobs over its recipe (train --lr / --global-batch-size / --warmup-ratio): validated as the recipe
+file's values are, applied to the run, recorded in run.json and its configuration fingerprint, and held by a
+resume (a resume with other knobs is refused in one line)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from trainer_support import ENV, cli_args, tiny_config
+
+from antlm_bench.errors import UserError
+from antlm_bench.recipes import load_recipe
+from antlm_bench.training.reporting import read_metrics
+from antlm_bench.training.trainer import Trainer, train
+
+
+def test_overrides_replace_the_recipes_values_and_are_validated_like_them():
+    recipe = load_recipe("antlm-babyllama")
+    assert recipe.overridden("tiny") is recipe
+    changed = recipe.overridden("tiny", lr=2e-3, global_batch_size=8, warmup_ratio=0.05)
+    assert changed.optimizer.lr == 2e-3 and recipe.optimizer.lr == 7e-4
+    assert changed.preset("tiny").global_batch_size == 8 and changed.preset("tiny").micro_batch_size == 8
+    assert changed.preset("small").global_batch_size == recipe.preset("small").global_batch_size  # that preset only
+    assert {spec.warmup_ratio for spec in changed.lr_schedules.values()} == {0.05}
+    with pytest.raises(UserError, match=r"^recipe antlm-babyllama with this run's overrides: field optimizer.lr"):
+        recipe.overridden("tiny", lr=3.0)
+    with pytest.raises(UserError, match="warmup_ratio"):
+        recipe.overridden("tiny", warmup_ratio=1.5)
+
+
+def test_knobs_drive_the_run_and_its_identity(tmp_path):
+    plain = Trainer(tiny_config(tmp_path, tmp_path / "plain", max_steps=1))
+    tuned = Trainer(tiny_config(tmp_path, tmp_path / "tuned", max_steps=1, lr=3e-3, global_batch_size=8))
+    assert tuned.facts.global_batch == 8 and plain.facts.global_batch == 32
+    n = plain.facts.n_sequences
+    assert (plain.facts.steps_per_epoch, tuned.facts.steps_per_epoch) == (-(-n // 32), -(-n // 8))
+    assert tuned.facts.config_fingerprint != plain.facts.config_fingerprint
+    assert tuned.recipe.optimizer.lr == 3e-3 and plain.recipe.optimizer.lr == 7e-4
+
+
+def test_the_cli_records_the_knobs_and_a_resume_must_repeat_them(tmp_path):
+    run = tmp_path / "run"
+    config = tiny_config(tmp_path, run, schedule="1_CLM", max_steps=3, save_every_steps=1)
+    out = subprocess.run([sys.executable, "-m", "antlm_bench", *cli_args(config), "--lr", "0.002",
+                          "--warmup-ratio", "0", "--max-steps", "3"], env=ENV, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    record = json.loads((run / "run.json").read_text())
+    assert record["config"]["lr"] == 0.002 and record["config"]["warmup_ratio"] == 0
+    first = read_metrics(run)[0]
+    assert first["lr"] == pytest.approx(0.002)  # no warm-up: the first step runs at the peak rate
+    with pytest.raises(UserError, match=r"started with --lr 0.002, now the recipe's"):
+        Trainer(config.model_copy(update={"resume": True, "max_steps": None}))
+    train(config.model_copy(update={"resume": True, "max_steps": 4, "lr": 0.002, "warmup_ratio": 0.0}))
+    refused = subprocess.run([sys.executable, "-m", "antlm_bench", *cli_args(config), "--resume", "--lr", "0"],
+                             env=ENV, capture_output=True, text=True, timeout=600)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "--lr" in refused.stderr
