@@ -42,7 +42,8 @@ from antlm_bench.models.threads import choose_threads
 from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, now_utc, score_table
 from antlm_bench.runs.layout import RunLayout
-from antlm_bench.runs.record import CheckpointRecord, read_record, scoring_method
+from antlm_bench.runs.identity import weight_files, weights_digest
+from antlm_bench.runs.record import STATE_FILE, CheckpointRecord, read_record, scoring_method
 from antlm_bench.scoring import METHODS, ScoringModel, load_scoring_model, resolve_device_dtype, wrap_model
 from antlm_bench.tasks import resolve_tasks
 
@@ -141,15 +142,32 @@ def _model_parameters(module: Any, path: Path | None) -> int | None:
     return None
 
 
+def scored_weights_digest(record: CheckpointRecord | None, model_path: Path | None) -> str | None:
+    """The network a folder's rows score (``runs.identity.weights_digest``): computed from its weights files, and
+    refused in one line when the checkpoint's record says other weights were written there; the recorded digest
+    where no file can be read (an in-memory model), None where neither is known."""
+    recorded = record.weights_digest if record is not None else None
+    if model_path is None or not model_path.is_dir() or not weight_files(model_path):
+        return recorded
+    found = weights_digest(model_path)
+    if recorded is not None and recorded != found:
+        raise UserError(f"{weight_files(model_path)[0]}: not the weights this checkpoint was saved with (weights "
+                        f"digest {found[:12]}, its {STATE_FILE} records {recorded[:12]}); the files were changed "
+                        "after training: score an unaltered checkpoint")
+    return found
+
+
 def run_info_from_record(record: CheckpointRecord | None, model_path: Path | None) -> RunInfo:
-    """The rows' run columns: from the checkpoint's record, or the folder's name for a plain Hugging Face folder."""
+    """The rows' run columns: from the checkpoint's record, or the folder's name for a plain Hugging Face folder;
+    the weights digest of what is scored either way."""
+    digest = scored_weights_digest(record, model_path)
     if record is None:
-        return RunInfo(run_id=model_path.name if model_path is not None else "in-memory")
+        return RunInfo(run_id=model_path.name if model_path is not None else "in-memory", weights_digest=digest)
     parts = [record.recipe, record.preset, record.schedule, f"seed{record.seed if record.seed is not None else ''}"]
     run_id = re.sub(r"[^A-Za-z0-9_.+:()-]+", "_", "-".join(p for p in parts if p))
     return RunInfo(run_id=run_id, recipe=record.recipe, architecture=record.architecture, preset=record.preset,
                    schedule=record.schedule, seed=record.seed, data_hash=record.data_hash,
-                   training_fingerprint=record.training_fingerprint, config_fingerprint=record.config_fingerprint)
+                   weights_digest=digest, config_fingerprint=record.config_fingerprint)
 
 
 def checkpoint_info_from_record(record: CheckpointRecord | None, checkpoint: str | Path | None) -> CheckpointInfo:

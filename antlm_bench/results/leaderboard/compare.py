@@ -79,11 +79,11 @@ def _reordered(matrix: ItemMatrix, order: list[int]) -> ItemMatrix:
 def same_networks(a: Cell, b: Cell) -> bool:
     """Every seed of ``a`` trained the same network as the seed of ``b`` with its label: both record training
     fingerprints and they are equal. A missing fingerprint is a seed draw, whatever the seed number says."""
-    if sorted(a.seed_labels) != sorted(b.seed_labels) or len(a.seed_fingerprints) != len(a.seed_labels) \
-            or len(b.seed_fingerprints) != len(b.seed_labels):
+    if sorted(a.seed_labels) != sorted(b.seed_labels) or len(a.seed_digests) != len(a.seed_labels) \
+            or len(b.seed_digests) != len(b.seed_labels):
         return False
-    b_of = dict(zip(b.seed_labels, b.seed_fingerprints))
-    return all(fp is not None and b_of.get(label) == fp for label, fp in zip(a.seed_labels, a.seed_fingerprints))
+    b_of = dict(zip(b.seed_labels, b.seed_digests))
+    return all(fp is not None and b_of.get(label) == fp for label, fp in zip(a.seed_labels, a.seed_digests))
 
 
 def configuration_seed_sd(a: Cell, b: Cell, same_configuration: bool, given: SeedSD | None) -> SeedSD | None:
