@@ -41,8 +41,8 @@ from antlm_bench.errors import UserError
 from antlm_bench.models.threads import choose_threads
 from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, now_utc, score_table
-from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.identity import weight_files, weights_digest
+from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord, read_record, scoring_method
 from antlm_bench.scoring import METHODS, ScoringModel, load_scoring_model, resolve_device_dtype, wrap_model
 from antlm_bench.tasks import resolve_tasks

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
 import re
 import shutil
 from collections.abc import Callable
