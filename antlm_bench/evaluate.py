@@ -41,8 +41,10 @@ from antlm_bench.errors import UserError
 from antlm_bench.models.threads import choose_threads
 from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, now_utc, score_table
+from antlm_bench.runs.export_record import EXPORT_FILE, export_of, verify_export
+from antlm_bench.runs.identity import weight_files, weights_digest
 from antlm_bench.runs.layout import RunLayout
-from antlm_bench.runs.record import CheckpointRecord, read_record, scoring_method
+from antlm_bench.runs.record import STATE_FILE, CheckpointRecord, read_record, scoring_method
 from antlm_bench.scoring import METHODS, ScoringModel, load_scoring_model, resolve_device_dtype, wrap_model
 from antlm_bench.tasks import resolve_tasks
 
@@ -73,6 +75,9 @@ class EvalConfig(BaseModel):
     work_dir: Path | None = None  # scratch space
     threads: int | None = None  # CPU threads for torch (see choose_threads)
     fast: bool = False  # the official BabyLM 2025 fast subsets
+    # an export's folder (antlm_export.json) is scored only after its weights are verified against the record;
+    # True skips that, and the notes say so
+    skip_export_check: bool = False
 
     @model_validator(mode="after")
     def _checked(self) -> EvalConfig:
@@ -141,15 +146,45 @@ def _model_parameters(module: Any, path: Path | None) -> int | None:
     return None
 
 
-def run_info_from_record(record: CheckpointRecord | None, model_path: Path | None) -> RunInfo:
-    """The rows' run columns: from the checkpoint's record, or the folder's name for a plain Hugging Face folder."""
+def _export_check(path: Path, skip: bool) -> list[str]:
+    """An export's revision is verified against its antlm_export.json (a mismatch refused in one line); skipped on
+    request, which the notes say."""
+    if export_of(path) is None:
+        return []
+    if skip:
+        return [f"--skip-export-check: {path}'s weights were NOT verified against its {EXPORT_FILE}"]
+    return [verify_export(path) or ""]
+
+
+def scored_weights_digest(record: CheckpointRecord | None, model_path: Path | None,
+                          check_record: bool = True) -> str | None:
+    """The network a folder's rows score (``runs.identity.weights_digest``): computed from its weights files, and
+    refused in one line when the checkpoint's record says other weights were written there (unless not
+    ``check_record``: an export scored with --skip-export-check); the recorded digest where no file can be read
+    (an in-memory model), None where neither is known."""
+    recorded = record.weights_digest if record is not None else None
+    if model_path is None or not model_path.is_dir() or not weight_files(model_path):
+        return recorded
+    found = weights_digest(model_path)
+    if check_record and recorded is not None and recorded != found:
+        raise UserError(f"{weight_files(model_path)[0]}: not the weights this checkpoint was saved with (weights "
+                        f"digest {found[:12]}, its {STATE_FILE} records {recorded[:12]}); the files were changed "
+                        "after training: score an unaltered checkpoint")
+    return found
+
+
+def run_info_from_record(record: CheckpointRecord | None, model_path: Path | None,
+                         check_record: bool = True) -> RunInfo:
+    """The rows' run columns: from the checkpoint's record, or the folder's name for a plain Hugging Face folder;
+    the weights digest of what is scored either way (``scored_weights_digest``)."""
+    digest = scored_weights_digest(record, model_path, check_record)
     if record is None:
-        return RunInfo(run_id=model_path.name if model_path is not None else "in-memory")
+        return RunInfo(run_id=model_path.name if model_path is not None else "in-memory", weights_digest=digest)
     parts = [record.recipe, record.preset, record.schedule, f"seed{record.seed if record.seed is not None else ''}"]
     run_id = re.sub(r"[^A-Za-z0-9_.+:()-]+", "_", "-".join(p for p in parts if p))
     return RunInfo(run_id=run_id, recipe=record.recipe, architecture=record.architecture, preset=record.preset,
                    schedule=record.schedule, seed=record.seed, data_hash=record.data_hash,
-                   training_fingerprint=record.training_fingerprint, config_fingerprint=record.config_fingerprint)
+                   weights_digest=digest, config_fingerprint=record.config_fingerprint)
 
 
 def checkpoint_info_from_record(record: CheckpointRecord | None, checkpoint: str | Path | None) -> CheckpointInfo:
@@ -287,6 +322,8 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
     folder = resolve_data_dir(config.data_dir)
     for adapter in adapters:  # missing data fails here, before a model is loaded
         adapter.check_data(folder)
+    if path is not None and path.is_dir() and loaded is None:  # before anything is loaded or scored
+        notes.extend(_export_check(path, config.skip_export_check))
     record = read_record(path) if path is not None and path.is_dir() else None
     sm = _scoring_model(adapters, loaded, path, tokenizer, device, dtype)
     if sm is not None:
@@ -304,7 +341,8 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
     threads_before = torch.get_num_threads()
     n_threads, threads_why = choose_threads(config.threads, _model_parameters(module, path), device)
     torch.set_num_threads(n_threads)  # restored when the evaluation ends
-    run = config.run_info or run_info_from_record(record, path)
+    unchecked = config.skip_export_check and path is not None and export_of(path) is not None
+    run = config.run_info or run_info_from_record(record, path, check_record=not unchecked)
     checkpoint = config.checkpoint_info or checkpoint_info_from_record(record, path)
     ctx = EvalContext(
         model_path=path, data_dir=folder, model=module, tokenizer=tokenizer,

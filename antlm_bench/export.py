@@ -23,18 +23,23 @@ weights under most of its early branches). A branch whose words count is not a w
 exported under its own name with a note: the pipeline reads ``chck_<N>M`` only. Exporting an earlier checkpoint of a
 run takes the branches saved before it.
 
+``antlm_export.json`` is typed (``runs.export_record.ExportRecord``, with a schema version); ``eval`` verifies a
+revision's weights against it before scoring (``--skip-export-check`` skips that, and says so).
+
 OUT may not be, contain or lie inside the checkpoint or the run it comes from, and ``--overwrite`` replaces only
-an earlier export (one with ``antlm_export.json``), never a symbolic link: a slip of the arguments cannot delete
-a run. Optimizer state (``trainer_state.pt``) stays behind: a submission is weights, not a resume point.
+a folder that proves to be an earlier export: no run items, a complete ``antlm_export.json`` of this version,
+every revision's weights as recorded, no other folder or link; never a symbolic link: a slip of the arguments
+cannot delete a run. The staging folder ``.OUT.tmp-<pid>-*`` of a killed export is removed by the next export
+to OUT, which says so. Optimizer state (``trainer_state.pt``) stays behind: a submission is weights, not a resume point.
 docs/backends.md gives the huggingface_hub commands that push OUT to the hub, one branch per ``chck_<N>M`` folder.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -45,11 +50,22 @@ import antlm_bench
 from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
-from antlm_bench.runs.layout import RunLayout, model_folder, words_of_checkpoint
+from antlm_bench.runs.export_record import (
+    EXPORT_FILE,
+    EXPORT_SCHEMA_VERSION,
+    MAIN,
+    ExportRecord,
+    ExportRevision,
+    read_export_record,
+    verify_revision,
+)
+from antlm_bench.runs.identity import weights_digest
+from antlm_bench.runs.layout import RUN_ITEMS, RunLayout, model_folder, words_of_checkpoint
 from antlm_bench.runs.record import STATE_FILE, read_record
 
 FORMATS = ("babylm",)
-EXPORT_MARKER = "antlm_export.json"  # in every export's top folder: what --overwrite may replace
+EXPORT_MARKER = EXPORT_FILE  # in every export's top folder: what --overwrite may replace (runs.export_record)
+_STAGING = re.compile(r"\.(?P<name>.+)\.tmp-(?P<pid>\d+)-[^/]*")  # .OUT.tmp-<pid>-<random>: an export's staging
 
 
 @dataclass
@@ -103,10 +119,59 @@ def _check_output(output: Path, protected: list[Path], overwrite: bool) -> None:
     if not overwrite:
         raise UserError(f"{output} already exists; pass --overwrite to replace an earlier export, or choose "
                         "another folder")
+    _prove_earlier_export(output)
+
+
+def _prove_earlier_export(output: Path) -> None:
+    """--overwrite deletes ``output`` only when it proves to be this command's earlier output: not a run folder, a
+    complete ``antlm_export.json`` of this version, every revision's weights as recorded, nothing else beside
+    them that an export does not write. Anything short of that is refused in one line, and nothing is deleted."""
+    fix = ("--overwrite replaces only an earlier antlm-bench export, whole and unchanged: remove the folder "
+           "yourself or choose another")
+    if not output.is_dir():
+        raise UserError(f"{output}: not a folder, so not an earlier antlm-bench export; {fix}")
+    found = [name for name in RUN_ITEMS if os.path.lexists(output / name)]
+    if found:
+        raise UserError(f"{output}: a training run folder (it holds {', '.join(found)}), not an earlier antlm-bench "
+                        f"export; {fix}")
     marker = output / EXPORT_MARKER
-    if not output.is_dir() or marker.is_symlink() or not marker.is_file():
-        raise UserError(f"{output}: not an earlier antlm-bench export (no {EXPORT_MARKER}); --overwrite replaces "
-                        "only those: remove it yourself or choose another folder")
+    if marker.is_symlink() or not marker.is_file():
+        raise UserError(f"{output}: not an earlier antlm-bench export (no {EXPORT_MARKER}); {fix}")
+    record = read_export_record(output, fix)
+    branches = {r.name for r in record.revisions if r.name != MAIN}
+    for path in output.iterdir():
+        if path.is_symlink() or (path.is_dir() and path.name not in branches):
+            kind = "a symbolic link" if path.is_symlink() else "a folder"
+            raise UserError(f"{path}: {kind} that the export's {EXPORT_MARKER} does not name; not an earlier "
+                            f"antlm-bench export as it wrote it: {fix}")
+    for revision in record.revisions:
+        verify_revision(output, record, revision.name, fix)
+
+
+def _clear_killed_staging(output: Path) -> list[str]:
+    """Remove the staging folders (``.OUT.tmp-<pid>-*``) that killed exports to ``output`` left beside it; a live
+    export's is kept. Returns a note per folder removed."""
+    notes = []
+    for path in output.parent.glob(f".{output.name}.tmp-*"):
+        match = _STAGING.fullmatch(path.name)
+        if match is None or match.group("name") != output.name or path.is_symlink() or not path.is_dir():
+            continue
+        pid = int(match.group("pid"))
+        if pid != os.getpid() and _alive(pid):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        notes.append(f"removed {path}, the staging folder of an export that was killed (pid {pid})")
+    return notes
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
 
 
 def _refuse_foreign_code(source: Path) -> None:
@@ -136,7 +201,8 @@ def _code_files(auto_map: Any) -> str:
 
 def _write_model(source: Path, destination: Path) -> str:
     """Load ``source`` as ``eval`` does and write it anew: weights, config, tokenizer, our code, the record; returns
-    the sha256 of its weights (every tensor's name, dtype, shape and bytes, in name order)."""
+    the weights digest of the files written (``runs.identity.weights_digest``: every tensor's name, dtype, shape and
+    bytes, in name order)."""
     from antlm_bench.data.tokenizer import load_tokenizer
     from antlm_bench.models import load_config, load_model
     from antlm_bench.models.remote_code import write_model_code
@@ -158,14 +224,14 @@ def _write_model(source: Path, destination: Path) -> str:
     model.save_pretrained(str(destination))
     tokenizer.save_pretrained(str(destination))
     write_model_code(destination, model.config)  # generated now, replacing any auto_map the loaded config carried
+    digest = weights_digest(destination)  # the network this folder holds (runs.identity), from the files written
     if (source / STATE_FILE).is_file():
         record = read_json(source / STATE_FILE, "corrupt checkpoint record", "re-save the checkpoint")
+        if isinstance(record, dict) and record.get("weights_digest") not in (None, digest):
+            # saved anew, the weights read otherwise (another dtype): the record names what this folder holds
+            record["source_weights_digest"], record["weights_digest"] = record["weights_digest"], digest
         (destination / STATE_FILE).write_text(json.dumps(record, indent=2, default=_finite) + "\n", encoding="utf-8")
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
-        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
+    return digest
 
 
 @dataclass(frozen=True)
@@ -216,29 +282,31 @@ def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = 
     output = Path(output)
     _check_output(output, protected, overwrite)
     output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-"))
+    cleared = _clear_killed_staging(output)
+    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{os.getpid()}-"))
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a bar per load and save: the refusal or the summary is the output
     main_record = read_record(source)
     later = [f for f in words if main_record is not None and (r := read_record(f)) is not None
              and r.step > main_record.step]
     words = [f for f in words if f not in later]  # a checkpoint's export holds the branches saved before it
-    notes = [f"{', '.join(f.name for f in later)}: saved after {source.name} (step {main_record.step}); left out"
-             ] if later and main_record is not None else []
+    notes = cleared + ([f"{', '.join(f.name for f in later)}: saved after {source.name} (step {main_record.step}); "
+                        "left out"] if later and main_record is not None else [])
     notes += [f"{folder.name}: not a whole number of millions of words; exported under its own name, which the "
               "BabyLM pipeline does not read (it takes chck_<N>M branches)"
               for folder in words if not folder.name.endswith("M")]
     try:
         built = staging / "model"
-        revisions = [_revision("main", source, _write_model(source, built))]
+        revisions = [_revision(MAIN, source, _write_model(source, built))]
         for folder in words:
             revisions.append(_revision(folder.name, folder, _write_model(folder, built / folder.name)))
         verify_revisions(revisions)
-        manifest = {"format": "babylm", "source": str(source), "branches": [folder.name for folder in words],
-                    "antlm_bench": antlm_bench.__version__,
-                    "revisions": [{"name": r.name, "source": str(r.source), "weights_sha256": r.weights_sha256,
-                                   "step": r.step, "words": r.words} for r in revisions]}
-        (built / EXPORT_MARKER).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        manifest = ExportRecord(
+            schema_version=EXPORT_SCHEMA_VERSION, format="babylm", source=str(source),
+            branches=[folder.name for folder in words], antlm_bench=antlm_bench.__version__,
+            revisions=[ExportRevision(name=r.name, source=str(r.source), weights_sha256=r.weights_sha256,
+                                      step=r.step, words=r.words) for r in revisions])
+        (built / EXPORT_MARKER).write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
         fault_point("export.staged")
         if os.path.lexists(output):  # an earlier export or an empty folder (_check_output): swap, then remove it
             aside = staging / "replaced"

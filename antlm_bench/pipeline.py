@@ -5,9 +5,11 @@
       -> rows appended to the run's tables -> a Table-2-style summary over seeds
 
 Each seed is one run folder ``<output>/<recipe>-<preset>-<schedule>-seed<N>``. Re-running the same command reuses
-what is finished: training is skipped when the run folder says it finished with the same settings (and resumed
-from its last checkpoint when it did not), and a task's final evaluation is skipped when a marker keyed by the
-content hash of (checkpoint weights, task spec, evaluation settings) says it was done.
+what is finished: training is skipped when the run folder says it finished with the same settings, word cap,
+precision and corpus text (a finished run of another request is refused in one line naming the difference; an
+unfinished one is resumed from its last checkpoint, which refuses other text itself), and a task's final
+evaluation is skipped when a marker keyed by the content hash of (checkpoint weights, task spec, evaluation
+settings) says it was done.
 """
 
 from __future__ import annotations
@@ -127,7 +129,10 @@ def checkpoint_hash(folder: Path) -> str:
 
 
 def _finished_training(layout: RunLayout, recipe: Recipe, preset: str, schedule: str, seed: int,
-                       save_at_words: list[int]) -> bool:
+                       config: RunConfig) -> bool:
+    """Whether the folder holds a finished run of this request (reused then); refuses, in one line naming the
+    difference, a finished run that is not this request's: other settings, other --save-at-words, another word cap,
+    precision or corpus text (``_check_same_training``)."""
     folder = layout.folder
     try:
         record = layout.read_run_file()
@@ -142,11 +147,47 @@ def _finished_training(layout: RunLayout, recipe: Recipe, preset: str, schedule:
                         f"{record.get('preset')}, {record.get('schedule')}, seed {record.get('seed')}); "
                         "use another --output")
     saved = (record.get("config") or {}).get("save_at_words") or []
-    if record.get("status") == "finished" and saved != save_at_words:
+    if record.get("status") == "finished" and saved != config.save_at_words:
         shown = ",".join(map(str, saved)) or "none"
         raise UserError(f"{folder}: a finished run saved with --save-at-words {shown}; this command asks for "
-                        f"{','.join(map(str, save_at_words)) or 'none'}; use another --output")
-    return record.get("status") == "finished"
+                        f"{','.join(map(str, config.save_at_words)) or 'none'}; use another --output")
+    if record.get("status") != "finished":
+        return False
+    _check_same_training(layout, record, recipe, preset, config)
+    return True
+
+
+_DATA_HASHES: dict[tuple[Any, ...], str] = {}  # one reading of an unchanged corpus per process (a sweep's cells)
+
+
+def _check_same_training(layout: RunLayout, record: dict[str, Any], recipe: Recipe, preset: str,
+                         config: RunConfig) -> None:
+    """A finished run is reused only when what decided its network equals the request: the word cap, the
+    precision asked for (``auto`` accepts the run's) and the corpus text (its data hash, read from the corpus the
+    request names); otherwise one line naming the difference, and nothing is reused or deleted."""
+    from antlm_bench.data.corpus import default_corpus_dir, find_corpus_files, training_data_hash, training_words
+
+    folder = layout.folder
+    then = training_words(recipe, preset, (record.get("config") or {}).get("max_words"))
+    now = training_words(recipe, preset, config.max_words)
+    if then != now:
+        raise UserError(f"{folder}: holds a finished run trained with --max-words {then or 'none'}; this command "
+                        f"asks for --max-words {now or 'none'}; nothing was reused: use another --output, or the "
+                        "run's --max-words")
+    if config.precision != "auto" and record.get("precision") not in (None, config.precision):
+        raise UserError(f"{folder}: holds a finished run trained in precision {record.get('precision')}; this "
+                        f"command asks for --precision {config.precision}; nothing was reused: use another "
+                        "--output, or --precision auto")
+    corpus = Path(config.corpus or default_corpus_dir(config.data_dir)).expanduser()
+    files = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in find_corpus_files(corpus, "train"))
+    key = (files, recipe.name, preset, now)
+    if key not in _DATA_HASHES:
+        _DATA_HASHES[key] = training_data_hash(corpus, recipe, preset, config.max_words)
+    recorded = record.get("data_hash")
+    if recorded and recorded != _DATA_HASHES[key]:
+        raise UserError(f"{folder}: holds a finished run trained on other text (data hash {str(recorded)[:12]}; "
+                        f"{corpus} now gives {_DATA_HASHES[key][:12]}); nothing was reused: use another --output, "
+                        "or the corpus it was trained on")
 
 
 def _eval_marker(layout: RunLayout, task: str, key: str) -> Path:
@@ -180,7 +221,7 @@ def pending_seeds(config: RunConfig) -> list[int]:
         layout = RunLayout(config.output.expanduser() / run_folder_name(recipe.name, preset, schedule, seed))
         try:
             final = (layout.final_checkpoint() if _finished_training(layout, recipe, preset, schedule, seed,
-                                                                     config.save_at_words) else None)
+                                                                     config) else None)
         except UserError:  # a damaged or foreign run folder: `run` says what is wrong with it
             final = None
         if final is None:
@@ -237,7 +278,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
         folder = layout.folder
         # one live `run` (or `train`) per run folder: a second one into it is refused, naming this pid
         with output_folder(folder, "run"):
-            if _finished_training(layout, recipe, preset, schedule, seed, config.save_at_words):
+            if _finished_training(layout, recipe, preset, schedule, seed, config):
                 status = "reused"
                 say(f"seed {seed}: training already finished in {folder}; reusing it")
             else:

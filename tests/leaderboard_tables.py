@@ -31,7 +31,7 @@ def write_run(
     items: bool = True,
     shuffle_items: bool = False,
     limit: int | None = None,
-    training_fingerprint: str | None = None,
+    weights_digest: str | None = None,
     config_fingerprint: str | None = None,
 ) -> Path:
     """``checkpoints``: [{phase_index, objective, epoch, tokens, words, name, scoring, tasks: {task: {subtask:
@@ -43,7 +43,7 @@ def write_run(
     """
     folder = root / run_id
     run = RunInfo(run_id=run_id, recipe=recipe, architecture="babyllama", preset=preset, schedule=schedule,
-                  seed=seed, git_commit="test", training_fingerprint=training_fingerprint,
+                  seed=seed, git_commit="test", weights_digest=weights_digest,
                   config_fingerprint=config_fingerprint)
     tables, item_records = [], []
     rng = np.random.default_rng(zlib.crc32(run_id.encode()))

@@ -35,7 +35,7 @@ def _pair(n: int, flips: int, seed: int = 0, p: float = 0.6) -> tuple[np.ndarray
 
 def _write(root, name, tasks, items=True):
     """One run; base and new share a training fingerprint: the same network scored before and after a change."""
-    return write_run(root, name, [{"phase_index": 0, "tasks": tasks}], items=items, training_fingerprint="net-0")
+    return write_run(root, name, [{"phase_index": 0, "tasks": tasks}], items=items, weights_digest="net-0")
 
 
 def test_same_scores_pass_with_a_table(tmp_path, monkeypatch, capsys):
@@ -164,15 +164,15 @@ def test_runs_are_matched_by_group_and_extra_groups_noted(tmp_path):
     base_a, cur_a = _pair(500, 0)
     base_b, cur_b = _pair(500, 60, seed=2)
     write_run(tmp_path / "base", "A", [{"phase_index": 0, "tasks": {"blimp": {"a": base_a}}}], schedule="A",
-              training_fingerprint="net-A")
+              weights_digest="net-A")
     write_run(tmp_path / "base", "B", [{"phase_index": 0, "tasks": {"blimp": {"a": base_b}}}], schedule="B",
-              training_fingerprint="net-B")
+              weights_digest="net-B")
     write_run(tmp_path / "new", "A", [{"phase_index": 0, "tasks": {"blimp": {"a": cur_a}}}], schedule="A",
-              training_fingerprint="net-A")
+              weights_digest="net-A")
     write_run(tmp_path / "new", "B", [{"phase_index": 0, "tasks": {"blimp": {"a": cur_b}}}], schedule="B",
-              training_fingerprint="net-B")
+              weights_digest="net-B")
     write_run(tmp_path / "new", "C", [{"phase_index": 0, "tasks": {"blimp": {"a": cur_b}}}], schedule="C",
-              training_fingerprint="net-C")
+              weights_digest="net-C")
     report = run_check([tmp_path / "new"], [tmp_path / "base"])
     status = {line.group.split("schedule=")[1]: line.status for line in report.lines}
     assert status == {"A": "ok", "B": "regression"}

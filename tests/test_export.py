@@ -226,8 +226,10 @@ def test_an_export_killed_before_its_rename_leaves_the_earlier_export_whole(tmp_
                           env={**os.environ, FAULT_ENV: "export.staged", "OMP_NUM_THREADS": "1"})
     assert done.returncode == FAULT_EXIT_CODE, done.stderr
     assert sorted((str(p.relative_to(out)), p.read_bytes()) for p in out.rglob("*") if p.is_file()) == before
-    export_babylm(run, out, overwrite=True)  # and the next export goes through
+    assert list(tmp_path.glob(".out.tmp-*"))  # what the killed export left
+    result = export_babylm(run, out, overwrite=True)  # and the next export goes through, clearing it
     assert json.loads((out / "antlm_export.json").read_text())["source"].endswith("phase-1-MLM")
+    assert not list(tmp_path.glob(".out.tmp-*")) and any("was killed" in note for note in result.notes)
 
 
 def _overwrite_weights(source, target) -> None:
@@ -286,3 +288,96 @@ def test_an_earlier_checkpoint_exports_only_the_branches_saved_before_it(tmp_pat
     run, _ = _run(tmp_path)
     result = export_babylm(run / "checkpoints" / "phase-0-CLM", tmp_path / "out")  # step 5: chck_1M (2) only
     assert result.branches == ["chck_1M"] and "chck_10M: saved after phase-0-CLM (step 5); left out" in result.notes
+
+
+# -- records that cannot lie: the export's weights are verified before scoring; --overwrite proves its own output ---
+
+
+def _tamper(folder) -> None:
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(folder / "model.safetensors")
+    name = sorted(tensors)[0]
+    tensors[name] = tensors[name] + 0.5
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+def test_the_export_record_is_typed_and_names_each_revisions_weights_digest(tmp_path):
+    from antlm_bench.runs.export_record import read_export_record, verify_export
+    from antlm_bench.runs.identity import weights_digest
+
+    run, _ = _run(tmp_path)
+    out = tmp_path / "out"
+    export_babylm(run, out)
+    record = read_export_record(out)
+    assert record.schema_version == 2 and [r.name for r in record.revisions] == ["main", "chck_1M", "chck_10M"]
+    assert record.revision("chck_1M").weights_sha256 == weights_digest(out / "chck_1M")
+    assert "verified" in verify_export(out / "chck_1M") and verify_export(run) is None
+    # the copied record names the weights this folder holds, so eval's own check agrees with the export's
+    assert json.loads((out / "antlm_state.json").read_text())["weights_digest"] == weights_digest(out)
+    for edit, field in (({"revisions": "all"}, "revisions"), ({"schema_version": None}, "schema_version")):
+        document = {**json.loads((out / "antlm_export.json").read_text()), **edit}
+        (out / "antlm_export.json").write_text(json.dumps(document))
+        with pytest.raises(UserError, match=rf"antlm_export.json: field {field}"):
+            read_export_record(out)
+
+
+def test_a_tampered_export_is_refused_before_scoring_and_a_skipped_check_is_said(tmp_path, real_data_dir):
+    run, _ = _run(tmp_path)
+    out = tmp_path / "out"
+    export_babylm(run, out)
+    _tamper(out / "chck_1M")
+    args = ["eval", "--model", str(out / "chck_1M"), "--tasks", "blimp", "--limit", "1", "--data-dir",
+            str(real_data_dir), "--quiet"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "chck_1M: weights changed after the export" in result.output and "--skip-export-check" in result.output
+    result = CliRunner().invoke(app, [*args, "--skip-export-check"])
+    assert result.exit_code == 0, result.output
+    assert "weights were NOT verified" in " ".join(result.output.split())
+    result = CliRunner().invoke(app, ["eval", "--model", str(out), "--tasks", "blimp", "--limit", "1", "--data-dir",
+                                      str(real_data_dir), "--quiet"])
+    assert result.exit_code == 0 and "export revision main verified" in " ".join(result.output.split())
+
+
+def test_overwrite_deletes_nothing_it_cannot_prove_it_wrote(tmp_path):
+    """A run folder holding an (empty) antlm_export.json, an export with changed weights, an export with a folder
+    beside its revisions: --overwrite refuses each in one line and deletes nothing."""
+    import shutil
+
+    run, _ = _run(tmp_path)
+    other = tmp_path / "other-run"
+    shutil.copytree(run, other)
+    (other / "antlm_export.json").write_text("")
+    before = _tree(other)
+    result = CliRunner().invoke(app, ["export", str(run), str(other), "--overwrite"])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "a training run folder" in result.output and _tree(other) == before
+    (other / "run.json").unlink()
+    shutil.rmtree(other / "checkpoints")
+    result = CliRunner().invoke(app, ["export", str(run), str(other), "--overwrite"])
+    assert result.exit_code == 2 and "antlm_export.json" in result.output and (other / "antlm_export.json").exists()
+    out = tmp_path / "out"
+    export_babylm(run, out)
+    _tamper(out)
+    with pytest.raises(UserError, match="weights changed after the export.*--overwrite replaces only"):
+        export_babylm(run, out, overwrite=True)
+    export_babylm(run, tmp_path / "out2")
+    (tmp_path / "out2" / "mine").mkdir()
+    with pytest.raises(UserError, match="out2/mine: a folder that the export's antlm_export.json does not name"):
+        export_babylm(run, tmp_path / "out2", overwrite=True)
+    assert (tmp_path / "out2" / "mine").is_dir()
+
+
+def test_a_killed_exports_staging_folder_is_removed_by_the_next_export(tmp_path):
+    import os
+
+    run, _ = _run(tmp_path)
+    dead = tmp_path / ".out.tmp-999999999-abc"
+    (dead / "model").mkdir(parents=True)
+    live = tmp_path / f".out.tmp-{os.getppid()}-xyz"  # a running process's: kept
+    live.mkdir()
+    result = CliRunner().invoke(app, ["export", str(run), str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert not dead.exists() and live.is_dir()
+    assert f"removed {dead}" in " ".join(result.output.split())

@@ -216,7 +216,7 @@ def test_check_never_compares_the_official_protocol_with_the_default(tmp_path):
 
     def write(name: str, scoring: str, tasks: dict) -> Path:
         write_run(tmp_path / name, name, [{"phase_index": 0, "scoring": {"glue": scoring}, "tasks": tasks}],
-                  training_fingerprint="net-0")
+                  weights_digest="net-0")
         return tmp_path / name
 
     # identical items: were the two protocols compared, this would pass with a zero gap

@@ -37,6 +37,17 @@ def _rewrite_weights(change: Callable[[dict[str, torch.Tensor]], dict[str, torch
     return apply
 
 
+def _unrecorded(change: Callable[[Path], None]) -> Callable[[Path], None]:
+    """``change``, in a checkpoint whose record predates the weights digest (schema 2): what eval's scoring must
+    then catch itself, without the identity check that refuses weights changed after training first."""
+    def apply(folder: Path) -> None:
+        change(folder)
+        record = json.loads((folder / "antlm_state.json").read_text())
+        record.pop("weights_digest")
+        (folder / "antlm_state.json").write_text(json.dumps({**record, "schema_version": 2}))
+    return apply
+
+
 def _cut(fraction: float) -> Callable[[Path], None]:
     def apply(folder: Path) -> None:
         path = folder / "model.safetensors"
@@ -81,10 +92,15 @@ _DAMAGE: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "antlm_architecture a number": (_config(antlm_architecture=5), ("config.json", "antlm_architecture")),
     "config a list": (lambda f: (f / "config.json").write_text("[1, 2]"), ("config.json", "not an object")),
     "config not UTF-8": (lambda f: (f / "config.json").write_bytes(b'{"a": "\xff"}'), ("config.json", "UTF-8")),
-    "weights all NaN": (_rewrite_weights(lambda w: {k: torch.full_like(v, float("nan")) for k, v in w.items()}),
+    "weights all NaN": (_unrecorded(_rewrite_weights(lambda w: {k: torch.full_like(v, float("nan"))
+                                                                for k, v in w.items()})),
                         ("NaN log-probabilities", "score another checkpoint")),
-    "weights all inf": (_rewrite_weights(lambda w: {k: torch.full_like(v, float("inf")) for k, v in w.items()}),
+    "weights all inf": (_unrecorded(_rewrite_weights(lambda w: {k: torch.full_like(v, float("inf"))
+                                                                for k, v in w.items()})),
                         ("log-probabilities", "score another checkpoint")),
+    # the record names the weights written at training: other weights under it are refused before scoring
+    "weights changed after training": (_rewrite_weights(lambda w: {k: v * 1.01 for k, v in w.items()}),
+                                       ("model.safetensors", "not the weights this checkpoint was saved with")),
 }
 
 

@@ -80,14 +80,17 @@ def test_bf16_autocast_computes_matmuls_in_bf16_and_fp32_does_not():
         assert (x @ w).dtype == torch.float32
 
 
-def test_float32_runs_keep_the_fingerprints_they_had_and_bf16_is_another_configuration():
-    """The committed study (float32, before precision was a choice) keeps its configuration fingerprint; the same
-    configuration in bf16 has another, so the board never pools bf16 and fp32 seeds."""
+def test_bf16_is_another_configuration_than_float32():
+    """The same configuration in bf16 has another configuration digest, so the board never pools bf16 and fp32
+    seeds. (The committed study's rows keep the fingerprints recorded before issue 32: read as they are, shared
+    by its own seeds and by no new run.)"""
+    recipe, schedule = load_recipe("antlm-babyllama"), parse_schedule("24_CLM")
+    same = dict(data_hash="d", tokenizer_hash="t", max_steps=None)
+    assert config_fingerprint(recipe, "tiny", schedule, "bf16", **same) != \
+        config_fingerprint(recipe, "tiny", schedule, "fp32", **same)
     stored = pq.read_table(REPO / "leaderboards/mini-antlm/results/babyllama/antlm-babyllama-tiny-24_CLM-seed1"
                            / "scores.parquet", columns=["config_fingerprint"]).column("config_fingerprint")
-    recipe, schedule = load_recipe("antlm-babyllama"), parse_schedule("24_CLM")
-    assert set(stored.to_pylist()) == {config_fingerprint(recipe, "tiny", schedule, "fp32")}
-    assert config_fingerprint(recipe, "tiny", schedule, "bf16") != config_fingerprint(recipe, "tiny", schedule, "fp32")
+    assert len(set(stored.to_pylist())) == 1
 
 
 # -- training ---------------------------------------------------------------------------------------------------------

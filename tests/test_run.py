@@ -87,6 +87,39 @@ def test_folder_of_another_run_is_refused(finished_run):
         record_path.write_text(json.dumps(record))
 
 
+def test_a_finished_run_of_another_word_cap_precision_or_text_is_refused_not_reused(finished_run, tmp_path):
+    """Reuse only what is the same: another --max-words, an explicit other --precision or a corpus with other
+    text is refused in one line naming the difference; nothing of the run is touched, and `sweep`'s pending check
+    (pending_seeds) counts the seed as pending, so its cell runs and says the same line."""
+    import shutil
+
+    from antlm_bench.pipeline import pending_seeds
+
+    config, summary = finished_run
+    run_file = summary.runs[0].folder / "run.json"
+    before = run_file.stat().st_mtime_ns
+    other_words = config.model_copy(update={"max_words": 4000})
+    with pytest.raises(UserError, match=r"trained with --max-words 3000; this command asks for --max-words 4000"):
+        run_benchmark(other_words)
+    assert pending_seeds(other_words) == [3]
+    trained_in = json.loads(run_file.read_text())["precision"]
+    other = {"fp32": "bf16", "bf16": "fp32"}[trained_in]
+    with pytest.raises(UserError, match=f"trained in precision {trained_in}; this command asks for --precision {other}"):
+        run_benchmark(config.model_copy(update={"precision": other}))
+    corpus = tmp_path / "corpus"
+    shutil.copytree(config.data_dir / "pretrain_sample", corpus)
+    first = sorted((corpus / "train").glob("*.train"))[0]
+    first.write_text("an edited first line\n" + first.read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(UserError, match="trained on other text"):
+        run_benchmark(config.model_copy(update={"corpus": corpus}))
+    assert run_file.stat().st_mtime_ns == before
+    # the same text under another path is the same corpus: reused
+    shutil.rmtree(corpus)
+    shutil.copytree(config.data_dir / "pretrain_sample", corpus)
+    (seed_run,) = run_benchmark(config.model_copy(update={"corpus": corpus})).runs
+    assert seed_run.trained == "reused"
+
+
 def test_cli_rejects_bad_schedule_and_task_before_training(tmp_path):
     runner = CliRunner()
     result = runner.invoke(app, ["run", "--tasks", "blimpp", "--output", str(tmp_path), "--preset", "tiny"])

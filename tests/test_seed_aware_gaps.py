@@ -22,7 +22,7 @@ def _run(root, name, schedule, seed, p, n=400, subtasks=("a", "b"), limit=None, 
          config=None):
     data = {t: {s: _correct(hash((name, t, s)) % 2**32, n, p) for s in subtasks} for t in tasks}
     return write_run(root, name, [{"phase_index": 0, "tasks": data}], schedule=schedule, seed=seed, limit=limit,
-                     training_fingerprint=network, config_fingerprint=config)
+                     weights_digest=network, config_fingerprint=config)
 
 
 def _cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:

@@ -90,11 +90,11 @@ def test_a_new_network_under_an_old_seed_number_is_not_a_same_seed_regression(tm
     assert any("seed variance unknown" in note for note in report.notes)
     # the same networks, proven by equal training fingerprints, are tested on items alone
     ewok = ("ewok",)
-    same_a = _relabelled(LTG_ANTLM[1], tmp_path / "a", ewok, training_fingerprint="f" * 64)
-    same_b = _relabelled(LTG_ANTLM[1], tmp_path / "b", ewok, training_fingerprint="f" * 64)
+    same_a = _relabelled(LTG_ANTLM[1], tmp_path / "a", ewok, weights_digest="f" * 64)
+    same_b = _relabelled(LTG_ANTLM[1], tmp_path / "b", ewok, weights_digest="f" * 64)
     assert {line.test for line in run_check([same_a], [same_b]).lines} == {"same-seed"}
     # different fingerprints under one seed number: a seed draw
-    other = _relabelled(LTG_ANTLM[2], tmp_path / "c", ewok, seed=2, training_fingerprint="e" * 64)
+    other = _relabelled(LTG_ANTLM[2], tmp_path / "c", ewok, seed=2, weights_digest="e" * 64)
     assert "same-seed" not in {line.test for line in run_check([other], [same_b]).lines}
 
 

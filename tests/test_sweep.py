@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 from cli_support import run_cli
 from leaderboard_tables import correctness, write_run
+from typer.testing import CliRunner
 
+from antlm_bench.cli import app
 from antlm_bench.errors import UserError
 from antlm_bench.sweep import (
     Cell,
@@ -450,3 +452,46 @@ def test_slurm_without_a_cluster_is_refused_before_anything_is_written(tmp_path,
                            "--tasks", "blimp_supplement", "--output", str(tmp_path / "out"), "--executor", "slurm")
     assert code == 2 and "srun" in err and "--dry-run" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_decision_that_its_tables_do_not_give_is_never_shown_as_decided(tmp_path):
+    """decision.json records the digests of the tables it was computed from; the board recomputes it. An edited
+    comparison, a status flipped to decided, or tables changed since: one line says it does not match, and no
+    comparison is printed as decided."""
+    import shutil
+
+    outcome, _, folder, _, _ = _decide(tmp_path, {}, tolerance=None, max_seeds=4)
+    assert outcome.status == "max seeds reached"
+    path = folder.decision_file
+    original = json.loads(path.read_text())
+    assert original["schema_version"] == 2 and len(original["tables"]) == 8  # 2 schedules x 4 seeds
+    assert "max seeds reached" in decision_lines([folder.output])[0]
+
+    edited = json.loads(json.dumps(original))
+    edited["status"], edited["comparisons"][0]["decision"] = "decided", "difference"
+    path.write_text(json.dumps(edited))
+    (line,) = decision_lines([folder.output])
+    assert line.startswith("sweep decision NOT SHOWN") and "it records difference" in line
+    result = CliRunner().invoke(app, ["leaderboard", str(folder.output)])
+    assert result.exit_code == 0 and "NOT SHOWN" in result.output and "decided: " not in result.output
+
+    path.write_text(json.dumps(original))
+    run = sorted(original["tables"])[0]
+    extra = tmp_path / "extra"
+    write_run(extra, run, [{"phase_index": 0, "tasks": {"blimp_supplement": {"s0": [1.0, 0.0]}}}])
+    for event in (extra / run / "scores.parquet").iterdir():
+        shutil.copytree(event, folder.output / run / "scores.parquet" / event.name)
+    (line,) = decision_lines([folder.output])
+    assert f"the tables of {run} changed since the decision" in line
+
+
+@pytest.mark.parametrize("edit, field", [({"comparisons": "all"}, "comparisons"),
+                                          ({"rule": {"baseline": "1_CLM"}}, "rule.alpha"),
+                                          ({"seeds": ["one"]}, "seeds.0")])
+def test_a_malformed_decision_is_one_line_naming_the_field(tmp_path, edit, field):
+    outcome, _, folder, _, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
+    document = {**json.loads(folder.decision_file.read_text()), **edit}
+    folder.decision_file.write_text(json.dumps(document))
+    result = CliRunner().invoke(app, ["leaderboard", str(folder.output)])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"decision.json: field {field}" in result.output

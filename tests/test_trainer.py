@@ -60,7 +60,7 @@ def test_tiny_run_writes_checkpoints_records_and_metrics(tmp_path: Path) -> None
     for key in ("schedule", "phases", "phase_index", "phase_objective", "epoch", "step", "tokens_seen", "recipe",
                 "preset", "architecture", "seed", "data_hash", "tokenizer_hash", "package_version"):
         assert getattr(state, key) not in (None, "", ()), key
-    assert state.training_fingerprint and state.config_fingerprint and state.schema_version == 2
+    assert state.weights_digest and state.config_fingerprint and state.schema_version == 3
     assert state.phase_index == 1 and state.phase_objective == "MIX(CLM:1,MLM:3)"
     assert state.step == spe + max(1, round(0.5 * spe))
     assert scoring_method(state, False)[0] == "pll"  # MIX: the heaviest weight, MLM

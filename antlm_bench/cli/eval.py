@@ -64,6 +64,9 @@ def eval_command(
     fast: bool = typer.Option(False, "--fast", help="The official BabyLM 2025 fast subsets (BLiMP, supplement, EWoK "
                               "fast files; entity tracking `regular` only; WUG and reading unchanged; GLUE left "
                               "out); rows record eval_set=fast and are never mixed with full ones."),
+    skip_export_check: bool = typer.Option(False, "--skip-export-check", help="Score an export's folder (with "
+                                           "antlm_export.json) without verifying its weights against the sha256 "
+                                           "recorded there; the output says it was skipped."),
     threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads for torch (default: from the "
                                        "model's size, 1 below 10M parameters, unless $OMP_NUM_THREADS is set; "
                                        "eval.json records the choice)."),
@@ -110,7 +113,7 @@ def eval_command(
     config = eval_config(
         tasks=tasks, scoring=scoring.value, output_dir=output, limit=limit, log_samples=log_samples,
         batch_tokens=batch_tokens, device=resolve_device(check_device(device)), dtype=dtype.value, data_dir=data_dir,
-        threads=threads, fast=fast,
+        threads=threads, fast=fast, skip_export_check=skip_export_check,
         convention=convention, progress=progress,
         options={k: v for k, v in glue_options.items() if v is not None}, seeds=parse_seeds(seeds),
     )

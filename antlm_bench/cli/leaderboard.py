@@ -72,16 +72,18 @@ def leaderboard_command(
             hint = " (train with --save-at-words)" if x_axis == "words" else ""
             raise UserError(f"--x {x_axis}: no curve point of these runs records {X_AXES[x_axis][1].split(' (')[0]}"
                             f"{hint}; nothing to draw, no plot written: choose another --x")
-    written = write_leaderboard(board, format_for(fmt, out), out, console, plots, x_axis)
-    for path in written:
-        err_console.print(f"wrote {path}")
-    if out is None:  # the folders `sweep --until-decided` decided in: each decision under the table
+    decisions: list[str] = []
+    if out is None:  # the folders `sweep --until-decided` decided in: each decision under the table, read (and
+        # checked against its tables) first, so that a damaged one is one line instead of a table and a line
         from antlm_bench.results.leaderboard.definition import definition_result_paths
         from antlm_bench.sweep import decision_lines
 
-        folders = [*definition_result_paths(board.definition), *(results or [])]
-        for line in decision_lines(folders):
-            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        decisions = decision_lines([*definition_result_paths(board.definition), *(results or [])])
+    written = write_leaderboard(board, format_for(fmt, out), out, console, plots, x_axis)
+    for path in written:
+        err_console.print(f"wrote {path}")
+    for line in decisions:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command("power")

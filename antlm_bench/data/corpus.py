@@ -327,6 +327,18 @@ def recipe_tokenizer(recipe: Recipe, preset_name: str, corpus: CleanCorpus,
     return tokenizer
 
 
+def training_words(recipe: Recipe, preset_name: str, max_words: int | None) -> int | None:
+    """The word cap a run trains under: ``--max-words``, else the preset's (None: the whole corpus)."""
+    return max_words if max_words is not None else recipe.preset(preset_name).max_words
+
+
+def training_data_hash(corpus_dir: str | os.PathLike, recipe: Recipe, preset_name: str,
+                       max_words: int | None) -> str:
+    """The ``data_hash`` a run of ``recipe`` at ``preset_name`` would train on (the cleaned text after the word cap,
+    as ``prepare_training_data`` reads it): what reuse compares with a finished run's, without tokenizing."""
+    return read_corpus(corpus_dir, "train", training_words(recipe, preset_name, max_words)).data_hash
+
+
 def prepare_training_data(
     corpus_dir: str | os.PathLike,
     recipe: Recipe,
@@ -345,7 +357,7 @@ def prepare_training_data(
     """
     preset = recipe.preset(preset_name)
     cache_dir = default_prepared_dir() if cache_dir is None else cache_dir
-    words = max_words if max_words is not None else preset.max_words
+    words = training_words(recipe, preset_name, max_words)
     say = _reporter(progress)
     clock = time.perf_counter()
     # one line after reading, not one before: a bad corpus folder then prints its error line alone

@@ -12,9 +12,11 @@ import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from antlm_bench.errors import UserError
+
+ModelT = TypeVar("ModelT")  # a pydantic model class (read_json_model)
 
 
 def open_text(path: Path) -> io.TextIOBase:
@@ -129,6 +131,28 @@ def read_json(path: Path, what: str, fix: str) -> Any:
         raise UserError(f"{path}:{err.lineno}: {what} ({err.msg}); {fix}") from None
     except UnicodeDecodeError as err:
         raise UserError(f"{path}: {what} (not UTF-8 at byte {err.start}); {fix}") from None
+
+
+def read_json_model(path: Path, model: type[ModelT], what: str, fix: str) -> ModelT:
+    """A JSON record file read through its pydantic ``model`` (the one way every record is read): a file that does
+    not parse, or a field that is missing, of the wrong type or out of range, is one UserError line naming the
+    file and the field (``what`` says what the file should be, ``fix`` what to do)."""
+    from pydantic import ValidationError
+
+    document = read_json(path, what, fix)
+    try:
+        return model.model_validate(document)
+    except ValidationError as err:
+        raise UserError(f"{path}: {validation_line(err)}; {what}: {fix}") from None
+
+
+def validation_line(err: Any) -> str:
+    """The first problem of a pydantic ``ValidationError`` as ``field a.b.0.c: message (got value)``."""
+    first = err.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    shown = repr(first.get("input"))
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"field {field}: {first['msg']} (got {shown})"
 
 
 def broken_json_message(path: Path) -> str | None:

@@ -9,7 +9,7 @@ each group's comparisons by default, or every comparison of the check):
 
 - one instrument: both sides must be scored under one convention, on one evaluation set, and each task by one
   scoring method; anything else is refused (exit 2), naming both;
-- the same networks on both sides (equal training fingerprints, seed for seed: a change after training): a
+- the same networks on both sides (equal weights digests, seed for seed: a change after training): a
   same-seed test, paired by item (only the items vary). The same seed *number* is not enough, and neither is a
   ``--by`` key that merges two configurations;
 - seeds on both sides: paired by seed where the seed labels match, Welch over seeds otherwise (paired by item

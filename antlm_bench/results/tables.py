@@ -62,14 +62,14 @@ SCORE_SCHEMA = pa.schema(
         ("git_commit", pa.string()),
         ("data_hash", pa.string()),
         ("created_at", pa.timestamp("us", tz="UTC")),
-        # which network a run trained: a hash of its initial weights, data order and masking stream (the run
-        # record's training_fingerprint). Equal on two runs: the same network, so ``check`` may test items only
-        # (same-seed); null (tables written before the column) or different: a seed draw.
-        ("training_fingerprint", pa.string()),
-        # which configuration a run is: a hash of the recipe's content (masking strategy and optimizer policy
-        # included), preset, schedule and scoring convention (the run record's config_fingerprint). The board
-        # never pools runs of two fingerprints as seeds of one row, and a seed SD is borrowed only within one;
-        # null: not provably the same configuration as anything.
+        # which network was scored: the sha256 of the checkpoint's weights (runs.identity.weights_digest). Equal
+        # on two runs: the same network, so ``check`` may test items only (same-seed); null (tables written before
+        # the column, or no safetensors weights) or different: a seed draw.
+        ("weights_digest", pa.string()),
+        # which configuration a run is (runs.identity.configuration_digest: the recipe's content, preset, schedule,
+        # precision, corpus and tokenizer hashes, --max-steps, package version; the run record's
+        # config_fingerprint). The board never pools runs of two fingerprints as seeds of one row, and a seed SD
+        # is borrowed only within one; null: not provably the same configuration as anything.
         ("config_fingerprint", pa.string()),
     ]
 )
@@ -111,7 +111,7 @@ class RunInfo:
     schedule: str = ""
     seed: int | None = None
     data_hash: str = ""
-    training_fingerprint: str | None = None  # the run record's; None: unknown (a seed draw)
+    weights_digest: str | None = None  # the scored checkpoint's weights (runs.identity); None: unknown (a seed draw)
     config_fingerprint: str | None = None  # the run record's; None: unknown (not provably any configuration)
     git_commit: str = field(default_factory=lambda: current_git_commit())
     package_version: str = __version__

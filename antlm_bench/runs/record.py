@@ -1,7 +1,8 @@
 """``CheckpointRecord``: the ``antlm_state.json`` every AntLM checkpoint folder carries, and the scoring method it
 calls for.
 
-The trainer writes it (schedule, phase, epoch, step, tokens and words seen, seeds, hashes, fingerprints, version);
+The trainer writes it (schedule, phase, epoch, step, tokens and words seen, seeds, hashes, the weights digest and
+the configuration digest of ``runs.identity``, version);
 every scorer, the exporter and the leaderboard read it through :func:`read_record`, which checks each field's type
 and refuses a damaged record with one line naming the file and the field. The schedule is stored canonical, so
 ``record.phase`` is the very ``Phase`` the checkpoint's last phase trained (no caller re-parses a phase label).
@@ -25,7 +26,9 @@ from antlm_bench.errors import UserError
 from antlm_bench.runs.schedule import Phase, Schedule, parse_schedule
 
 STATE_FILE = "antlm_state.json"
-SCHEMA_VERSION = 2  # 1: records written before the fingerprints (read as they are: the fingerprints unknown)
+# 1: records written before the fingerprints (read as they are: the fingerprints unknown); 2: before the weights
+# digest (read as they are: the network unknown, never "the same" as another)
+SCHEMA_VERSION = 3
 
 # how a phase's objective is scored (DESIGN.md: CLM -> clm, MLM -> pll, MNTP -> mntp)
 SCORING_FOR_OBJECTIVE = {"CLM": "clm", "MLM": "pll", "MNTP": "mntp"}
@@ -56,9 +59,13 @@ class CheckpointRecord:
     seed: int | None = None
     data_hash: str = ""
     tokenizer_hash: str = ""
-    # the same network: a hash of the initial weights and of the data order and masks (a code change that re-draws
-    # any of them changes it); the same configuration: a hash of the recipe's content, the preset and the schedule
+    # the network this checkpoint is: sha256 of its weights, computed from the files when they were written
+    # (runs.identity.weights_digest); equal digests are the same network, whatever else differs
+    weights_digest: str | None = None
+    # a resume check only, not an identity: the configuration, the initial weights and the first batch of each phase
+    # (a resume refuses a run whose start the code now computes differently)
     training_fingerprint: str | None = None
+    # the configuration a seed trains (runs.identity.configuration_digest): what seeds of one row share
     config_fingerprint: str | None = None
     masking: str | None = None  # the recipe's masking strategy (token, whole_word, span)
     optimizer_at_phase: str | None = None  # the recipe's optimizer policy at phase boundaries (keep, reset)
@@ -137,7 +144,7 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "schedule": _STR, "phase_index": _INT, "phase_objective": _STR, "step": _INT, "schema_version": _INT,
     "phases": _LIST, "phase_complete": _BOOL, "phase_step": _INT, "phase_steps": _INT, "epoch": _FLOAT,
     "tokens_seen": _INT, "words_seen": _INT, "n_words": _INT, "recipe": _STR, "preset": _STR, "architecture": _STR,
-    "seed": _INT, "data_hash": _STR, "tokenizer_hash": _STR, "training_fingerprint": _STR,
+    "seed": _INT, "data_hash": _STR, "tokenizer_hash": _STR, "weights_digest": _STR, "training_fingerprint": _STR,
     "config_fingerprint": _STR, "masking": _STR, "optimizer_at_phase": _STR, "package_version": _STR,
     "git_commit": _STR, "steps_per_epoch": _INT, "global_batch_size": _INT, "seq_len": _INT, "n_sequences": _INT,
     "world_size": _INT, "created_at": _STR,

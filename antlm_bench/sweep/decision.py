@@ -9,13 +9,15 @@ the intervals hold at once with probability >= 1 - alpha and "stop when all are 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from antlm_bench.data.readers import read_json_model
 from antlm_bench.errors import UserError
 from antlm_bench.results.leaderboard.definition import metric_kind
 from antlm_bench.results.stats.sequential import (
@@ -26,10 +28,13 @@ from antlm_bench.results.stats.sequential import (
     decide,
     prior_precision,
 )
+from antlm_bench.results.store import store_digest
 from antlm_bench.sweep.grid import Cell
-from antlm_bench.sweep.record import DECISION_FILE, SCHEMA_VERSION, SWEEP_DIR, SweepFolder
+from antlm_bench.sweep.record import DECISION_FILE, SWEEP_DIR, SweepFolder
 
 NOT_TESTED = "not tested"  # scored by two methods (pll vs clm): different instruments, as the board says
+# 1: without the digests of the tables (still read: the board recomputes the decision either way)
+DECISION_SCHEMA_VERSION = 2
 METHOD = ("Lai (1976) confidence sequence for the mean of paired per-seed differences, Gaussian with unknown "
           "variance (anytime-valid: any stopping rule keeps the error rate); docs/statistics.md")
 
@@ -162,30 +167,155 @@ def _same_instrument(a: Any, b: Any) -> bool:
     return a is None or b is None or a.scoring == b.scoring
 
 
+class RuleRecord(BaseModel):
+    """decision.json's ``rule``: the stopping rule and how alpha was shared."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    baseline: str
+    alpha: float = Field(gt=0, lt=1)
+    tolerance: float | None = Field(None, ge=0)
+    max_seeds: int = Field(ge=1)
+    round_seeds: int = Field(ge=1)
+    comparisons: int = Field(ge=0)
+    alpha_each: float
+    correction: str
+    prior_precision: float
+    decided_when: str
+
+    def rule(self) -> Rule:
+        return Rule(self.baseline, self.alpha, self.tolerance, self.max_seeds, self.round_seeds)
+
+
+class ComparisonRecord(BaseModel):
+    """One comparison as decision.json stores it (non-finite numbers as null)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recipe: str
+    preset: str
+    schedule: str
+    column: str
+    scoring: str
+    seeds: list[int]
+    mean: float | None
+    low: float | None
+    high: float | None
+    decision: Literal["difference", "equivalent", "undecided", "not tested"]
+    unit: str = "pp"
+    lower_is_better: bool = False
+    first_decided_at: int | None = None
+
+    def comparison(self) -> Comparison:
+        return Comparison(self.recipe, self.preset, self.schedule, self.column, self.scoring, tuple(self.seeds),
+                          math.nan if self.mean is None else self.mean,
+                          -math.inf if self.low is None else self.low, math.inf if self.high is None else self.high,
+                          self.decision, self.unit, self.lower_is_better, self.first_decided_at)
+
+    @classmethod
+    def of(cls, c: Comparison) -> ComparisonRecord:
+        return cls(**{**asdict(c), "seeds": list(c.seeds), "mean": None if math.isnan(c.mean) else c.mean,
+                      "low": None if not math.isfinite(c.low) else c.low,
+                      "high": None if not math.isfinite(c.high) else c.high})
+
+
+class DecisionRecord(BaseModel):
+    """``<output>/sweep/decision.json``, typed: written by :func:`write_decision` only, read by
+    :func:`read_decision` only (every field checked: one line naming the file and the field otherwise)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1, 2]
+    status: str
+    method: str
+    rule: RuleRecord
+    seeds: list[int]
+    rounds: list[list[int]]
+    comparisons: list[ComparisonRecord]
+    # run folder name -> sha256 of its committed tables (results.store.store_digest) when the decision was made
+    tables: dict[str, str] = Field(default_factory=dict)
+
+    def cells(self) -> list[Cell]:
+        """The run folders the decision compared: every (recipe, preset) of its comparisons, their schedules and the
+        baseline, at every seed it used."""
+        keys = sorted({(c.recipe, c.preset, s) for c in self.comparisons for s in (c.schedule, self.rule.baseline)})
+        return [Cell(recipe, preset, schedule, seed) for recipe, preset, schedule in keys for seed in self.seeds]
+
+
+def _table_digests(cells: Sequence[Cell], output: Path) -> dict[str, str]:
+    return {cell.name: store_digest(output / cell.name) for cell in sorted(set(cells), key=lambda c: c.name)}
+
+
 def write_decision(folder: SweepFolder, rule: Rule, comparisons: Sequence[Comparison], seeds: Sequence[int],
-                   rounds: Sequence[Sequence[int]], status: str) -> dict[str, Any]:
-    """Store the rule, the seeds used and each comparison's decision in ``<output>/sweep/decision.json``
-    (atomically); ``status``: decided, max seeds reached, or stopped (a failed or interrupted round)."""
+                   rounds: Sequence[Sequence[int]], status: str, cells: Sequence[Cell] = ()) -> DecisionRecord:
+    """Store the rule, the seeds used, each comparison's decision and the digests of the tables of ``cells`` (the
+    run folders it was computed from) in ``<output>/sweep/decision.json`` (atomically); ``status``: decided, max
+    seeds reached, or stopped (a failed or interrupted round)."""
     n = sum(c.decision != NOT_TESTED for c in comparisons)
-    payload = {
-        "schema_version": SCHEMA_VERSION, "status": status, "method": METHOD,
-        "rule": {**asdict(rule), "comparisons": n, "alpha_each": rule.alpha_each(n),
-                 "correction": f"Bonferroni over {n} tested comparison(s)",
-                 "prior_precision": rule.prior_precision(max(1, n)),
-                 "decided_when": "the interval excludes 0 (difference) or lies within +-tolerance (equivalent)"},
-        "seeds": list(seeds), "rounds": [list(r) for r in rounds],
-        "comparisons": [{**asdict(c), "seeds": list(c.seeds), "mean": None if math.isnan(c.mean) else c.mean,
-                         "low": None if not math.isfinite(c.low) else c.low,
-                         "high": None if not math.isfinite(c.high) else c.high} for c in comparisons],
-    }
-    folder.write_json(folder.decision_file, payload)
-    return payload
+    record = DecisionRecord(
+        schema_version=DECISION_SCHEMA_VERSION, status=status, method=METHOD,
+        rule=RuleRecord(**asdict(rule), comparisons=n, alpha_each=rule.alpha_each(n),
+                        correction=f"Bonferroni over {n} tested comparison(s)",
+                        prior_precision=rule.prior_precision(max(1, n)),
+                        decided_when="the interval excludes 0 (difference) or lies within +-tolerance (equivalent)"),
+        seeds=list(seeds), rounds=[list(r) for r in rounds],
+        comparisons=[ComparisonRecord.of(c) for c in comparisons],
+        tables=_table_digests(cells, folder.output),
+    )
+    folder.write_json(folder.decision_file, record.model_dump(mode="json"))
+    return record
+
+
+def read_decision(path: Path) -> DecisionRecord:
+    """A decision.json read through its model: one line naming the file and the field when it is not one."""
+    return read_json_model(path, DecisionRecord, "not a sweep decision file of this version",
+                           "run the sweep again")
+
+
+def verify_decision(path: Path, record: DecisionRecord) -> str | None:
+    """Whether the decision is what the tables beside it give: the digests of the tables it recorded (schema 2)
+    are those of the tables now, and the comparisons recomputed from the tables (``compare_round``, the sweep's own
+    code) are the recorded ones, decision for decision, with the recorded status. None when it holds; else why
+    not, in a few words."""
+    output = path.parent.parent
+    for name, digest in record.tables.items():
+        if store_digest(output / name) != digest:
+            return f"the tables of {name} changed since the decision"
+    if not record.comparisons:
+        return None
+    try:
+        recomputed = compare_round(record.cells(), output, record.rule.rule(), record.seeds)
+    except UserError as err:
+        return f"it cannot be recomputed from the tables ({err})"
+    stored = [row.comparison() for row in record.comparisons]
+    if [c.key for c in recomputed] != [c.key for c in stored]:
+        return "the tables give other comparisons than it records"
+    for mine, theirs in zip(recomputed, stored):
+        same = mine.decision == theirs.decision and mine.seeds == theirs.seeds and all(
+            _close(getattr(mine, key), getattr(theirs, key)) for key in ("mean", "low", "high"))
+        if not same:
+            return (f"{theirs.schedule} on {theirs.column}: it records {theirs.decision} "
+                    f"{_number(theirs.mean)}, the tables give {mine.decision} {_number(mine.mean)}")
+    if record.status == "decided" and any(c.decision == UNDECIDED for c in recomputed):
+        return "it says decided, but the tables leave comparisons undecided"
+    return None
+
+
+def _close(a: float, b: float) -> bool:
+    if math.isnan(a) or math.isnan(b) or math.isinf(a) or math.isinf(b):
+        return (math.isnan(a) and math.isnan(b)) or a == b
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _number(value: float) -> str:
+    return "" if math.isnan(value) else f"({value:+.3g})"
 
 
 def decision_lines(folders: Sequence[Path]) -> list[str]:
     """What the leaderboard prints under the table for the sweeps that decided in ``folders`` or any folder below
     them (a study may hold one sweep per architecture; nothing where none did): per decision, the rule in one line,
-    a reminder that the table assumed a fixed seed count, then one line per comparison."""
+    a reminder that the table assumed a fixed seed count, then one line per comparison. A decision that its tables
+    do not give (edited, or the tables changed since) is never shown as decided: one line says so instead."""
     found: list[Path] = []
     for folder in map(Path, folders):
         if folder.is_dir():
@@ -194,26 +324,21 @@ def decision_lines(folders: Sequence[Path]) -> list[str]:
 
 
 def _decision_file_lines(path: Path) -> list[str]:
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-        rule, rows = payload["rule"], payload["comparisons"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise UserError(f"{path}: not a sweep decision file ({type(err).__name__}); run the sweep again") from None
-    tolerance = rule.get("tolerance")
-    lines = [f"sweep decision ({payload.get('status')}; seeds {_seed_text(payload.get('seeds', []))} of at most "
-             f"{rule.get('max_seeds')}; baseline {rule.get('baseline')}; alpha {rule.get('alpha')}, "
-             f"{rule.get('correction')}; equivalence margin "
+    record = read_decision(path)
+    problem = verify_decision(path, record)
+    if problem is not None:
+        return [f"sweep decision NOT SHOWN: {path} does not match the tables beside it ({problem}); it is not a "
+                "decision of these results: run the sweep again to decide"]
+    rule = record.rule
+    tolerance = rule.tolerance
+    lines = [f"sweep decision ({record.status}; seeds {_seed_text(record.seeds)} of at most "
+             f"{rule.max_seeds}; baseline {rule.baseline}; alpha {rule.alpha}, "
+             f"{rule.correction}; equivalence margin "
              f"{'none' if tolerance is None else f'+-{tolerance:g} pp (percentages only)'}; {path})",
              "  the sweep chose how many seeds to run from the results, so decide by these anytime-valid intervals: "
              "a fixed-sample interval or p-value on the same seeds assumes their number was fixed in advance"]
-    for row in rows:
-        low = -math.inf if row.get("low") is None else row["low"]
-        high = math.inf if row.get("high") is None else row["high"]
-        comparison = Comparison(row["recipe"], row["preset"], row["schedule"], row["column"], row["scoring"],
-                                tuple(row["seeds"]), row["mean"] if row["mean"] is not None else math.nan, low, high,
-                                row["decision"], row.get("unit", "pp"), bool(row.get("lower_is_better", False)),
-                                row.get("first_decided_at"))
-        lines.append(f"  {row['recipe']} {row['preset']}: {comparison.text()}")
+    for row in record.comparisons:
+        lines.append(f"  {row.recipe} {row.preset}: {row.comparison().text()}")
     return lines
 
 
@@ -221,4 +346,5 @@ def _seed_text(seeds: Sequence[int]) -> str:
     return ",".join(map(str, seeds)) or "none"
 
 
-__all__ = ["METHOD", "NOT_TESTED", "Comparison", "Rule", "compare_round", "decision_lines", "write_decision"]
+__all__ = ["METHOD", "NOT_TESTED", "Comparison", "DecisionRecord", "Rule", "compare_round", "decision_lines",
+           "read_decision", "verify_decision", "write_decision"]

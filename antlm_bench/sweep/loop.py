@@ -67,7 +67,7 @@ def run_sweep(plan: SweepPlan, executor: Executor, record: SweepRecord, progress
         cells = plan.grid.cells(seeds, plan.default_schedule)
         failed = run_round(cells, record, executor, progress, pending)
         if failed:
-            _store(folder, rule, [], seeds, record, "stopped: a cell failed")
+            _store(folder, rule, [], seeds, record, "stopped: a cell failed", cells)
             return SweepOutcome(failed, [], "stopped: a cell failed")
         comparisons = compare_round(cells, plan.output, rule, seeds)
         for c in comparisons:
@@ -87,17 +87,17 @@ def run_sweep(plan: SweepPlan, executor: Executor, record: SweepRecord, progress
             added = next_seeds(seeds, rule.round_seeds, rule.max_seeds)
             say(f"{len(undecided)} of {len(comparisons)} comparison(s) undecided after {len(seeds)} seeds: adding "
                 f"seeds {','.join(map(str, added))}")
-            _store(folder, rule, comparisons, seeds, record, "running")
+            _store(folder, rule, comparisons, seeds, record, "running", cells)
             seeds += added
             record.rounds.append(added)
             continue
-        _store(folder, rule, comparisons, seeds, record, status)
+        _store(folder, rule, comparisons, seeds, record, status, cells)
         return SweepOutcome([], comparisons, status)
 
 
 def _store(folder: SweepFolder, rule: Rule, comparisons: list[Comparison], seeds: list[int], record: SweepRecord,
-           status: str) -> None:
-    write_decision(folder, rule, comparisons, seeds, record.rounds, status)
+           status: str, cells: list[Cell]) -> None:
+    write_decision(folder, rule, comparisons, seeds, record.rounds, status, cells)
     record.save()
 
 

@@ -3,7 +3,7 @@
 A checkpoint is a Hugging Face model folder (``model.safetensors``, ``config.json``, the tokenizer files; for a
 backend whose classes are not in transformers, such as LTG-BERT, also its modeling code and an ``auto_map``) plus
 ``antlm_state.json`` (the record every reader uses: schedule, phase, epoch, step, tokens seen, seeds, hashes,
-version). A resumable checkpoint also holds ``trainer_state.pt``: optimizer and scheduler state, the RNG states
+version, and the weights digest of ``runs.identity``, computed from the weights files just written). A resumable checkpoint also holds ``trainer_state.pt``: optimizer and scheduler state, the RNG states
 of every process, and the loop's counters.
 
 Every folder is written under a temporary name next to its destination and renamed into place, so a reader (or a
@@ -24,6 +24,7 @@ deletes a checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import re
@@ -38,6 +39,7 @@ import torch
 from safetensors import SafetensorError
 
 from antlm_bench.errors import EnvironmentFailure, UserError
+from antlm_bench.runs.identity import weights_digest
 from antlm_bench.runs.layout import LAST, RESUME_DIR
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord, read_record
 
@@ -60,6 +62,8 @@ def _write_folder(folder: Path, model: torch.nn.Module, tokenizer: Any, record: 
     save_model_code(folder, model)
     if tokenizer is not None:
         tokenizer.save_pretrained(str(folder))
+    # the network's identity, from the files just written (what any reader of the folder can recompute)
+    record = dataclasses.replace(record, weights_digest=weights_digest(folder))
     (folder / STATE_FILE).write_bytes(record.to_bytes())
     if trainer_state is not None:
         torch.save(trainer_state, folder / TRAINER_STATE_FILE)

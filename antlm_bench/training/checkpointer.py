@@ -10,18 +10,17 @@ back from ``last`` (or an older resume point when it is damaged); the data order
 (seed, step), so a resumed run computes exactly what the uninterrupted run computed. A folder is read before
 anything is deleted, and a resume deletes nothing of the run.
 
-Fingerprints (in every record and in run.json): ``training_fingerprint`` hashes the configuration fingerprint, the
-initial weights and the first global batch of every phase (its rows and masks), so a code change that re-draws the
-initialisation, the data order or the masking stream gives another fingerprint under the same seed, and so does
-another schedule that happens to start alike (0.2_CLM and 0.4_CLM); ``config_fingerprint`` hashes the recipe's
-content (masking strategy and optimizer policy included), the preset and the schedule.
+Identities (in every record and in run.json; defined in ``runs.identity``): ``weights_digest``, the network a
+checkpoint is, computed from its weights files when they are written; ``config_fingerprint``, the configuration
+a seed trains (recipe content, preset, schedule, precision, corpus and tokenizer hashes, --max-steps, package
+version). ``training_fingerprint`` hashes the configuration, the initial weights and the first global batch of
+every phase: only a resume checks it (a code change that re-draws the start is refused); it decides nothing else.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
 import re
 import shutil
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from antlm_bench import __version__
 from antlm_bench.errors import UserError
 from antlm_bench.models.precision import Precision
 from antlm_bench.recipes import Recipe
+from antlm_bench.runs.identity import configuration_digest
 from antlm_bench.runs.layout import KEPT_ITEMS, RUN_ITEMS, RunLayout
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord
 from antlm_bench.runs.schedule import Schedule, format_number
@@ -66,20 +66,20 @@ def first_line(err: BaseException) -> str:
 RECIPE_KNOBS = ("lr", "global_batch_size", "warmup_ratio")
 
 
-def config_fingerprint(recipe: Recipe, preset: str, schedule: Schedule, precision: str) -> str:
-    """The configuration a run trains: the recipe's content (sizes of ``preset`` only), the preset, the schedule and
-    the precision (bf16 and float32 seeds are different instruments until shown equal)."""
+def config_fingerprint(recipe: Recipe, preset: str, schedule: Schedule, precision: str, data_hash: str,
+                       tokenizer_hash: str, max_steps: int | None) -> str:
+    """The configuration a seed trains (``runs.identity.configuration_digest``): the recipe's content (sizes of
+    ``preset`` only), the preset, the schedule, the precision, the corpus and tokenizer as trained on, --max-steps and
+    the package version."""
     content = recipe.model_dump(mode="json", exclude={"source", "description", "presets"})
-    content["preset"] = {"name": preset, **recipe.preset(preset).model_dump(mode="json")}
-    content["schedule"] = schedule.canonical
-    if precision != "fp32":  # float32 runs keep the fingerprints they had before precision was a choice
-        content["precision"] = precision
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+    return configuration_digest(content, preset, recipe.preset(preset).model_dump(mode="json"), schedule.canonical,
+                                precision, data_hash, tokenizer_hash, max_steps, __version__)
 
 
 def training_fingerprint(model: torch.nn.Module, steps: StepPlan, config: str) -> str:
-    """The network a seed trains: its configuration (``config_fingerprint``: two schedules that start alike are
-    still two networks), its initial weights and the first global batch of each phase (rows and masks)."""
+    """How the run started (a resume check, not an identity): its configuration, its initial weights and the first
+    global batch of each phase (rows and masks). A resume refuses a run whose start the code now computes
+    otherwise. Which network a run trained is its weights digest (``runs.identity``), nothing less."""
     digest = hashlib.sha256(config.encode())
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())

@@ -206,7 +206,8 @@ class Trainer:
         self.model = build_model(self.recipe, config.preset, self.tokenizer).to(self.device)
         if self.dist.rank > 0:
             torch.manual_seed(config.seed + 7919 * self.dist.rank)
-        configuration = config_fingerprint(self.recipe, config.preset, schedule, self.precision.name)
+        configuration = config_fingerprint(self.recipe, config.preset, schedule, self.precision.name,
+                                           corpus.data_hash, corpus.tokenizer_hash, config.max_steps)
         self.facts = RunFacts(
             recipe=self.recipe, preset=config.preset, seed=config.seed, schedule=schedule, plans=plans,
             steps_per_epoch=steps_per_epoch, global_batch=preset.global_batch_size, seq_len=seq_len,
@@ -385,8 +386,12 @@ class Trainer:
 
     def _finish(self, losses: list[float]) -> TrainResult:
         finished = self.step >= self.steps.total_steps
-        self.reporter.write_run_file(self.reporter.run_record("finished" if finished else "stopped", self.step))
         final = self.layout.phase_checkpoint(len(self.facts.plans) - 1, self.facts.plans[-1].phase)
+        record = self.reporter.run_record("finished" if finished else "stopped", self.step)
+        if finished and self.dist.main:  # the network the run trained, as its final checkpoint recorded it
+            final_record = read_record(final)
+            record["weights_digest"] = final_record.weights_digest if final_record is not None else None
+        self.reporter.write_run_file(record)
         self.dist.barrier()
         self.dist.close()
         return TrainResult(self.layout.folder, final if finished else None, self.step, losses,

@@ -248,7 +248,7 @@ def _cell(results: Results, present: list[RunCheckpoint], column: str) -> Cell:
     cell = Cell(float(np.mean(values)), None, None, _spread(values), len(present), "+".join(scorings),
                 int(np.mean([r["n"] or 0 for r in cell_rows])), seed_values=values,
                 seed_runs=[f.run_id for f in present], seed_labels=[_seed_label(f) for f in present],
-                subtasks=subtasks, seed_fingerprints=[run_fingerprint(f, "training_fingerprint") for f in present],
+                subtasks=subtasks, seed_digests=[run_fingerprint(f, "weights_digest") for f in present],
                 metric=cell_rows[0]["metric"])
     limits = [r["limit"] for r in cell_rows if r["limit"] is not None]
     cell.limit = min(limits) if limits else None
@@ -350,10 +350,10 @@ def macro_cell(row: BoardRow, macro_columns: Sequence[str]) -> Cell | None:
         return None
     per_seed = [float(np.mean([c.seed_values[c.seed_runs.index(r)] for c in cells])) for r in runs]
     labels = [cells[0].seed_labels[cells[0].seed_runs.index(r)] for r in runs]
-    fingerprints = [cells[0].seed_fingerprints[cells[0].seed_runs.index(r)] for r in runs]
+    fingerprints = [cells[0].seed_digests[cells[0].seed_runs.index(r)] for r in runs]
     item_vars = [c.item_var for c in cells]
     macro = Cell(float(np.mean(per_seed)), None, None, _spread(per_seed), len(runs), "auto", seed_values=per_seed,
-                 seed_runs=runs, seed_labels=labels, seed_fingerprints=fingerprints)
+                 seed_runs=runs, seed_labels=labels, seed_digests=fingerprints)
     macro.item_var = None if None in item_vars else sum(item_vars) / len(cells) ** 2
     limits = [c.limit for c in cells if c.limit is not None]
     macro.limit = min(limits) if limits else None

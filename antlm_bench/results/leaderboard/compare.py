@@ -4,7 +4,7 @@ The statistics live in ``antlm_bench.results.stats``; this module only lines the
 - one instrument per comparison: two cells scored by different methods are never tested against each other
   (``check`` refuses them outright, and conventions and evaluation sets before that);
 - the design comes from the seeds on each side (``stats.choose_design``): same-seed only for the same networks
-  (equal training fingerprints, seed for seed), paired-seeds, welch, pooled (a one-seed side with a seed SD of
+  (equal weights digests, seed for seed), paired-seeds, welch, pooled (a one-seed side with a seed SD of
   its own configuration: given, or recorded from >= 3 seeds of the same configuration fingerprint) or unknown;
 - the item part of the gap's variance is paired by item when both cells have item tables for the same items
   (``stats.item_variance_of_difference``), else the two cells' item variances add (conservative: scores of two
@@ -77,13 +77,13 @@ def _reordered(matrix: ItemMatrix, order: list[int]) -> ItemMatrix:
 
 
 def same_networks(a: Cell, b: Cell) -> bool:
-    """Every seed of ``a`` trained the same network as the seed of ``b`` with its label: both record training
-    fingerprints and they are equal. A missing fingerprint is a seed draw, whatever the seed number says."""
-    if sorted(a.seed_labels) != sorted(b.seed_labels) or len(a.seed_fingerprints) != len(a.seed_labels) \
-            or len(b.seed_fingerprints) != len(b.seed_labels):
+    """Every seed of ``a`` is the same network as the seed of ``b`` with its label: both record weights digests
+    (runs.identity) and they are equal. A missing digest is a seed draw, whatever the seed number says."""
+    if sorted(a.seed_labels) != sorted(b.seed_labels) or len(a.seed_digests) != len(a.seed_labels) \
+            or len(b.seed_digests) != len(b.seed_labels):
         return False
-    b_of = dict(zip(b.seed_labels, b.seed_fingerprints))
-    return all(fp is not None and b_of.get(label) == fp for label, fp in zip(a.seed_labels, a.seed_fingerprints))
+    b_of = dict(zip(b.seed_labels, b.seed_digests))
+    return all(fp is not None and b_of.get(label) == fp for label, fp in zip(a.seed_labels, a.seed_digests))
 
 
 def configuration_seed_sd(a: Cell, b: Cell, same_configuration: bool, given: SeedSD | None) -> SeedSD | None:

@@ -28,8 +28,9 @@ class Cell:
     seed_values: list[float] = field(default_factory=list)
     seed_runs: list[str] = field(default_factory=list)  # the run of each seed value
     seed_labels: list[str] = field(default_factory=list)  # the training seed of each run, for pairing by seed
-    # each run's training fingerprint (None: not recorded); equal on both sides, seed for seed: the same networks
-    seed_fingerprints: list[str | None] = field(default_factory=list)
+    # each run's weights digest (runs.identity; None: not recorded); equal on both sides, seed for seed: the same
+    # networks
+    seed_digests: list[str | None] = field(default_factory=list)
     subtasks: dict[str, str] = field(default_factory=dict)  # subtask -> metric, what ``check`` must find again
     metric: str = "accuracy"  # what the value measures (definition.METRICS: its unit and direction)
     # items per subtask behind the value (a run's --limit; the smallest where seeds differ); None: every item

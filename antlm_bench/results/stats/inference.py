@@ -16,7 +16,7 @@ the seed SD (``seed_sd``), which then enters with infinite degrees of freedom.
 Comparisons pick a design from the seeds on each side (``choose_design``); each design is one documented function
 (``same_seed``, ``paired_seeds``, ``welch``, ``pooled``, ``untested``) that a sequential procedure can call
 alone, and ``difference`` dispatches to them by name:
-- ``same-seed``: both sides trained the *same networks* (equal training fingerprints, seed for seed: a change
+- ``same-seed``: both sides trained the *same networks* (equal weights digests, seed for seed: a change
   after training, e.g. to scoring): only the items vary, paired by item (normal). The same seed number is not
   enough: a training-code change that re-draws masks, data order or initialisation gives a new network;
 - ``paired-seeds``: the same seed labels on both sides: the per-seed differences, t with k - 1 df, paired by item
@@ -158,7 +158,7 @@ def _finish(delta: float, seed_parts: list[tuple[float, float]], item_var: float
 
 def same_seed(values_a: Sequence[float], values_b: Sequence[float], item_var: float, alpha: float = 0.05,
               power: float = 0.8) -> Difference:
-    """Same networks on both sides (equal training fingerprints): items alone vary; normal reference.
+    """Same networks on both sides (equal weights digests): items alone vary; normal reference.
 
     Valid only for the same networks: two runs that share a seed number but not their training draws are seed
     draws, and this test then calls their seed difference significant (docs/statistics.md, calibration).
@@ -220,7 +220,7 @@ def choose_design(labels_a: Sequence, labels_b: Sequence, same_networks: bool = 
     """The comparison design that fits the seeds on each side (module docstring).
 
     ``same_networks``: every seed of a trained the same network as the seed of b with its label (equal, known
-    training fingerprints); ``seed_sd_known``: a ``SeedSD`` of the configuration is available for a one-seed side.
+    weights digests); ``seed_sd_known``: a ``SeedSD`` of the configuration is available for a one-seed side.
     """
     same_labels = sorted(map(str, labels_a)) == sorted(map(str, labels_b))
     if same_networks and same_labels:

@@ -51,5 +51,6 @@ from antlm_bench.results.store.read import (  # noqa: F401
     read_results_folder,
     read_scores,
     score_parts,
+    store_digest,
 )
 from antlm_bench.results.store.write import commit_results, new_event_id, tidy_results  # noqa: F401

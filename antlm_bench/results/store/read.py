@@ -64,6 +64,24 @@ def score_parts(source: str | Path) -> list[Path]:
     return [source / event / PART for event in _events(source) if (source / event / PART).is_file()]
 
 
+def store_digest(source: str | Path) -> str:
+    """sha256 over a results folder's committed tables (each event's name, scores part and items part, oldest
+    first): what a record computed from the tables names them by (a sweep's decision.json), so a reader can tell
+    when they changed since. A folder without a store gives the digest of nothing."""
+    import hashlib
+
+    source = Path(source)
+    store = source if source.name == STORE else source / STORE
+    digest = hashlib.sha256()
+    for event in _events(store):
+        digest.update(event.encode() + b"\0")
+        for name in (PART, ITEMS_PART):
+            part = store / event / name
+            if part.is_file():
+                digest.update(name.encode() + b"\0" + hashlib.sha256(part.read_bytes()).digest())
+    return digest.hexdigest()
+
+
 def _inside_store(path: Path, root: Path) -> bool:
     """Whether ``path`` lies inside another store folder (never a results folder of its own)."""
     return any(parent.name == STORE for parent in path.relative_to(root).parents if parent.name)

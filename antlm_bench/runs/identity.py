@@ -1,0 +1,85 @@
+"""A run's two identities, defined once: which network it is, and which configuration trained it.
+
+- **The network** (``weights_digest``): sha256 over the tensors a checkpoint folder's safetensors files hold, in name
+  order, each as ``name|dtype|shape|`` then its raw bytes. The trainer computes it from the files it has just
+  written and records it in the checkpoint's ``antlm_state.json`` (and the final one in ``run.json``); every score
+  row carries its checkpoint's digest (column ``weights_digest``); the export records it per revision. Two runs are
+  *the same networks* only when their digests are equal: whatever changed in between (an optimizer step, a dropout
+  draw, another BLAS), different weights are different networks, and equal weights score identically whatever
+  produced them. It covers the weights only: not the tokenizer files, the config or the code that runs the model
+  (the score rows' ``package_version`` and ``git_commit`` say that).
+- **The configuration** (``configuration_digest``, stored as ``config_fingerprint``): a hash of everything a seed
+  does not choose but that decides which network a seed trains: the recipe's content (architecture, sizes of the
+  preset, tokenizer, optimizer, learning-rate schedules, masking, phase policy), the preset, the schedule, the
+  precision, the corpus as trained on (the data hash: its cleaned text after ``--max-words``), the tokenizer (its
+  hash), ``--max-steps`` and the package version. Seeds of one configuration are what a leaderboard row pools and
+  what a seed SD is borrowed within. It leaves out, on purpose, what only moves float rounding or nothing at all:
+  the device, the number of processes, the micro-batch size (gradient accumulation), ``--deterministic``, the
+  thread count, checkpoint and evaluation settings; and the code between two package versions (the git commit).
+
+Neither identity says two numbers are equal across machines; the weights digest says two networks are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from antlm_bench.errors import UserError
+
+WEIGHTS_FILES = ("model.safetensors", "model-*-of-*.safetensors")  # one file, or save_pretrained's shards
+CONFIG_DIGEST_VERSION = 2  # 1: config_fingerprint (recipe, preset, schedule, precision but fp32), before issue 32
+
+
+def tensors_digest(tensors: Mapping[str, Any]) -> str:
+    """sha256 over ``tensors`` (name -> torch tensor) in name order: ``name|dtype|shape|`` then the raw bytes."""
+    import torch
+
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        tensor: torch.Tensor = tensors[name]
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def weight_files(folder: str | Path) -> list[Path]:
+    """The safetensors files that hold a model folder's weights (one file, or shards), by name."""
+    folder = Path(folder)
+    return sorted({path for pattern in WEIGHTS_FILES for path in folder.glob(pattern) if path.is_file()})
+
+
+def weights_digest(folder: str | Path) -> str:
+    """The network a model folder holds (see the module's text); a ``UserError`` naming the file when it has no
+    weights file or one that does not read."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    files = weight_files(folder)
+    if not files:
+        raise UserError(f"{Path(folder) / WEIGHTS_FILES[0]}: missing; the model folder holds no safetensors weights")
+    tensors: dict[str, Any] = {}
+    for path in files:
+        try:
+            tensors.update(load_file(str(path), device="cpu"))
+        except (SafetensorError, OSError, ValueError) as err:
+            reason = " ".join(str(err).split()) or type(err).__name__
+            raise UserError(f"{path}: truncated or corrupt ({reason}); the weights cannot be identified") from None
+    return tensors_digest(tensors)
+
+
+def configuration_digest(recipe_content: Mapping[str, Any], preset: str, preset_content: Mapping[str, Any],
+                         schedule: str, precision: str, data_hash: str, tokenizer_hash: str,
+                         max_steps: int | None, package_version: str) -> str:
+    """The configuration a seed trains (see the module's text): 16 hex digits, recorded as ``config_fingerprint``.
+    ``recipe_content``: the recipe as JSON, without its name, description, source and presets."""
+    content = {
+        "version": CONFIG_DIGEST_VERSION, "recipe": dict(recipe_content),
+        "preset": {"name": preset, **preset_content}, "schedule": schedule, "precision": precision,
+        "data_hash": data_hash, "tokenizer_hash": tokenizer_hash, "max_steps": max_steps,
+        "package_version": package_version,
+    }
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
