@@ -31,6 +31,7 @@ docs/backends.md gives the huggingface_hub commands that push OUT to the hub, on
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import math
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import antlm_bench
+from antlm_bench.data.files import remove_stale, removed_note, temporary_tag
 from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
@@ -216,7 +218,9 @@ def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = 
     output = Path(output)
     _check_output(output, protected, overwrite)
     output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-"))
+    # an export killed before its rename left its staging folder: the next export into OUT removes it, and says so
+    tidied = removed_note(remove_stale(output.parent, f".{glob.escape(output.name)}.tmp-*"))
+    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{temporary_tag()}-"))
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a bar per load and save: the refusal or the summary is the output
     main_record = read_record(source)
@@ -225,6 +229,7 @@ def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = 
     words = [f for f in words if f not in later]  # a checkpoint's export holds the branches saved before it
     notes = [f"{', '.join(f.name for f in later)}: saved after {source.name} (step {main_record.step}); left out"
              ] if later and main_record is not None else []
+    notes += [tidied] if tidied else []
     notes += [f"{folder.name}: not a whole number of millions of words; exported under its own name, which the "
               "BabyLM pipeline does not read (it takes chck_<N>M branches)"
               for folder in words if not folder.name.endswith("M")]
