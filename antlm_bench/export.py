@@ -36,10 +36,10 @@ docs/backends.md gives the huggingface_hub commands that push OUT to the hub, on
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import antlm_bench
+from antlm_bench.data.files import remove_stale, removed_note, temporary_tag
 from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
@@ -65,7 +66,6 @@ from antlm_bench.runs.record import STATE_FILE, read_record
 
 FORMATS = ("babylm",)
 EXPORT_MARKER = EXPORT_FILE  # in every export's top folder: what --overwrite may replace (runs.export_record)
-_STAGING = re.compile(r"\.(?P<name>.+)\.tmp-(?P<pid>\d+)-[^/]*")  # .OUT.tmp-<pid>-<random>: an export's staging
 
 
 @dataclass
@@ -146,32 +146,6 @@ def _prove_earlier_export(output: Path) -> None:
                             f"antlm-bench export as it wrote it: {fix}")
     for revision in record.revisions:
         verify_revision(output, record, revision.name, fix)
-
-
-def _clear_killed_staging(output: Path) -> list[str]:
-    """Remove the staging folders (``.OUT.tmp-<pid>-*``) that killed exports to ``output`` left beside it; a live
-    export's is kept. Returns a note per folder removed."""
-    notes = []
-    for path in output.parent.glob(f".{output.name}.tmp-*"):
-        match = _STAGING.fullmatch(path.name)
-        if match is None or match.group("name") != output.name or path.is_symlink() or not path.is_dir():
-            continue
-        pid = int(match.group("pid"))
-        if pid != os.getpid() and _alive(pid):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        notes.append(f"removed {path}, the staging folder of an export that was killed (pid {pid})")
-    return notes
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
 
 
 def _refuse_foreign_code(source: Path) -> None:
@@ -282,16 +256,18 @@ def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = 
     output = Path(output)
     _check_output(output, protected, overwrite)
     output.parent.mkdir(parents=True, exist_ok=True)
-    cleared = _clear_killed_staging(output)
-    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{os.getpid()}-"))
+    # an export killed before its rename left its staging folder: the next export into OUT removes it, and says so
+    tidied = removed_note(remove_stale(output.parent, f".{glob.escape(output.name)}.tmp-*"))
+    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{temporary_tag()}-"))
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a bar per load and save: the refusal or the summary is the output
     main_record = read_record(source)
     later = [f for f in words if main_record is not None and (r := read_record(f)) is not None
              and r.step > main_record.step]
     words = [f for f in words if f not in later]  # a checkpoint's export holds the branches saved before it
-    notes = cleared + ([f"{', '.join(f.name for f in later)}: saved after {source.name} (step {main_record.step}); "
-                        "left out"] if later and main_record is not None else [])
+    notes = [f"{', '.join(f.name for f in later)}: saved after {source.name} (step {main_record.step}); left out"
+             ] if later and main_record is not None else []
+    notes += [tidied] if tidied else []
     notes += [f"{folder.name}: not a whole number of millions of words; exported under its own name, which the "
               "BabyLM pipeline does not read (it takes chck_<N>M branches)"
               for folder in words if not folder.name.endswith("M")]

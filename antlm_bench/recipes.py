@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from antlm_bench.errors import UserError
 from antlm_bench.registry import BACKENDS, discover
@@ -42,6 +42,17 @@ class Preset(_Strict):
     glue_budget: dict[str, Any] = {}  # default GLUE options for `run` at this size (e.g. epochs, max_train_examples)
     # architecture `hf`: a transformers config (model_type plus its own fields) that overrides the sizes above
     hf_config: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _heads_divide_hidden(self) -> Preset:
+        # each head gets hidden_size / n_heads dimensions: transformers refuses the model deep in training otherwise
+        if self.hidden_size % self.n_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by n_heads {self.n_heads}; "
+                             "choose sizes whose ratio is a whole number")
+        hidden, heads = self.hf_config.get("hidden_size"), self.hf_config.get("num_attention_heads")
+        if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and hidden % heads:
+            raise ValueError(f"hf_config: hidden_size {hidden} is not divisible by num_attention_heads {heads}")
+        return self
 
 
 class Optimizer(_Strict):

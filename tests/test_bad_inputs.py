@@ -518,6 +518,12 @@ def test_corpus_is_big_and_ids_unique():
 
 @pytest.mark.parametrize("case", _params())
 def test_bad_input(case: Case, tmp_path, monkeypatch, request):
+    run_case(case, tmp_path, monkeypatch, request)
+
+
+def run_case(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """Run one case through the CLI and assert its contract (the corpus by class, tests/test_bad_inputs_by_class.py,
+    runs its cases through this too)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(registry, "_include_paths", [])  # --include-path is process state: one case's must not leak
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))

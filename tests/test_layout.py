@@ -63,6 +63,8 @@ SHARED: dict[str, set[str]] = {
     "antlm_bench": set(),
     # the error contract (UserError, exit codes)
     "antlm_bench.errors": set(),
+    # command-line values every stage shares, parsed once at the edge (the seeds grammar)
+    "antlm_bench.options": {"antlm_bench.errors"},
     # one writer per folder, the fault-injection points
     "antlm_bench.locking": {"antlm_bench.errors"},
     # the scoring conventions (babylm-2025, babylm-2024)

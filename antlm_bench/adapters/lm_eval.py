@@ -76,6 +76,13 @@ class AntLMEvalModel(LM):
         super().__init__()
         if unused:
             logger.warning("antlm: ignoring model_args %s", ", ".join(sorted(unused)))
+        try:  # checked before the model loads: lm-eval passes model_args as text ("abc" -> a ValueError deep in)
+            budget = int(str(batch_tokens))
+        except ValueError:
+            budget = 0
+        if budget < 1:
+            raise UserError(f"--model_args batch_tokens={batch_tokens}: a token budget is a whole number above 0, "
+                            "e.g. batch_tokens=4096")
         device = str(device or "cpu")
         if device.startswith("cuda") and not torch.cuda.is_available():
             # lm-eval's command line defaults to cuda:0; like its hf model, run on the CPU when there is no GPU
@@ -87,7 +94,7 @@ class AntLMEvalModel(LM):
             logger.info("antlm: %s", why)
         else:
             self.method = check_method(str(scoring))
-        self.batch_tokens = int(batch_tokens)
+        self.batch_tokens = budget
         self.pretrained = str(pretrained)
         # fail now, not after lm-eval has built every request, when the method does not fit the model
         self.sm.check_mode(self._mode, self.method)

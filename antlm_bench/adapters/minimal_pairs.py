@@ -160,6 +160,7 @@ class MinimalPairTask(TaskAdapter):
         id_key = self.spec.fields.get("id")
         subset = records if limit is None else records[:limit]
         sub = Subtask(name, source, [], [], [], n_total=len(records))
+        first_of: dict[str, int] = {}
         for index, record in enumerate(subset):
             for key in (good_key, bad_key):
                 if not isinstance(record.get(key), str):
@@ -169,7 +170,17 @@ class MinimalPairTask(TaskAdapter):
                                     "check it with `antlm-bench data verify` or fetch it again")
             sub.good.append(record[good_key])
             sub.bad.append(record[bad_key])
-            sub.item_ids.append(str(record[id_key]) if id_key and id_key in record else str(index))
+            item_id = str(record[id_key]) if id_key and id_key in record else str(index)
+            if item_id in first_of:  # two items of one id: one would replace the other in the item tables
+                raise UserError(f"{source}: record {index + 1}: field {id_key!r} is {item_id}, as in record "
+                                f"{first_of[item_id] + 1}; item ids are unique within a file: the data is damaged, "
+                                "fetch it again")
+            first_of[item_id] = index
+            sub.item_ids.append(item_id)
+        same = sum(g == b for g, b in zip(sub.good, sub.bad))
+        if same * 2 > len(sub.good):  # a few equal pairs are in the official data (ties); most is damage
+            raise UserError(f"{source}: {same} of {len(sub.good)} pairs have {good_key!r} equal to {bad_key!r}, "
+                            "which can only tie; the data is damaged, fetch it again")
         return sub
 
     def load(self, data_dir: Path, limit: int | None = None) -> list[Subtask]:

@@ -8,6 +8,7 @@ import typer
 
 from antlm_bench import data as data_lib
 from antlm_bench.cli.app import DataDirOption, app, console
+from antlm_bench.cli.paths import input_file, output_folder
 from antlm_bench.errors import UserError
 
 data_app = typer.Typer(help="Locate, verify and fetch data.", no_args_is_help=True)
@@ -23,7 +24,7 @@ def where(data_dir: Path | None = DataDirOption) -> None:
 @data_app.command("verify")
 def verify(
     data_dir: Path | None = DataDirOption,
-    manifest: Path | None = typer.Option(None, help="sha256sum-style manifest (default: DATA/MANIFEST.sha256)."),
+    manifest: Path | None = typer.Option(None, callback=input_file, help="sha256sum-style manifest (default: DATA/MANIFEST.sha256)."),
 ) -> None:
     """Check every file of a MANIFEST.sha256 against its hash."""
     folder = data_lib.resolve_data_dir(data_dir)
@@ -43,7 +44,7 @@ def fetch(
                                    "data folder."),
     sha256: str | None = typer.Option(None, help="With --url: the archive's expected sha256; the download fails "
                                       "on mismatch."),
-    dest: Path | None = typer.Option(None, help="Data folder to fill (default: ~/.cache/antlm-bench/data, where "
+    dest: Path | None = typer.Option(None, callback=output_folder, help="Data folder to fill (default: ~/.cache/antlm-bench/data, where "
                                      "commands look when no --data-dir or $ANTLM_BENCH_DATA is given)."),
     mirror: str | None = typer.Option(None, help="Fetch NAME's files from this server instead of "
                                       "https://raw.githubusercontent.com (same paths, same checksums; also "

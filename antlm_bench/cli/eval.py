@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from antlm_bench.cli.app import DataDirOption, IncludePathOption, app, console, err_console
-from antlm_bench.errors import UserError
+from antlm_bench.cli.paths import output_folder
 from antlm_bench.registry import add_include_path
 
 
@@ -41,7 +41,7 @@ def eval_command(
              "pll-word-l2r: also mask the later tokens of its word; mntp: pll read at position i-1; "
              "auto: the method of the checkpoint's last phase (plain folders: clm for causal, pll for masked LMs).",
     ),
-    output: Path | None = typer.Option(None, "--output", help="Write scores.parquet, items.parquet and eval.json (the evaluation's record) here."),
+    output: Path | None = typer.Option(None, "--output", callback=output_folder, help="Write scores.parquet, items.parquet and eval.json (the evaluation's record) here."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Score only the first N items of each subtask "
                                      "(a quick look; rows record the limit)."),
     log_samples: bool = typer.Option(False, "--log-samples", help="Also write items.parquet: both scores of every "
@@ -141,16 +141,10 @@ def resolve_device(name: str) -> str:
 
 
 def parse_seeds(text: str | None) -> list[int] | None:
-    """``"42,43,44"`` -> [42, 43, 44]; None stays None (the default seed)."""
-    if text is None:
-        return None
-    try:
-        seeds = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UserError(f"--seeds {text!r}: expected integers separated by commas, e.g. 42,43,44") from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise UserError(f"--seeds {text!r}: give one or more distinct integers, e.g. 42,43,44")
-    return seeds
+    """GLUE fine-tuning seeds in the one seeds grammar (``antlm_bench.options``); None stays None (seed 42)."""
+    from antlm_bench.options import parse_seeds as parse
+
+    return None if text is None else parse(text)
 
 
 def summary_table(scores) -> Table:

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from antlm_bench.cli.app import IncludePathOption, app, console, err_console
+from antlm_bench.cli.paths import output_file
 from antlm_bench.errors import UserError
 from antlm_bench.registry import add_include_path
 
@@ -32,7 +33,7 @@ def leaderboard_command(
                                           "name of one: which results, tasks, metrics and macro it holds."),
     fmt: str | None = typer.Option(None, "--format", "-f", help="terminal, markdown, html or parquet "
                                    "(default: from --out's suffix, else terminal)."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write here (atomically) instead of the terminal."),
+    out: Path | None = typer.Option(None, "--out", "-o", callback=output_file, help="Write here (atomically) instead of the terminal."),
     by: str | None = typer.Option(None, "--by", help="Comma-separated grouping keys (default recipe,preset,"
                                   "schedule); runs that differ only otherwise are seeds of one row."),
     reference: str | None = typer.Option(None, "--reference", help="The row the others are compared with, e.g. "
@@ -108,8 +109,15 @@ def power_command(
 
     for folder in include_path or []:
         add_include_path(folder)
-    if not gap > 0 or not 0 < power < 1 or (seed_sd is not None and not seed_sd > 0):
-        raise UserError(f"--gap {gap} must be > 0, --power {power} between 0 and 1, --seed-sd > 0")
+    # a gap or seed SD is a number of percentage points: inf or 1e308 would overflow the power arithmetic
+    if not 0 < gap <= 100:
+        raise UserError(f"--gap {gap}: must be a number of percentage points above 0 and at most 100")
+    if not 0 < power < 1:
+        raise UserError(f"--power {power}: must be between 0 and 1")
+    if seed_sd is not None and not 0 < seed_sd <= 100:
+        raise UserError(f"--seed-sd {seed_sd}: must be a number of percentage points above 0 and at most 100")
+    if not 0 < alpha < 1:
+        raise UserError(f"--alpha {alpha}: must be between 0 and 1")
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
     board = leaderboard_from_paths(results or [], definition, group_by, {}, alpha, "none")
     lines = power_lines(board, gap / 100, alpha, power, None if seed_sd is None else seed_sd / 100)

@@ -8,20 +8,12 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, console
+from antlm_bench.cli.paths import output_folder
+from antlm_bench.options import parse_seeds
 from antlm_bench.registry import add_include_path
 
 if TYPE_CHECKING:
     from antlm_bench.pipeline import RunConfig
-
-
-def _seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"{text!r}: give integers separated by commas, e.g. 1,2,3") from None
-    if not seeds:
-        raise typer.BadParameter("give at least one seed")
-    return seeds
 
 
 @app.command("run")
@@ -36,8 +28,9 @@ def run(
     preset: str | None = typer.Option(None, help="Model size: tiny, small or paper (default: paper with CUDA, "
                                                  "tiny otherwise)."),
     schedule: str | None = typer.Option(None, help="Schedule such as 4_CLM+16_MLM+4_CLM (default: the recipe's)."),
-    seeds: str = typer.Option("42", help="Comma-separated seeds; one run per seed, summarised as mean and spread."),
-    output: Path = typer.Option(Path("results"), "--output", "-o", help="Folder for run folders and tables."),
+    seeds: str = typer.Option("42", help="Seeds: 42, 1-3 or 1,2,5-7 (at most 1000); one run per seed, summarised "
+                                          "as mean and spread."),
+    output: Path = typer.Option(Path("results"), "--output", "-o", callback=output_folder, help="Folder for run folders and tables."),
     data_dir: Path | None = DataDirOption,
     corpus: Path | None = typer.Option(None, help="Pre-training text folder (default: DATA/pretrain_sample)."),
     max_words: int | None = typer.Option(None, help="Cap the pre-training corpus (default: the preset's cap)."),
@@ -130,7 +123,7 @@ def run_config(params: dict[str, Any]) -> RunConfig:
         glue["protocol"] = glue_protocol(params["glue_protocol"]).name
     names = ("model", "tasks", "preset", "schedule", "output", "data_dir", "corpus", "max_words", "eval_limit", "limit",
              "eval_every", "save_at_words", "device", "precision", "threads", "convention")
-    return RunConfig(**{name: params[name] for name in names}, seeds=_seeds(params["seeds"]), glue=glue,
+    return RunConfig(**{name: params[name] for name in names}, seeds=parse_seeds(params["seeds"]), glue=glue,
                      progress=not params["quiet"])
 
 

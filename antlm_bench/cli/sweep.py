@@ -13,6 +13,7 @@ import typer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from antlm_bench.cli.app import IncludePathOption, app, console, err_console
+from antlm_bench.cli.paths import check_output_folder, input_file, output_folder
 from antlm_bench.errors import UserError
 from antlm_bench.registry import add_include_path
 
@@ -37,7 +38,18 @@ class SlurmSettings(BaseModel):
     mem_gb: float | None = Field(None, gt=0)
     array_parallelism: int | None = Field(None, gt=0)
     extra: dict[str, str] = Field(default_factory=dict)  # any other sbatch option, e.g. {account: proj, qos: low}
+
     cluster: Literal["slurm", "local"] = "slurm"  # local: submitit's local executor (try the array on this machine)
+
+    @field_validator("partition", "extra")
+    @classmethod
+    def _one_line(cls, value: Any) -> Any:
+        # each value becomes one `#SBATCH --name=value` line: a line break would add a line of its own
+        texts = [] if value is None else [value] if isinstance(value, str) else [*value.keys(), *value.values()]
+        for text in texts:
+            if any(c in text for c in "\r\n\x00"):
+                raise ValueError(f"{text!r}: an sbatch option name or value is one line")
+        return value
 
 
 class UntilDecidedSettings(BaseModel):
@@ -82,6 +94,13 @@ class SweepSettings(BaseModel):
         from antlm_bench.sweep import split_top_level
 
         return split_top_level(value) if isinstance(value, str) else value
+
+    @field_validator("models", "schedules", "presets")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        if value is not None and len(value) == 0:
+            raise ValueError("an empty list; give at least one, or leave the field out for the default")
+        return value
 
     @field_validator("seeds", mode="before")
     @classmethod
@@ -207,7 +226,7 @@ def pending_check(output: Path) -> PendingCheck:
 
 @app.command("sweep")
 def sweep_command(
-    config_file: Path | None = typer.Option(None, "--config", "-c", help="A sweep file (YAML: models, schedules, "
+    config_file: Path | None = typer.Option(None, "--config", "-c", callback=input_file, help="A sweep file (YAML: models, schedules, "
                                             "seeds, presets, output, run, executor, jobs, slurm, until_decided; "
                                             "docs/sweep.md). The options below override its values."),
     model: str | None = typer.Option(None, "--model", "-m", help="Trainer recipes, comma-separated (default "
@@ -225,7 +244,7 @@ def sweep_command(
     threads: int | None = typer.Option(None, "--threads", help="`run --threads`: CPU threads per cell."),
     run_option: list[str] | None = typer.Option(None, "--run-option", help="Any other `run` option for every "
                                                 "cell, as NAME=VALUE (repeat it): --run-option eval-every=none."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Folder of the run folders (as `run "
+    output: Path | None = typer.Option(None, "--output", "-o", callback=output_folder, help="Folder of the run folders (as `run "
                                        "--output`) and of the sweep's own files in <output>/sweep/ (default "
                                        "results)."),
     executor: str | None = typer.Option(None, "--executor", help="local (worker processes, default) or slurm "
@@ -373,7 +392,7 @@ def _plan(settings: SweepSettings) -> tuple[SweepPlan, RunConfig]:
     default_schedule = {r.name: canonical_schedules([r.default_schedule])[0] for r in recipes}
     words = run_words(settings.run)
     grid = Grid(tuple(r.name for r in recipes), tuple(presets), schedules, words)
-    output = settings.output.expanduser()
+    output = check_output_folder(settings.output.expanduser(), "output")
     first = grid.cells(settings.seeds[:1], default_schedule)[0]
     config = run_config(run_params(first.argv(output)[3:]))  # every pass-through option checked by `run`
     rule = None

@@ -8,6 +8,7 @@ import typer
 from pydantic import ValidationError
 
 from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, err_console
+from antlm_bench.cli.paths import output_folder
 from antlm_bench.errors import UserError
 
 
@@ -15,12 +16,14 @@ from antlm_bench.errors import UserError
 def train_command(
     model: str = typer.Option("antlm-babyllama", "--model", "-m", help="Recipe name (antlm-bench list models)."),
     preset: str = typer.Option("tiny", "--preset", help="Size preset of the recipe: tiny, small, paper."),
-    output: Path = typer.Option(..., "--output", "-o", help="Run folder: checkpoints, metrics, scores."),
+    output: Path = typer.Option(..., "--output", "-o", callback=output_folder,
+                                help="Run folder: checkpoints, metrics, scores."),
     schedule: str | None = typer.Option(None, "--schedule", help='e.g. "4_CLM+16_MLM+4_CLM" (default: the recipe\'s).'),
     data_dir: Path | None = DataDirOption,
     corpus: Path | None = typer.Option(None, "--corpus", help="Folder of *.train files (default: the data folder's "
                                        "pretrain_sample)."),
-    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Tokenizer / packed corpus cache."),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", callback=output_folder,
+                                            help="Tokenizer / packed corpus cache."),
     seed: int = typer.Option(42, "--seed"),
     max_words: int | None = typer.Option(None, "--max-words", help="Cap the corpus (default: the preset's)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --output from its last checkpoint."),

@@ -94,7 +94,12 @@ def find_corpus_files(corpus_dir: str | os.PathLike, split: str = "train") -> li
     folder = Path(corpus_dir).expanduser()
     if not folder.is_dir():
         raise UserError(f"corpus {folder}: not a folder; pass a folder of BabyLM-style *.train files")
-    files = sorted(p for p in folder.rglob(f"*.{split}") if p.is_file())
+    found = sorted(folder.rglob(f"*.{split}"))
+    for path in found:  # a folder or a dangling link under a source's name: refused, as every data reader does
+        if not path.is_file() and not (path.is_dir() and any(p.is_file() for p in found if path in p.parents)):
+            kind = "a folder" if path.is_dir() else "a dangling link" if path.is_symlink() else "not a regular file"
+            raise UserError(f"{path}: {kind} where a data file belongs; remove it or put the *.{split} file back")
+    files = [p for p in found if p.is_file()]
     if not files:
         raise UserError(f"corpus {folder}: no *.{split} files in it or its subfolders; pass a BabyLM-style folder")
     names = [p.stem for p in files]
@@ -153,6 +158,8 @@ def read_corpus(corpus_dir: str | os.PathLike, split: str = "train", max_words: 
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as err:
             raise UserError(f"{path}: not UTF-8 text (byte {err.start}); convert the file to UTF-8") from None
+        if not text.strip():  # a source of no text: its share of the corpus, or its heldout subtask, is nothing
+            raise UserError(f"{path}: no text (the file is empty or blank); remove it or put its text back")
         kept = []
         for raw in text.splitlines():
             line = clean_line(raw)

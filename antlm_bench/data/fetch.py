@@ -11,6 +11,7 @@ import os
 import posixpath
 import shutil
 import stat
+import sys
 import tarfile
 import tempfile
 import urllib.error
@@ -21,9 +22,17 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from antlm_bench.data.files import missing_folders, remove_empty_folders, sha256_file
+from antlm_bench.data.files import (
+    missing_folders,
+    remove_empty_folders,
+    remove_stale,
+    removed_note,
+    sha256_file,
+    temporary_tag,
+)
 from antlm_bench.data.resolve import default_cache_dir
 from antlm_bench.errors import UserError
+from antlm_bench.locking import folder_lock
 
 # -- fetch ------------------------------------------------------------------------------------------------------------
 #
@@ -150,27 +159,38 @@ def fetch(url: str, sha256: str | None, dest_dir: Path | None = None, timeout: f
     downloads.mkdir(parents=True, exist_ok=True)
     done, part, record_path = _cache_names(url, downloads)
     try:
-        if done.exists() and sha256 is not None and sha256_file(done) != sha256:
-            done.unlink()  # an older archive from this URL: not the one asked for
-        if not done.exists():
-            _download(url, part, record_path, timeout)
-            if sha256 is not None:
-                actual = sha256_file(part)
-                if actual != sha256:
-                    part.unlink()
-                    record_path.unlink(missing_ok=True)
-                    raise UserError(f"fetch {url}: sha256 {actual} != expected {sha256}; the download was removed")
-            os.replace(part, done)
-            record_path.unlink(missing_ok=True)
-        try:
-            _unpack(done, dest_dir)
-        except UserError:
-            done.unlink(missing_ok=True)  # refused or damaged: never reuse it
-            raise
+        # one fetch at a time per download cache: a second one into it (the same URL would share the .part) is
+        # refused at once with the first one's pid, never interleaved with it
+        with folder_lock(downloads, "data fetch"):
+            _fetch_locked(url, sha256, dest_dir, timeout, done, part, record_path)
     except BaseException:
         remove_empty_folders([downloads, *(c for c in created if c != downloads)])
         raise
     return dest_dir
+
+
+def _fetch_locked(url: str, sha256: str | None, dest_dir: Path, timeout: float, done: Path, part: Path,
+                  record_path: Path) -> None:
+    tidied = remove_stale(dest_dir.parent, ".unpack.*")  # staging folders of a killed fetch
+    if tidied:
+        print(f"note: {removed_note(tidied)}", file=sys.stderr)
+    if done.exists() and sha256 is not None and sha256_file(done) != sha256:
+        done.unlink()  # an older archive from this URL: not the one asked for
+    if not done.exists():
+        _download(url, part, record_path, timeout)
+        if sha256 is not None:
+            actual = sha256_file(part)
+            if actual != sha256:
+                part.unlink()
+                record_path.unlink(missing_ok=True)
+                raise UserError(f"fetch {url}: sha256 {actual} != expected {sha256}; the download was removed")
+        os.replace(part, done)
+        record_path.unlink(missing_ok=True)
+    try:
+        _unpack(done, dest_dir)
+    except UserError:
+        done.unlink(missing_ok=True)  # refused or damaged: never reuse it
+        raise
 
 
 def _archive_damaged(archive: Path, err: BaseException) -> UserError:
@@ -179,7 +199,7 @@ def _archive_damaged(archive: Path, err: BaseException) -> UserError:
 
 
 def _unpack(archive: Path, dest_dir: Path) -> None:
-    staging = Path(tempfile.mkdtemp(dir=dest_dir.parent, prefix=".unpack."))
+    staging = Path(tempfile.mkdtemp(dir=dest_dir.parent, prefix=f".unpack.{temporary_tag()}."))
     created = missing_folders(dest_dir)
     try:
         try:

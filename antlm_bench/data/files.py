@@ -71,3 +71,81 @@ def remove_empty_folders(folders: list[Path]) -> None:
             continue
         except OSError:
             return
+
+
+# -- temporaries a killed command left behind ------------------------------------------------------------------------
+
+# a temporary whose name carries no live writer's pid is stale after this long (no command here writes one longer)
+STALE_AFTER_S = 6 * 3600
+
+
+def temporary_tag() -> str:
+    """``p<pid>``: the part of a temporary's name that says which process writes it (:func:`remove_stale`)."""
+    return f"p{os.getpid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def stale_temporaries(folder: Path, pattern: str, now: float | None = None) -> list[Path]:
+    """The entries of ``folder`` matching ``pattern`` (a glob) that no live process writes: their name's pid
+    (``p<pid>`` or a trailing ``-<pid>``) is no running process, or, without a pid, they are older than
+    :data:`STALE_AFTER_S`."""
+    import re
+    import time
+
+    now = time.time() if now is None else now
+    found = []
+    try:
+        entries = sorted(folder.glob(pattern))
+    except OSError:
+        return []
+    for path in entries:
+        match = re.search(r"(?:[.-]p|-)(\d{1,9})(?=[.-]|$)", path.name)
+        if match is not None:
+            stale = not _pid_alive(int(match.group(1)))
+        else:
+            try:
+                stale = now - path.lstat().st_mtime > STALE_AFTER_S
+            except OSError:
+                stale = False
+        if stale:
+            found.append(path)
+    return found
+
+
+def remove_stale(folder: Path, pattern: str, now: float | None = None) -> list[Path]:
+    """Remove :func:`stale_temporaries` (files, links or folders); returns what was removed, for the caller to say
+    so."""
+    import shutil
+
+    removed = []
+    for path in stale_temporaries(folder, pattern, now):
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except FileNotFoundError:
+            continue  # another command tidied it first
+        removed.append(path)
+    return removed
+
+
+def removed_note(removed: list[Path]) -> str | None:
+    """The one note that says which stale temporaries were removed, or None."""
+    if not removed:
+        return None
+    shown = ", ".join(str(p) for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
+    return f"removed {len(removed)} stale temporar{'y' if len(removed) == 1 else 'ies'} a stopped command left: {shown}"

@@ -25,6 +25,7 @@ prefix-tree rows, as clm scoring builds them).
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,7 @@ def count_parameters(recipe: Recipe, preset_name: str) -> int:
 # corrupt weights file (SafetensorError, OSError), tensors of another shape (RuntimeError)
 _LOAD_ERRORS: tuple[type[BaseException], ...] = (
     OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, ZeroDivisionError, RuntimeError,
+    pickle.UnpicklingError, EOFError,
 )
 try:
     from huggingface_hub.errors import StrictDataclassError
@@ -114,6 +116,23 @@ def _one_line(err: BaseException, limit: int = 240) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+# config fields that count something a model has at least one of
+_SIZES = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size",
+          "max_position_embeddings", "num_key_value_heads")
+
+
+def check_finite_weights(model: torch.nn.Module, path: Path) -> None:
+    """Refuse a model whose parameters hold NaN or inf before anything is scored with it (every score of it
+    would be NaN, or a plausible-looking number)."""
+    for name, parameter in model.named_parameters():
+        finite = torch.isfinite(parameter.detach())
+        if not bool(finite.all()):
+            bad = parameter.detach()[~finite]
+            what = "NaN" if bool(torch.isnan(bad).any()) else "infinite"
+            raise UserError(f"{path}: weights {name} hold {what} values ({bad.numel()} of {parameter.numel()}), "
+                            "which give NaN log-probabilities; score another checkpoint (or re-train this one)")
+
+
 def _read_config(path: Path) -> dict[str, Any]:
     config_file = path / "config.json"
     if not config_file.is_file():
@@ -125,6 +144,16 @@ def _read_config(path: Path) -> dict[str, Any]:
     for key in ("antlm_architecture", "model_type"):
         if key in config and not isinstance(config[key], str):
             raise UserError(f"{config_file}: field {key} must be a string, got {config[key]!r}; re-save the checkpoint")
+    for key in _SIZES:  # -1 layers would build a model of no layers, and score it
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            raise UserError(f"{config_file}: field {key} is {value}; a model needs at least 1; fix the field or "
+                            "re-save the checkpoint")
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    if (isinstance(hidden, int) and isinstance(heads, int) and not isinstance(hidden, bool)
+            and not isinstance(heads, bool) and heads > 0 and hidden % heads):
+        raise UserError(f"{config_file}: hidden_size {hidden} is not divisible by num_attention_heads {heads}; "
+                        "fix the fields or re-save the checkpoint")
     if "architectures" in config and not (isinstance(config["architectures"], list)
                                           and all(isinstance(name, str) for name in config["architectures"])):
         raise UserError(f"{config_file}: field architectures must be a list of class names, got "
@@ -180,6 +209,10 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", dtype: torc
         else:
             model, info = AutoModelForCausalLM.from_pretrained(path, **lm)
     except _LOAD_ERRORS as err:
+        if isinstance(err, (pickle.UnpicklingError, EOFError)) or "Weights only load failed" in str(err):
+            raise UserError(f"{path}: the weights file is a pickle that is not plain tensors, or a damaged one "
+                            f"({type(err).__name__}); only safetensors and weights-only .bin files are loaded: "
+                            "re-save the checkpoint as model.safetensors") from None
         if type(err).__name__ == "SafetensorError":
             weights = ", ".join(sorted(p.name for p in path.glob("*.safetensors"))) or "the weights"
             raise UserError(f"{path}/{weights}: truncated or corrupt ({_one_line(err)}); re-save or re-download "
@@ -196,10 +229,11 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", dtype: torc
         if missing:
             raise UserError(f"{path}: the weights file lacks {len(missing)} tensor(s) the model needs (e.g. "
                             f"{', '.join(sorted(missing)[:3])}); re-save the checkpoint")
+    check_finite_weights(model, path)
     return model.to(device).eval()
 
 __all__ = [
     "AutoConfig", "BabyLlamaForCausalLM", "BabyLlamaForSequenceClassification", "LtgBertConfig",
     "LtgBertForCausalLM", "LtgBertForMaskedLM", "LtgBertForSequenceClassification", "build_model",
-    "count_parameters", "masked_by_config", "is_masked_lm", "load_config", "load_model", "special_token_ids",
+    "check_finite_weights", "count_parameters", "masked_by_config", "is_masked_lm", "load_config", "load_model", "special_token_ids",
 ]

@@ -150,8 +150,8 @@ def _validate(tolerances: Tolerances, alpha: float, rule: str, seed_sd: float | 
         raise UserError(f"--alpha {alpha}: must be between 0 and 1")
     if rule not in RULES:
         raise UserError(f"--rule {rule}: choose one of {', '.join(RULES)}")
-    if seed_sd is not None and (not math.isfinite(seed_sd) or seed_sd <= 0):
-        raise UserError(f"--seed-sd {seed_sd}: must be > 0 (percentage points)")
+    if seed_sd is not None and not 0 < seed_sd <= 100:  # NaN and inf fail too
+        raise UserError(f"--seed-sd {seed_sd}: must be > 0 and at most 100 (percentage points)")
     if family not in FAMILIES:
         raise UserError(f"--family {family}: choose one of {', '.join(FAMILIES)}")
 
@@ -189,6 +189,8 @@ def _boards(results: Sequence[str | Path], baseline: Sequence[str | Path],
             group_by: Sequence[str] | None) -> tuple[Leaderboard, Leaderboard]:
     current_results = read_results(results)
     baseline_results = read_results(baseline)
+    for option, side in (("--baseline", baseline_results), ("--results", current_results)):
+        _all_finite(option, side)
     tasks = sorted({r["task"] for r in current_results.rows} | {r["task"] for r in baseline_results.rows})
     eval_set, convention = _one_instrument(current_results, baseline_results, set(tasks))
     rows = [*current_results.rows, *baseline_results.rows]
@@ -198,6 +200,16 @@ def _boards(results: Sequence[str | Path], baseline: Sequence[str | Path],
                                        group_by=list(group_by or CHECK_GROUP_BY))
     return (build_leaderboard(current_results, definition, gaps=False, family="none"),
             build_leaderboard(baseline_results, definition, gaps=False, family="none"))
+
+
+def _all_finite(option: str, side: Results) -> None:
+    """A task-level value that is no finite number (a loss of +inf, a NaN accuracy) cannot be compared: the gate
+    refuses it instead of leaving it out (an inf baseline loss would otherwise pass as "no regression")."""
+    for row in side.rows:
+        value = row["value"]
+        if row["subtask"] == "" and value is not None and not math.isfinite(value):
+            raise UserError(f"{option}: run {row['run_id']}, {row['task']} {row['metric']} is {value}, no finite "
+                            "number; nothing can be compared with it: re-evaluate that run, or leave it out")
 
 
 def _one_method(group: str, row: BoardRow, base_row: BoardRow, columns: Sequence[str]) -> None:

@@ -362,6 +362,14 @@ def load_scoring_model(path: str | Path, device: str = "cpu", dtype: str = "floa
     finally:
         if bars:
             hf_logging.enable_progress_bar()
+    from transformers import PreTrainedModel
+
+    embeddings = model.get_input_embeddings() if isinstance(model, PreTrainedModel) else None
+    rows = getattr(embeddings, "num_embeddings", None)
+    if isinstance(rows, int) and len(tokenizer) > rows:  # an id past the table would be an IndexError mid-scoring
+        raise UserError(f"--model {folder}: the tokenizer has {len(tokenizer)} tokens but the model's embedding "
+                        f"only {rows} rows, so token ids {rows}..{len(tokenizer) - 1} have no embedding; the "
+                        "tokenizer and the weights are of two models: save the matching tokenizer into the folder")
     sm = wrap_model(model, tokenizer)
     sm.source = str(folder)
     return sm

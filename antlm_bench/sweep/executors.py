@@ -273,7 +273,11 @@ class SlurmExecutor(Executor):
 
     def sbatch_script(self, n_tasks: int) -> str:
         """The sbatch file submitit writes for an array of ``n_tasks`` (``--dry-run`` prints it)."""
-        from submitit.slurm.slurm import _make_sbatch_string
+        try:
+            from submitit.slurm.slurm import _make_sbatch_string
+        except ImportError:
+            raise UserError("--executor slurm --dry-run prints submitit's sbatch file, so it needs submitit too: "
+                            "pip install 'antlm-bench[slurm]'") from None
 
         command = " ".join([shlex.quote(sys.executable), "-u -m submitit.core._submit",
                             shlex.quote(str(self.jobs_folder / "%j"))])

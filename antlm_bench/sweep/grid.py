@@ -8,16 +8,14 @@ one resumed by either command.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from antlm_bench.errors import UserError
+from antlm_bench.options import parse_seeds  # the one seeds grammar (re-exported: sweep files use it)
 from antlm_bench.pipeline import run_folder_name
 from antlm_bench.runs.schedule import parse_schedule
-
-_SEED_RANGE = re.compile(r"^\s*(-?\d+)\s*(?:-\s*(-?\d+)\s*)?$")
 
 
 def split_top_level(text: str, what: str = "--schedule") -> list[str]:
@@ -41,24 +39,6 @@ def split_top_level(text: str, what: str = "--schedule") -> list[str]:
     if not any(items) or any(not item for item in items):
         raise UserError(f"{what} {text!r}: an empty item; separate items by single commas")
     return items
-
-
-def parse_seeds(text: str | int | Iterable[int | str]) -> list[int]:
-    """``"1-8"``, ``"1,2,5-7"``, an int or a list of those -> distinct seeds in the order given."""
-    parts: list[str] = (text.split(",") if isinstance(text, str) else
-                        [str(text)] if isinstance(text, int) else [str(p) for p in text])
-    seeds: list[int] = []
-    for part in parts:
-        match = _SEED_RANGE.match(part)
-        if match is None:
-            raise UserError(f"seeds {part.strip()!r}: give integers and ranges separated by commas, e.g. 1-8 or 1,2,5-7")
-        first, last = int(match.group(1)), int(match.group(2) if match.group(2) is not None else match.group(1))
-        if last < first:
-            raise UserError(f"seeds {part.strip()}: the range runs backwards; write {last}-{first}")
-        seeds.extend(s for s in range(first, last + 1) if s not in seeds)
-    if not seeds:
-        raise UserError("seeds: give at least one seed")
-    return seeds
 
 
 def next_seeds(seeds: Sequence[int], count: int, max_seeds: int) -> list[int]:

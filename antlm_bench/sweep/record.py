@@ -125,6 +125,28 @@ class CellState:
                 "where": self.where, "ran_in": self.ran_in, "log": str(log)}
 
 
+def _check_shape(previous: Any) -> None:
+    """The fields a continuing sweep reads back, of the types it writes (a string ``history`` would be split into
+    characters, a text ``seconds`` added to a number): a ValueError naming the field otherwise."""
+    if not isinstance(previous, dict):
+        raise ValueError(f"a {type(previous).__name__}, not a mapping")
+    history = previous.get("history", [])
+    if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
+        raise ValueError(f"history {history!r:.40}: not a list of mappings")
+    cells = previous.get("cells")
+    if not isinstance(cells, list):
+        raise ValueError(f"cells {cells!r:.40}: not a list")
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, dict) or not isinstance(cell.get("name"), str):
+            raise ValueError(f"cells[{i}]: not a mapping with a name")
+        seconds = cell.get("seconds")
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))):
+            raise ValueError(f"cells[{i}].seconds {seconds!r:.40}: not a number")
+        for key in ("where", "ran_in"):
+            if cell.get(key) is not None and not isinstance(cell[key], str):
+                raise ValueError(f"cells[{i}].{key} {cell[key]!r:.40}: not a text")
+
+
 @dataclass
 class SweepRecord:
     """What was asked and every cell's status; :meth:`save` rewrites ``sweep.json`` atomically."""
@@ -149,6 +171,7 @@ class SweepRecord:
             previous = json.loads(path.read_text(encoding="utf-8"))
             if previous.get("schema_version") != SCHEMA_VERSION:
                 raise ValueError(f"schema_version {previous.get('schema_version')!r}")
+            _check_shape(previous)
             record.history = [*previous.get("history", []),
                               {key: previous.get(key) for key in ("started_at", "updated_at", "counts")}]
             record.earlier = {c["name"]: c for c in previous["cells"]

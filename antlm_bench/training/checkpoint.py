@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from safetensors import SafetensorError
 
+from antlm_bench.data.files import temporary_tag
 from antlm_bench.errors import EnvironmentFailure, UserError
 from antlm_bench.runs.identity import weights_digest
 from antlm_bench.runs.layout import LAST, RESUME_DIR
@@ -111,7 +112,7 @@ def write_checkpoint(destination: str | Path, model: torch.nn.Module, tokenizer:
     """Write a complete checkpoint folder at ``destination``, atomically replacing any folder there."""
     destination = Path(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}.tmp-"))
+    staging = Path(tempfile.mkdtemp(dir=destination.parent, prefix=f".{destination.name}.tmp-{temporary_tag()}-"))
     try:
         try:
             _write_folder(staging, model, tokenizer, record, trainer_state)
@@ -147,7 +148,7 @@ def write_resume_point(run_dir: str | Path, model: torch.nn.Module, tokenizer: A
         link_tmp.unlink()
     os.symlink(Path(RESUME_DIR) / name, link_tmp)
     last = run_dir / LAST
-    if last.exists() and not last.is_symlink():  # a plain folder (copied runs): move it out of the way
+    if last.is_dir() and not last.is_symlink():  # a plain folder (copied runs): move it out of the way
         shutil.rmtree(last)
     os.replace(link_tmp, last)
     for old in root.iterdir():  # only after the link moved: a kill before here leaves an extra folder, no harm

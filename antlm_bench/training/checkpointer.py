@@ -32,11 +32,12 @@ import numpy as np
 import torch
 
 from antlm_bench import __version__
+from antlm_bench.data.files import remove_stale, removed_note
 from antlm_bench.errors import UserError
 from antlm_bench.models.precision import Precision
 from antlm_bench.recipes import Recipe
 from antlm_bench.runs.identity import configuration_digest
-from antlm_bench.runs.layout import KEPT_ITEMS, RUN_ITEMS, RunLayout
+from antlm_bench.runs.layout import KEPT_ITEMS, LAST, RUN_ITEMS, RunLayout
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord
 from antlm_bench.runs.schedule import Schedule, format_number
 from antlm_bench.training.checkpoint import (
@@ -156,6 +157,10 @@ def inspect_run_folder(layout: RunLayout, resume: bool, overwrite: bool,
     run, and a --resume that could only go on by deleting finished checkpoints."""
     out = layout.folder
     present = [name for name in RUN_ITEMS if (out / name).exists() or (out / name).is_symlink()]
+    last = out / LAST
+    if resume and last.exists() and not last.is_symlink() and not last.is_dir():
+        raise UserError(f"--resume {out}: {last} is a plain file, not the link to a resume point that antlm-bench "
+                        "writes; nothing was deleted; move the file away and run the same command again")
     if resume:
         points = resume_points(out)
         if points:
@@ -178,9 +183,11 @@ def inspect_run_folder(layout: RunLayout, resume: bool, overwrite: bool,
     return "fresh", []
 
 
-def claim_run_folder(layout: RunLayout, dist: Dist, resuming: bool) -> None:
+def claim_run_folder(layout: RunLayout, dist: Dist, resuming: bool,
+                     say: Callable[[str], None] | None = None) -> None:
     """Make the run folder ours: a restart clears the old run's items, every start clears killed writers' staging
-    folders. A resume deletes nothing of the run."""
+    folders and ``last`` links half made (``.last.link-<pid>`` of a process no longer running), and says so. A
+    resume deletes nothing of the run."""
     out = layout.folder
     dist.barrier()
     if dist.main:
@@ -192,8 +199,11 @@ def claim_run_folder(layout: RunLayout, dist: Dist, resuming: bool) -> None:
                 elif path.exists():
                     shutil.rmtree(path)
         out.mkdir(parents=True, exist_ok=True)
-        for leftover in list(layout.checkpoints.glob(".*.tmp-*")) + list(layout.resume_dir.glob(".*.tmp-*")):
-            shutil.rmtree(leftover, ignore_errors=True)  # staging folders of a killed writer
+        removed = [*remove_stale(out, f".{LAST}.link-*"), *remove_stale(layout.checkpoints, ".*.tmp-*"),
+                   *remove_stale(layout.resume_dir, ".*.tmp-*")]  # what a killed writer left half made
+        note = removed_note(removed)
+        if note is not None and say is not None:
+            say(note)
     dist.barrier()
 
 

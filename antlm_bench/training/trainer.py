@@ -226,7 +226,7 @@ class Trainer:
                                          self.tokenizer, self.device, self.dist, self.reporter.say)
         if mode == "resume":
             self.checkpointer.check_same_run()
-        claim_run_folder(self.layout, self.dist, resuming=mode == "resume")
+        claim_run_folder(self.layout, self.dist, resuming=mode == "resume", say=say)
         self.step, self.tokens_seen, self.elapsed_before = 0, 0, 0.0
         if mode == "resume":
             resumed = self.checkpointer.resume(points)

@@ -70,6 +70,9 @@ class EntityTrackingTask(_Task):
                 if not isinstance(record.get("input_prefix"), str) or not isinstance(options, list) or \
                         len(options) < 2 or not all(isinstance(o, str) for o in options):
                     raise UserError(f"{path}: record {index + 1}: needs input_prefix (text) and options (2+ texts)")
+                if not all(o.strip() for o in options):
+                    raise UserError(f"{path}: record {index + 1}: options holds an empty text; every option is a "
+                                    "continuation to score: the data is damaged, fetch it again")
                 if skip_nothing_targets and "nothing" in options[0]:
                     skipped += 1
                     continue

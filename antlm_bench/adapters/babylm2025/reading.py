@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import lzma
 import math
 import time
 from collections.abc import Callable
@@ -57,10 +58,19 @@ def read_reading_csv(path: Path) -> ReadingData:
     pandas reads the strings in :data:`PANDAS_NA` as missing: the word "None" as a left context becomes NaN; the
     official fix puts "None" back in ``item`` but not in ``prev_item`` (so one row loses its ``prev_pred`` and
     drops out of the self-paced-reading fit). Reproduced, not repaired (docs/babylm-2025.md)."""
-    with open_text(path) as handle:
-        reader = csv.reader(io.StringIO(handle.read()))
-        header = next(reader, None)
-        rows = list(reader)
+    try:
+        with open_text(path) as handle:
+            reader = csv.reader(io.StringIO(handle.read()))
+            header = next(reader, None)
+            rows = list(reader)
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text (byte {err.start} of a block: {err.reason}); convert the file "
+                        "to UTF-8 or fetch it again") from None
+    except (lzma.LZMAError, EOFError) as err:
+        raise UserError(f"{path}: cannot be read ({err}); the file is corrupt or not xz, fetch it again") from None
+    except csv.Error as err:
+        raise UserError(f"{path}: not a readable CSV (line {reader.line_num}: {err}); the data is damaged, fetch "
+                        "it again") from None
     if header is None or not rows:
         raise UserError(f"{path}: empty; the data is damaged, fetch it again")
     needed = ("item", "word", "prev_item", "prev_word", *NUMERIC)

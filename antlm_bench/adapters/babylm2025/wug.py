@@ -67,13 +67,16 @@ class WugAdjTask(_Task):
         for path in files:
             for index, record in enumerate(read_jsonl(path)):
                 parts = str(record.get("sentences", "")).split("\t")
-                if len(parts) != 2 or not isinstance(record.get("ratio"), (int, float)) \
+                if len(parts) != 2 or not all(p.strip() for p in parts) or not isinstance(record.get("ratio"), (int, float)) \
                         or isinstance(record["ratio"], bool) or not math.isfinite(record["ratio"]):
                     raise UserError(f"{path}: record {index + 1}: needs 'sentences' (two tab-separated variants) "
                                     "and a finite numeric 'ratio'")
                 firsts.append(parts[0])
                 seconds.append(parts[1])
                 ratios.append(float(record["ratio"]))
+        if len(ratios) < 3:  # Spearman's rho of fewer than three pairs is no measurement
+            raise UserError(f"{', '.join(map(str, files))}: {len(ratios)} record(s); the WUG task needs at least 3: "
+                            "the data is damaged, fetch it again")
         if ctx.limit is not None:
             firsts, seconds, ratios = firsts[:ctx.limit], seconds[:ctx.limit], ratios[:ctx.limit]
         sm = scoring_model_for(ctx)

@@ -10,7 +10,10 @@ say so.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import os
+import string
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +138,11 @@ def find_split(data_dir: Path, data: DataSpec, template: str, member: str) -> Pa
     for candidate in (base, base.with_name(base.name + ".xz")):
         if candidate.is_file():
             return candidate
+        if os.path.lexists(candidate):  # a folder or a dangling link where the split belongs: as BLiMP says it
+            kind = ("a folder" if candidate.is_dir() else "a dangling link" if candidate.is_symlink()
+                    else "not a regular file")
+            raise UserError(f"{candidate}: {kind} where a data file belongs; remove it and re-fetch the data "
+                            "(`antlm-bench data fetch`)")
     return None
 
 
@@ -183,8 +191,8 @@ def read_examples(path: Path, task: str, spec: MemberSpec, member: str) -> list[
     examples = []
     for number, record in enumerate(read_jsonl(path), start=1):
         where = f"{path} record {number}"
-        text_a = _fill(spec.text_a, record, where, member)
-        text_b = _fill(spec.text_b, record, where, member) if spec.text_b is not None else None
+        text_a = _fill(spec.text_a, record, where, member, text=True)
+        text_b = _fill(spec.text_b, record, where, member, text=True) if spec.text_b is not None else None
         example_id = _fill(spec.id, record, where, member)
         group = _fill(spec.group, record, where, member) if spec.group else example_id
         label = record.get("label")
@@ -200,7 +208,13 @@ def read_examples(path: Path, task: str, spec: MemberSpec, member: str) -> list[
     return examples
 
 
-def _fill(template: str, record: dict[str, Any], where: str, member: str) -> str:
+def _fill(template: str, record: dict[str, Any], where: str, member: str, text: bool = False) -> str:
+    for _, name, _, _ in string.Formatter().parse(template) if text else ():
+        value = record.get(name) if name else ""
+        if name and name in record and not isinstance(value, str):
+            # str.format would make "12345" or "None" of it: a sentence the data never held
+            raise UserError(f"{where}: field {name!r} is {json.dumps(value)[:40]}, not text; {member} needs "
+                            f"{template!r}: fix the record or re-fetch the file")
     try:
         return template.format_map(record)
     except (KeyError, IndexError, TypeError) as err:

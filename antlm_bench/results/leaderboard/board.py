@@ -75,7 +75,7 @@ def build_leaderboard(
             raise UserError(f"--by {key}: unknown key; choose from {', '.join(GROUP_KEYS)}")
     notes: list[str] = list(results.notes)
     definition = _one_convention(results, definition, notes)
-    checkpoints = run_checkpoints(results, definition)
+    checkpoints = run_checkpoints(results, definition, notes)
     if not checkpoints:
         raise UserError(f"no rows for tasks {', '.join(definition.tasks)} in the results "
                         f"({len(results.rows)} rows read); check the task names and filters")

@@ -99,23 +99,38 @@ class RunCheckpoint:
 _UNSET = {"convention": "babylm-2025"}
 
 
-def run_checkpoints(results: Results, definition: LeaderboardDefinition) -> dict[str, list[RunCheckpoint]]:
-    """run_id -> its checkpoints in training order, each with one chosen row per column."""
+def run_checkpoints(results: Results, definition: LeaderboardDefinition,
+                    notes: list[str] | None = None) -> dict[str, list[RunCheckpoint]]:
+    """run_id -> its checkpoints in training order, each with one chosen row per column. A value that is no
+    finite number (NaN, inf) is left out, and said in ``notes``: which run, which tasks, and a run left with no
+    row at all."""
     filters = {k: set(map(str, v)) for k, v in definition.filters.items()}
     by_run_ckpt: dict[str, dict[tuple, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    not_finite: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # run -> task -> values
     for row in results.rows:
         # "task.metric" in a definition's tasks is a column of its own: reading's eye_tracking and
         # self_paced_reading are two numbers of one task, never averaged into one
         split = f"{row['task']}.{row['metric']}"
         if split in definition.tasks:
             row = {**row, "task": split}
-        if row["task"] not in definition.tasks or row["value"] is None or not math.isfinite(row["value"]):
+        if row["task"] not in definition.tasks:
+            continue
+        if row["value"] is None:
+            continue
+        if not math.isfinite(row["value"]):
+            not_finite[row["run_id"]][row["task"] + (f" {row['metric']}" if row["metric"] else "")] += 1
             continue
         if any(str(row.get(k) or _UNSET.get(k)) not in allowed for k, allowed in filters.items()):
             continue
         if not _allowed(definition, row["task"], row["scoring"] or ""):
             continue
         by_run_ckpt[row["run_id"]][_checkpoint_key(row)].append(row)
+    for run_id, tasks in sorted(not_finite.items()):
+        if notes is None:
+            break
+        shown = ", ".join(f"{task} ({n})" for task, n in sorted(tasks.items()))
+        whole = "; the run has no finite value, so it is left off the board" if run_id not in by_run_ckpt else ""
+        notes.append(f"run {run_id}: values that are no finite number (NaN or inf) left out: {shown}{whole}")
     out: dict[str, list[RunCheckpoint]] = {}
     for run_id, ckpts in by_run_ckpt.items():
         out[run_id] = []

@@ -47,11 +47,14 @@ def read_results(paths: Sequence[str | Path]) -> Results:
     items_sources: dict[str, Path] = {}
     run_files: dict[str, list[Path]] = defaultdict(list)
     files = find_results(paths)
+    empty: list[Path] = []
     for source in files:
         for part in score_parts(source):
             _check_columns(part)
         stored = read_results_folder(source, with_items=False)
         file_rows = stored.scores.to_pylist()
+        if not file_rows:
+            empty.append(source)
         has_items = _has_items(source)
         for run_id in dict.fromkeys(row["run_id"] for row in file_rows):
             run_files[run_id].append(source)
@@ -60,6 +63,8 @@ def read_results(paths: Sequence[str | Path]) -> Results:
         rows.extend(file_rows)
     notes = [f"run {run_id} appears in {len(found)} tables ({', '.join(str(f) for f in found)}): its rows are "
              "merged as one run (a copy of a run folder?)" for run_id, found in run_files.items() if len(found) > 1]
+    notes += [f"{source}: no score rows (a run that was never evaluated, or whose evaluation failed); nothing of "
+              "it is on the board" for source in empty]
     return Results(rows, items_sources, files, notes)
 
 

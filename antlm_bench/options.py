@@ -1,0 +1,65 @@
+"""Command-line values every stage shares, parsed once at the edge into typed values.
+
+- :func:`parse_seeds`: the one seeds grammar of ``run --seeds``, ``sweep --seeds``, a sweep file's ``seeds:`` and
+  ``eval --seeds`` (GLUE fine-tuning seeds): integers and inclusive ranges separated by commas (``42``, ``1-3``,
+  ``1,2,5-7``), or a YAML list of those. Repeats count once, the order given is kept. Parsed in time linear in the
+  text and the seeds it names; a range of more than :data:`MAX_SEEDS` seeds (``1-10000000``) is refused before a
+  single seed is made.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from antlm_bench.errors import UserError
+
+# more seeds than this is a typo (1-10000000), never a study: each seed is a whole training run
+MAX_SEEDS = 1000
+# numpy's and torch's generators take seeds in [0, 2**32); one bit kept back for the offsets added per rank/step
+MAX_SEED = 2**31 - 1
+
+_ITEM = re.compile(r"\s*(\d{1,19})\s*(?:-\s*(\d{1,19})\s*)?")
+EXAMPLE = "e.g. 42, 1-3 or 1,2,5-7"
+
+
+def parse_seeds(value: str | int | Iterable[int | str], option: str = "--seeds") -> list[int]:
+    """``"1-8"``, ``"1,2,5-7"``, an int or a list of those -> distinct seeds in the order given; anything else, an
+    empty list, a backwards range, a seed outside [0, 2**31) or more than :data:`MAX_SEEDS` seeds is one
+    :class:`UserError` naming ``option``."""
+    if isinstance(value, bool):
+        raise UserError(f"{option} {value!r}: give integers and ranges separated by commas, {EXAMPLE}")
+    if isinstance(value, int):
+        parts = [str(value)]
+    elif isinstance(value, str):
+        parts = value.split(",")
+    elif isinstance(value, Iterable):
+        parts = []
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, (int, str)):
+                raise UserError(f"{option} {item!r}: each seed is an integer or a range such as 1-3")
+            parts.extend(str(item).split(","))
+    else:
+        raise UserError(f"{option} {value!r}: give integers and ranges separated by commas, {EXAMPLE}")
+    seeds: dict[int, None] = {}  # insertion-ordered set: linear, however many repeats
+    for part in parts:
+        match = _ITEM.fullmatch(part)
+        if match is None:
+            raise UserError(f"{option} {part.strip()!r}: give integers and ranges separated by commas, {EXAMPLE}")
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) is not None else first
+        if last < first:
+            raise UserError(f"{option} {part.strip()}: the range runs backwards; write {last}-{first}")
+        if last > MAX_SEED:
+            raise UserError(f"{option} {part.strip()}: seeds run from 0 to {MAX_SEED}")
+        if last - first + 1 + len(seeds) > MAX_SEEDS:  # counted before one seed is made
+            raise UserError(f"{option} {part.strip()}: more than {MAX_SEEDS} seeds (each is a whole run); "
+                            f"give a smaller range")
+        for seed in range(first, last + 1):
+            seeds[seed] = None
+    if not seeds:
+        raise UserError(f"{option}: give at least one seed, {EXAMPLE}")
+    return list(seeds)
+
+
+__all__ = ["MAX_SEED", "MAX_SEEDS", "parse_seeds"]
