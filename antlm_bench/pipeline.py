@@ -1,7 +1,8 @@
 """``antlm-bench run``: the whole job in one command.
 
     data + tokenizer (cached) -> train under the schedule, each phase scored its own way (paper Fig. 2)
-      -> final checkpoint evaluated on every asked task (minimal pairs with `auto` scoring, GLUE fine-tuning)
+      -> final checkpoint evaluated on every asked task (minimal pairs by --final-scoring: auto, the last
+         phase's method, or clm / pll for every run; GLUE fine-tuning)
       -> rows appended to the run's tables -> a Table-2-style summary over seeds
 
 Each seed is one run folder ``<output>/<recipe>-<preset>-<schedule>-seed<N>``. Re-running the same command reuses
@@ -81,6 +82,9 @@ class RunConfig(BaseModel):
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # training's (models.precision); recorded in run.json
     threads: int | None = Field(None, gt=0)  # CPU threads for torch (default: models.threads.choose_threads)
     convention: Literal["babylm-2025", "babylm-2024"] = "babylm-2025"  # scoring convention, recorded in every row
+    # the final minimal-pair evaluation's method: auto (by the last phase: CLM -> clm, MLM -> pll), or one method
+    # for every run, so that schedules ending in different objectives are measured by one instrument
+    final_scoring: Literal["auto", "clm", "pll"] = "auto"
     progress: bool = True
 
 
@@ -194,8 +198,28 @@ def _eval_marker(layout: RunLayout, task: str, key: str) -> Path:
     return layout.evals_dir / f"{task}-{key[:16]}.json"
 
 
-def _eval_settings(config: RunConfig, request: Any, glue_options: dict[str, Any], seed: int) -> dict[str, Any]:
-    return {"scoring": "auto", "limit": config.limit, "batch_tokens": config.batch_tokens,
+def final_method(schedule: str, final_scoring: str) -> str:
+    """The method a run's final minimal-pair evaluation uses: ``--final-scoring``'s, or under ``auto`` the last
+    phase's (``runs.record``'s rule, as ``evaluate`` applies it to the checkpoint's record)."""
+    from antlm_bench.runs.record import scoring_method_of_phase
+
+    if final_scoring != "auto":
+        return final_scoring
+    return scoring_method_of_phase(parse_schedule(schedule).phases[-1])
+
+
+def _final_scoring_arg(config: RunConfig, schedule: str, request: Any) -> str:
+    """The final evaluation's ``--scoring`` for one task: ``auto`` where --final-scoring names the method auto
+    would pick anyway, or the task scores no minimal pairs (GLUE fine-tunes), so that the evaluation, its marker and
+    its rows are those of a run without the option."""
+    if config.final_scoring == "auto" or not request.adapter().needs_scoring_model:
+        return "auto"
+    return "auto" if final_method(schedule, "auto") == config.final_scoring else config.final_scoring
+
+
+def _eval_settings(config: RunConfig, request: Any, glue_options: dict[str, Any], seed: int,
+                   schedule: str) -> dict[str, Any]:
+    return {"scoring": _final_scoring_arg(config, schedule, request), "limit": config.limit, "batch_tokens": config.batch_tokens,
             "glue": glue_options if request.name == "glue" else None, "seed": seed, "convention": config.convention}
 
 
@@ -228,7 +252,8 @@ def pending_seeds(config: RunConfig) -> list[int]:
             pending.append(seed)
             continue
         weights = checkpoint_hash(final)
-        if not all(_eval_marker(layout, r.name, _eval_key(weights, r, _eval_settings(config, r, glue_options, seed)))
+        if not all(_eval_marker(layout, r.name, _eval_key(weights, r, _eval_settings(config, r, glue_options, seed,
+                                                                                    schedule)))
                    .exists() for r in requests):
             pending.append(seed)
     return pending
@@ -264,7 +289,8 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     for note in notes:
         say(note)
     say(f"{recipe.name} ({recipe.architecture}), preset {preset}, schedule {schedule}, seeds "
-        f"{', '.join(map(str, config.seeds))}, tasks {', '.join(r.name for r in requests)}")
+        f"{', '.join(map(str, config.seeds))}, tasks {', '.join(r.name for r in requests)}"
+        + (f", final minimal-pair scoring {config.final_scoring}" if config.final_scoring != "auto" else ""))
     # the same choice as eval's (evaluations below make it again for the model they load, with config.threads)
     n_threads, threads_why = choose_threads(config.threads, count_parameters(recipe, preset),
                                             training_device(config.device))
@@ -300,7 +326,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
             seed_run = SeedRun(seed, folder, status)
             weights = checkpoint_hash(final)
             for request in requests:
-                settings = _eval_settings(config, request, glue_options, seed)
+                settings = _eval_settings(config, request, glue_options, seed, schedule)
                 key = _eval_key(weights, request, settings)
                 marker = _eval_marker(layout, request.name, key)
                 if marker.exists():
@@ -308,7 +334,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                     continue
                 task_arg = request.name + (":" + ",".join(request.members) if request.members else "")
                 out = evaluate(final, EvalConfig(
-                    tasks=task_arg, scoring="auto", limit=config.limit, log_samples=True,
+                    tasks=task_arg, scoring=settings["scoring"], limit=config.limit, log_samples=True,
                     batch_tokens=config.batch_tokens, device="cuda" if _use_cuda(config.device) else "cpu",
                     data_dir=config.data_dir,
                     # the run's identity and the checkpoint's name as the trainer's per-phase rows give them, so

@@ -160,12 +160,38 @@ def test_scoring_that_matches_the_last_phase_wins(tmp_path):
         folder = write_run(tmp_path / "tmp", run_id, [
             {"phase_index": 2, "objective": objective, "scoring": "pll", "tasks": pll}], schedule=run_id)
         commit_results(tmp_path / run_id / run_id, pq.read_table(folder / "scores.parquet"))
-    board = build_leaderboard(read_results([tmp_path / "mlm-last", tmp_path / "clm-last"]))
-    chosen = {r.key[2]: r.cells["blimp"].scoring for r in board.rows}
+    chosen = {run_id: build_leaderboard(read_results([tmp_path / run_id])).rows[0].cells["blimp"].scoring
+              for run_id in ("mlm-last", "clm-last")}
     assert chosen == {"mlm-last": "pll", "clm-last": "clm"}
+    # on one board, both runs have rows by both methods: one method stands for both, so their gap is tested
+    board = build_leaderboard(read_results([tmp_path / "mlm-last", tmp_path / "clm-last"]))
+    assert {r.cells["blimp"].scoring for r in board.rows} == {"clm"}
+    assert all("different instruments" not in c.note for c in board.comparisons)
     # a definition can pin the method instead
     pinned = build_leaderboard(read_results([tmp_path / "mlm-last"]), LeaderboardDefinition(scoring={"blimp": ["clm"]}))
     assert pinned.rows[0].cells["blimp"].scoring == "clm"
+
+
+def test_final_scoring_rows_make_a_comparable_board(tmp_path):
+    """`run --final-scoring clm`: an MLM-ending run has the last phase's quick pll look (--limit) and the final clm
+    evaluation on all items; a CLM-ending run has clm only. The board compares both by clm."""
+    rng = np.random.default_rng(4)
+    write_run(tmp_path / "clm-last", "clm-last", [
+        {"phase_index": 1, "objective": "CLM", "scoring": "clm", "tasks": {"blimp": {"a": correctness(rng, 100, 0.6)}}},
+    ], schedule="1_MLM+1_CLM")
+    write_run(tmp_path / "mlm-last", "mlm-last", [
+        {"phase_index": 1, "objective": "MLM", "scoring": "pll", "tasks": {"blimp": {"a": correctness(rng, 20, 0.9)}}},
+    ], schedule="1_CLM+1_MLM", limit=20)
+    folder = write_run(tmp_path / "tmp", "mlm-last", [
+        {"phase_index": 1, "objective": "MLM", "scoring": "clm", "tasks": {"blimp": {"a": correctness(rng, 100, 0.7)}}},
+    ], schedule="1_CLM+1_MLM")
+    commit_results(tmp_path / "mlm-last" / "mlm-last", pq.read_table(folder / "scores.parquet"))
+    alone = build_leaderboard(read_results([tmp_path / "mlm-last"]))
+    assert alone.rows[0].cells["blimp"].scoring == "clm"  # all items beat the last phase's --limit look
+    board = build_leaderboard(read_results([tmp_path / "mlm-last", tmp_path / "clm-last"]))
+    assert {r.cells["blimp"].scoring for r in board.rows} == {"clm"}
+    gaps = [c for c in board.comparisons if c.column == "blimp"]
+    assert gaps and all("different instruments" not in c.note for c in gaps)
 
 
 def test_group_by_schedule_pools_recipes_and_says_so(tmp_path):

@@ -73,6 +73,21 @@ def test_run_scores_under_the_convention_it_is_given(finished_run):
     assert sorted(r["convention"] for r in finals) == ["babylm-2024", "babylm-2025"]
 
 
+def test_final_scoring_scores_the_final_model_by_the_method_asked(finished_run):
+    """--final-scoring pll on a schedule ending in MLM is what auto does (reused); clm is another evaluation, its
+    rows say clm; GLUE-free tasks only, so nothing is fine-tuned."""
+    config, _ = finished_run
+    same = config.model_copy(update={"final_scoring": "pll"})
+    (seed_run,) = run_benchmark(same).runs
+    assert seed_run.evaluated == [] and seed_run.reused == ["blimp", "ewok"]
+    clm = config.model_copy(update={"final_scoring": "clm", "tasks": "blimp"})
+    (seed_run,) = run_benchmark(clm).runs
+    assert seed_run.trained == "reused" and seed_run.evaluated == ["blimp"]
+    rows = pq.read_table(seed_run.folder / "scores.parquet").to_pylist()
+    finals = {r["scoring"] for r in rows if r["limit"] == 4 and r["task"] == "blimp" and r["subtask"] == ""}
+    assert finals == {"clm", "pll"}
+
+
 def test_folder_of_another_run_is_refused(finished_run):
     config, summary = finished_run
     record_path = summary.runs[0].folder / "run.json"

@@ -495,3 +495,30 @@ def test_a_malformed_decision_is_one_line_naming_the_field(tmp_path, edit, field
     result = CliRunner().invoke(app, ["leaderboard", str(folder.output)])
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert f"decision.json: field {field}" in result.output
+
+
+def test_a_dry_run_says_which_comparisons_it_cannot_test(tmp_path, monkeypatch, capsys):
+    """1_CLM against 1_MLM under --final-scoring auto: clm vs pll, said before anything runs; --final-scoring clm
+    scores both alike and passes to every cell."""
+    args = ("sweep", "--schedule", "1_CLM,1_MLM", "--seeds", "1", "--preset", "tiny", "--tasks", "blimp,glue",
+            "--dry-run", "--output", str(tmp_path / "out"))
+    code, out, err = run_cli(monkeypatch, capsys, *args)
+    assert code == 0, out + err
+    lines = [line for line in out.splitlines() if "cannot test" in line]
+    assert len(lines) == 1 and "1_CLM against 1_MLM on blimp" in lines[0] and "clm vs pll" in lines[0]
+    assert lines[0].startswith("note:") and "--final-scoring clm" in lines[0]
+    assert out.index("cannot test") < out.index("still to run")
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--final-scoring", "clm")
+    assert code == 0, out + err
+    assert "cannot test" not in out and out.count("--final-scoring clm") == 2  # one per cell
+
+
+def test_untestable_pairs_are_each_against_the_baseline():
+    from antlm_bench.sweep.instruments import untestable_comparisons
+
+    schedules = ["1_CLM", "1_MLM", "1_CLM+1_MLM"]
+    assert len(untestable_comparisons(schedules, "auto", ["blimp"])) == 2  # CLM with each MLM-ending one
+    lines = untestable_comparisons(schedules, "auto", ["blimp"], baseline="1_MLM")
+    assert len(lines) == 1 and "cannot test 1_CLM against 1_MLM" in lines[0]
+    assert untestable_comparisons(schedules, "pll", ["blimp"]) == []
+    assert untestable_comparisons(schedules, "auto", []) == []  # GLUE alone: fine-tuned, no method to differ

@@ -15,6 +15,11 @@ from antlm_bench.registry import add_include_path
 if TYPE_CHECKING:
     from antlm_bench.pipeline import RunConfig
 
+FINAL_SCORING_HELP = ("Method of the final minimal-pair evaluation: auto (the last phase's: CLM -> clm, MLM -> "
+                      "pll), clm or pll for every run. Schedules that end in different objectives are compared "
+                      "only when scored alike: the board never tests clm against pll. Per-phase scores keep "
+                      "each phase's own method.")
+
 
 @app.command("run")
 def run(
@@ -64,6 +69,7 @@ def run(
     convention: str = typer.Option("babylm-2025", "--convention", help="Scoring convention of the per-phase and "
                                    "final minimal-pair scores: babylm-2025 (texts as given) or babylm-2024 (a "
                                    "leading space, the AntLM paper's lm-eval tasks); recorded in every row."),
+    final_scoring: str = typer.Option("auto", "--final-scoring", help=FINAL_SCORING_HELP),
     include_path: list[Path] | None = IncludePathOption,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
@@ -122,7 +128,7 @@ def run_config(params: dict[str, Any]) -> RunConfig:
 
         glue["protocol"] = glue_protocol(params["glue_protocol"]).name
     names = ("model", "tasks", "preset", "schedule", "output", "data_dir", "corpus", "max_words", "eval_limit", "limit",
-             "eval_every", "save_at_words", "device", "precision", "threads", "convention")
+             "eval_every", "save_at_words", "device", "precision", "threads", "convention", "final_scoring")
     return RunConfig(**{name: params[name] for name in names}, seeds=parse_seeds(params["seeds"]), glue=glue,
                      progress=not params["quiet"])
 

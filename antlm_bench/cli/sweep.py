@@ -242,6 +242,10 @@ def sweep_command(
     limit: int | None = typer.Option(None, "--limit", help="`run --limit` for every cell."),
     device: str | None = typer.Option(None, "--device", help="`run --device`: auto (default), cpu or cuda."),
     threads: int | None = typer.Option(None, "--threads", help="`run --threads`: CPU threads per cell."),
+    final_scoring: str | None = typer.Option(None, "--final-scoring", help="`run --final-scoring` for every cell: "
+                                             "auto (default: each cell by its last phase), clm or pll (every cell "
+                                             "alike, so schedules ending in CLM and in MLM are compared on one "
+                                             "instrument)."),
     run_option: list[str] | None = typer.Option(None, "--run-option", help="Any other `run` option for every "
                                                 "cell, as NAME=VALUE (repeat it): --run-option eval-every=none."),
     output: Path | None = typer.Option(None, "--output", "-o", callback=output_folder, help="Folder of the run folders (as `run "
@@ -300,7 +304,8 @@ def sweep_command(
         raise UserError(f"--{next(iter(decided)).replace('_', '-')} is an option of --until-decided; add it")
     run_values = _run_option_pairs(run_option or [])
     run_values.update({k: v for k, v in {"tasks": tasks, "max_words": max_words, "limit": limit, "device": device,
-                                         "threads": threads}.items() if v is not None})
+                                         "threads": threads, "final_scoring": final_scoring}.items()
+                       if v is not None})
     if include_path:
         run_values["include_path"] = [str(p) for p in include_path]
     slurm_values = {k: v for k, v in {"partition": partition, "time_min": time_min, "cpus_per_task": cpus_per_task,
@@ -327,6 +332,8 @@ def sweep_command(
                       f"{r.alpha} for the whole family; equivalence margin "
                       f"{'none' if r.tolerance is None else f'+-{r.tolerance:g} pp'}", highlight=False, markup=False,
                       soft_wrap=True)
+    for line in _untestable(plan, cells, run_config_of_first):
+        console.print(f"note: {line}", highlight=False, markup=False, soft_wrap=True)
     if dry_run:
         _dry_run(chosen, cells, plan)
         return
@@ -419,6 +426,17 @@ def _plan(settings: SweepSettings) -> tuple[SweepPlan, RunConfig]:
             raise UserError(f"--max-seeds {rule.max_seeds}: the anytime-valid interval bounds nothing below {needed} "
                             f"seeds at alpha {rule.alpha} over up to {family} comparisons; allow more seeds")
     return SweepPlan(grid, list(settings.seeds), default_schedule, output, rule), config
+
+
+def _untestable(plan: SweepPlan, cells: list[Cell], config: RunConfig) -> list[str]:
+    """The comparisons the sweep's board will not test (``sweep.instruments``), said before anything runs."""
+    from antlm_bench.sweep.instruments import untestable_comparisons
+    from antlm_bench.tasks import resolve_tasks
+
+    scored = [r.name for r in resolve_tasks(config.tasks) if r.adapter().needs_scoring_model]
+    schedules = list(dict.fromkeys(cell.schedule for cell in cells))
+    return untestable_comparisons(schedules, config.final_scoring, scored,
+                                  plan.rule.baseline if plan.rule is not None else None)
 
 
 def _visible_gpus(device: str) -> list[str]:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from antlm_bench.errors import UserError
-from antlm_bench.scoring.encode import Seq
+from antlm_bench.scoring.encode import Seq, serial_tokenizer
 from antlm_bench.scoring.offsets import encode_with_offsets, plain_backend
 
 N_READING_MASKS = 3  # evaluation_functions.py: number_of_mask_tokens_to_append
@@ -83,13 +83,15 @@ def next_token_seqs(tokenizer, queries: Sequence[tuple[str, int]], method: str) 
         raise UserError(f"--scoring {method}: reading defines clm, pll (the official 'mlm') and mntp only")
     contexts = [context for context, _ in queries]
     if method == "clm":
-        encoded = tokenizer(contexts)["input_ids"]
+        with serial_tokenizer():
+            encoded = tokenizer(contexts)["input_ids"]
         return [Seq(np.asarray([*ids, target], dtype=np.int64), np.asarray([len(ids)], dtype=np.int64))
                 for ids, (_, target) in zip(encoded, queries)]
     mask = tokenizer.mask_token
     if mask is None:
         raise UserError(f"--scoring {method} needs a mask token, and this tokenizer has none; use --scoring clm")
-    encoded = tokenizer([context + mask * N_READING_MASKS for context in contexts])["input_ids"]
+    with serial_tokenizer():
+        encoded = tokenizer([context + mask * N_READING_MASKS for context in contexts])["input_ids"]
     out = []
     for ids, (_, target) in zip(encoded, queries):
         ids = np.asarray(ids, dtype=np.int64)

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from antlm_bench.scoring.encode import serial_tokenizer
+
 _SAMPLE = 64  # texts checked against their whole tokenization (plus 0.5%)
 _MIN_PIECE = 32  # characters: shorter shared pieces cost more bookkeeping than they save in tokenization
 
@@ -59,9 +61,11 @@ def piecewise_safe(tokenizer) -> bool:
 def _whole(backend, tokenizer, texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
     """(ids, offsets [n, 2]) of each text tokenized whole with the tokenizer's special tokens."""
     if backend is not None:
-        pairs = [(e.ids, e.offsets) for e in backend.encode_batch(texts, add_special_tokens=True)]
+        with serial_tokenizer():
+            pairs = [(e.ids, e.offsets) for e in backend.encode_batch(texts, add_special_tokens=True)]
     else:
-        encoded = tokenizer(texts, return_offsets_mapping=True)
+        with serial_tokenizer():
+            encoded = tokenizer(texts, return_offsets_mapping=True)
         pairs = list(zip(encoded["input_ids"], encoded["offset_mapping"]))
     return [(np.asarray(ids, dtype=np.int64), np.asarray(offsets, dtype=np.int64).reshape(-1, 2))
             for ids, offsets in pairs]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,12 +74,41 @@ def _row_preference(row: Mapping[str, Any]) -> tuple:
     return (row["limit"] is None, row["limit"] or 0, created)
 
 
-def _pick_scoring(candidates: Iterable[str], phase_objective: str | None) -> str:
-    """The method that matches the checkpoint's last phase (``runs.record``'s rule), else the first by preference."""
-    candidates = sorted(set(candidates), key=lambda s: (SCORING_PREFERENCE.index(s) if s in SCORING_PREFERENCE
-                                                        else len(SCORING_PREFERENCE), s))
+def _preference(scoring: str) -> tuple:
+    return (SCORING_PREFERENCE.index(scoring) if scoring in SCORING_PREFERENCE else len(SCORING_PREFERENCE), scoring)
+
+
+def _pick_scoring(candidates: Mapping[str, Mapping[str, Any]], phase_objective: str | None) -> str:
+    """Of a checkpoint's rows for one number by several methods (method -> row): the rows on all items (a
+    ``--limit`` loses, as in ``_row_preference``: the final evaluation by ``run --final-scoring`` over the last
+    phase's quick look), then the method that matches the checkpoint's last phase (``runs.record``'s rule), else
+    the first by preference."""
+    best = max((row["limit"] is None, row["limit"] or 0) for row in candidates.values())
+    pool = sorted((s for s, row in candidates.items() if (row["limit"] is None, row["limit"] or 0) == best),
+                  key=_preference)
     auto = scoring_method_of_objective(phase_objective) if phase_objective else None
-    return auto if auto in candidates else candidates[0]
+    return auto if auto in pool else pool[0]
+
+
+def _one_method_per_column(out: Mapping[str, list[RunCheckpoint]]) -> None:
+    """The board compares runs by their last checkpoints: where those were scored by different methods on a column
+    (a schedule ending in CLM, one ending in MLM) but every run also has rows by one common method (``run
+    --final-scoring clm``, or an ``eval --scoring``), that method's rows stand for every run, so the gap is tested
+    on one instrument."""
+    lasts = [ckpts[-1] for ckpts in out.values() if ckpts]
+    for column in {c for last in lasts for c in last.cells}:
+        having = [last for last in lasts if column in last.cells]
+        chosen = [last.cells[column]["scoring"] for last in having]
+        if len(set(chosen)) < 2:
+            continue
+        common = set.intersection(*(set(last.options[column]) for last in having))
+        if not common:
+            continue
+        method = min(common, key=lambda s: (-chosen.count(s), _preference(s)))
+        for last in having:
+            row = last.options[column][method]
+            last.cells[column] = row
+            last.by_limit[column] = last.limit_rows[(column, row["metric"], method)]
 
 
 @dataclass
@@ -93,6 +122,9 @@ class RunCheckpoint:
     subtask_metrics: dict[tuple[str, str], dict[str, str]]  # (task, scoring) -> subtask -> metric
     # column -> limit -> task-level row of the chosen method: the curves keep one sample size along training
     by_limit: dict[str, dict[int | None, dict[str, Any]]] = field(default_factory=dict)
+    # column -> method -> task-level row under the column's metric: every method the checkpoint was scored by
+    options: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    limit_rows: dict[tuple, dict[int | None, dict[str, Any]]] = field(default_factory=dict)  # (column, metric, method)
 
 
 # a row without the column (read from somewhere other than a store, which fills it) has the default convention
@@ -152,6 +184,7 @@ def run_checkpoints(results: Results, definition: LeaderboardDefinition,
                 else:
                     subtask_rows[(task, scoring)][metric].add(subtask)
             cells: dict[str, dict] = {}
+            options: dict[str, dict[str, dict]] = {}
             subtask_metrics: dict[tuple[str, str], dict[str, str]] = {}
             for column, by_metric in task_rows.items():
                 task = column.split(":")[0]
@@ -160,6 +193,7 @@ def run_checkpoints(results: Results, definition: LeaderboardDefinition,
                     continue
                 choice = _pick_scoring(by_metric[metric], rows[0]["phase_objective"])
                 cells[column] = by_metric[metric][choice]
+                options[column] = dict(by_metric[metric])
                 for scoring in by_metric[metric]:
                     subtask_metrics[(task, scoring)] = _subtask_metrics(subtask_rows[(task, scoring)], metric)
             meta = {k: rows[0].get(k) for k in ("phase_index", "phase_objective", "epoch", "tokens_seen",
@@ -168,5 +202,7 @@ def run_checkpoints(results: Results, definition: LeaderboardDefinition,
             trained = [r["seed"] for r in rows if r["scoring"] not in FINETUNED_SCORING and r["seed"] is not None]
             meta["seed"] = trained[0] if trained else meta["seed"]
             variants = {column: by_limit[(column, row["metric"], row["scoring"])] for column, row in cells.items()}
-            out[run_id].append(RunCheckpoint(run_id, ckpt, meta, cells, dict(subtask_metrics), variants))
+            out[run_id].append(RunCheckpoint(run_id, ckpt, meta, cells, dict(subtask_metrics), variants, options,
+                                             dict(by_limit)))
+    _one_method_per_column(out)
     return out
