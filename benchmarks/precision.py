@@ -33,7 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from training import small_tokenizer, synthetic_corpus  # noqa: E402
 
-from antlm_bench.models.precision import cpu_bf16_instructions  # noqa: E402
+from antlm_bench.models.precision import cpu_bf16_instructions, resolve_precision  # noqa: E402
 from antlm_bench.recipes import load_recipe  # noqa: E402
 from antlm_bench.training.trainer import TrainConfig, Trainer  # noqa: E402
 
@@ -132,15 +132,19 @@ def train_part(presets: list[str], rounds: int, ceiling: dict[str, float], tmp: 
 
 
 def options_part(rounds: int, tmp: Path) -> None:
-    print("\noptions at antlm-babyllama small, CLM, bf16 (tokens per CPU-second, median of rounds):")
+    # in the precision `train` picks on this CPU: bf16 where it is native, float32 where bf16 is emulated
+    chosen = resolve_precision("auto", torch.device("cpu"), load_recipe("antlm-babyllama").preset("small").hidden_size)
+    precision = chosen.name
+    print(f"\noptions at antlm-babyllama small, CLM, {precision} ({chosen.reason}); tokens per CPU-second, median "
+          "of rounds:")
     sides = {
-        "baseline (foreach AdamW, micro 32)": Side("antlm-babyllama", "small", "CLM", "bf16", tmp),
-        "fused AdamW": Side("antlm-babyllama", "small", "CLM", "bf16", tmp, fused=True),
-        "micro-batch 16": Side("antlm-babyllama", "small", "CLM", "bf16", tmp, micro=16),
-        "micro-batch 64": Side("antlm-babyllama", "small", "CLM", "bf16", tmp, micro=64),
+        "baseline (foreach AdamW, micro 32)": Side("antlm-babyllama", "small", "CLM", precision, tmp),
+        "fused AdamW": Side("antlm-babyllama", "small", "CLM", precision, tmp, fused=True),
+        "micro-batch 16": Side("antlm-babyllama", "small", "CLM", precision, tmp, micro=16),
+        "micro-batch 64": Side("antlm-babyllama", "small", "CLM", precision, tmp, micro=64),
     }
     try:
-        sides["torch.compile"] = Side("antlm-babyllama", "small", "CLM", "bf16", tmp, compiled=True)
+        sides["torch.compile"] = Side("antlm-babyllama", "small", "CLM", precision, tmp, compiled=True)
     except Exception as err:  # noqa: BLE001 - a compiler missing on this machine is a result, not a crash
         print(f"  torch.compile: not measured ({type(err).__name__}: {str(err).splitlines()[0][:120]})")
     result = race(sides, rounds, 1)
