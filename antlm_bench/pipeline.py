@@ -35,6 +35,7 @@ from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import append_index
 from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.record import read_record
+from antlm_bench.runs.run_file import RunRecord
 from antlm_bench.runs.schedule import parse_schedule
 
 if TYPE_CHECKING:
@@ -144,18 +145,16 @@ def _finished_training(layout: RunLayout, recipe: Recipe, preset: str, schedule:
         return False  # a damaged run file: the run is resumed (or restarted) and the file written anew
     if record is None:
         return False
-    same = (record.get("recipe"), record.get("preset"), record.get("schedule"), record.get("seed")) == (
-        recipe.name, preset, schedule, seed)
-    if record.get("status") == "finished" and not same:
-        raise UserError(f"{folder}: holds a finished run with other settings ({record.get('recipe')}, "
-                        f"{record.get('preset')}, {record.get('schedule')}, seed {record.get('seed')}); "
-                        "use another --output")
-    saved = (record.get("config") or {}).get("save_at_words") or []
-    if record.get("status") == "finished" and saved != config.save_at_words:
+    same = (record.recipe, record.preset, record.schedule, record.seed) == (recipe.name, preset, schedule, seed)
+    if record.status == "finished" and not same:
+        raise UserError(f"{folder}: holds a finished run with other settings ({record.recipe}, "
+                        f"{record.preset}, {record.schedule}, seed {record.seed}); use another --output")
+    saved = record.config.save_at_words
+    if record.status == "finished" and saved != config.save_at_words:
         shown = ",".join(map(str, saved)) or "none"
         raise UserError(f"{folder}: a finished run saved with --save-at-words {shown}; this command asks for "
                         f"{','.join(map(str, config.save_at_words)) or 'none'}; use another --output")
-    if record.get("status") != "finished":
+    if record.status != "finished":
         return False
     _check_same_training(layout, record, recipe, preset, config)
     return True
@@ -164,7 +163,7 @@ def _finished_training(layout: RunLayout, recipe: Recipe, preset: str, schedule:
 _DATA_HASHES: dict[tuple[Any, ...], str] = {}  # one reading of an unchanged corpus per process (a sweep's cells)
 
 
-def _check_same_training(layout: RunLayout, record: dict[str, Any], recipe: Recipe, preset: str,
+def _check_same_training(layout: RunLayout, record: RunRecord, recipe: Recipe, preset: str,
                          config: RunConfig) -> None:
     """A finished run is reused only when what decided its network equals the request: the word cap, the
     precision asked for (``auto`` accepts the run's) and the corpus text (its data hash, read from the corpus the
@@ -172,14 +171,14 @@ def _check_same_training(layout: RunLayout, record: dict[str, Any], recipe: Reci
     from antlm_bench.data.corpus import default_corpus_dir, find_corpus_files, training_data_hash, training_words
 
     folder = layout.folder
-    then = training_words(recipe, preset, (record.get("config") or {}).get("max_words"))
+    then = training_words(recipe, preset, record.config.max_words)
     now = training_words(recipe, preset, config.max_words)
     if then != now:
         raise UserError(f"{folder}: holds a finished run trained with --max-words {then or 'none'}; this command "
                         f"asks for --max-words {now or 'none'}; nothing was reused: use another --output, or the "
                         "run's --max-words")
-    if config.precision != "auto" and record.get("precision") not in (None, config.precision):
-        raise UserError(f"{folder}: holds a finished run trained in precision {record.get('precision')}; this "
+    if config.precision != "auto" and record.precision not in (None, config.precision):
+        raise UserError(f"{folder}: holds a finished run trained in precision {record.precision}; this "
                         f"command asks for --precision {config.precision}; nothing was reused: use another "
                         "--output, or --precision auto")
     corpus = Path(config.corpus or default_corpus_dir(config.data_dir)).expanduser()
@@ -187,9 +186,9 @@ def _check_same_training(layout: RunLayout, record: dict[str, Any], recipe: Reci
     key = (files, recipe.name, preset, now)
     if key not in _DATA_HASHES:
         _DATA_HASHES[key] = training_data_hash(corpus, recipe, preset, config.max_words)
-    recorded = record.get("data_hash")
+    recorded = record.data_hash
     if recorded and recorded != _DATA_HASHES[key]:
-        raise UserError(f"{folder}: holds a finished run trained on other text (data hash {str(recorded)[:12]}; "
+        raise UserError(f"{folder}: holds a finished run trained on other text (data hash {recorded[:12]}; "
                         f"{corpus} now gives {_DATA_HASHES[key][:12]}); nothing was reused: use another --output, "
                         "or the corpus it was trained on")
 

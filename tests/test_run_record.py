@@ -122,3 +122,24 @@ def test_a_damaged_run_file_is_one_line(tmp_path: Path) -> None:
 def test_words_checkpoint_names_read_back(words: int, name: str) -> None:
     assert words_checkpoint_name(words) == name and words_of_checkpoint(name) == words
     assert words_of_checkpoint("phase-1-MLM") is None
+
+
+@pytest.mark.parametrize("edit, field", [({"seed": "abc"}, "seed"), ({"status": "done?"}, "status"),
+                                          ({"config": {"max_words": "many"}}, "config.max_words"),
+                                          ({"schema_version": 99}, "schema_version")])
+def test_a_wrong_typed_run_file_is_one_line_naming_the_field(tmp_path: Path, edit: dict, field: str) -> None:
+    """run.json is read through its model (runs.run_file) by every reader: a wrong type is one line naming the file
+    and the field, never a traceback or a silently wrong reuse."""
+    layout = RunLayout(tmp_path)
+    layout.run_file.write_text(json.dumps({"schedule": SCHEDULE, "status": "finished", "seed": 1, **edit}))
+    with pytest.raises(UserError, match=rf"run\.json: field {field}: .*not a run file of this version"):
+        layout.read_run_file()
+    with pytest.raises(UserError, match=rf"field {field}"):
+        layout.final_checkpoint()
+
+
+def test_an_old_run_file_reads_with_its_fields_unknown(tmp_path: Path) -> None:
+    baseline = Path(__file__).resolve().parents[1] / "ci" / "baseline" / "antlm-babyllama-tiny-1_CLM_1_MLM-seed1"
+    record = RunLayout(baseline).read_run_file()
+    assert record is not None and record.schema_version == 1 and record.status == "finished"
+    assert record.weights_digest is None and record.config.max_words == 20000

@@ -330,8 +330,13 @@ def test_a_later_sweep_keeps_what_the_earlier_one_recorded(tmp_path):
     third.set(cells[0], REUSED, returncode=None)
     saved = json.loads(folder.record_file.read_text())
     assert len(saved["history"]) == 2 and saved["cells"][0]["ran_in"] == first.started_at
+    document = json.loads(folder.record_file.read_text())
+    document["cells"][0]["seconds"] = "abc"  # a wrong type: one line naming the field, never a traceback
+    folder.record_file.write_text(json.dumps(document))
+    with pytest.raises(UserError, match=r"sweep\.json: field cells\.0\.seconds: .*not a sweep record this version"):
+        _record(tmp_path / "out")
     folder.record_file.write_text("{not json")
-    with pytest.raises(UserError, match=r"sweep\.json: not a sweep record this version reads"):
+    with pytest.raises(UserError, match=r"sweep\.json:1: not a sweep record this version reads"):
         _record(tmp_path / "out")
 
 

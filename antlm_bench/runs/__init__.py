@@ -5,6 +5,10 @@
   read by every scorer, the exporter and the leaderboard), and the scoring method a checkpoint's last phase calls for.
 - ``layout``: ``RunLayout``, the files and folders of a run folder (checkpoints, the final and last ones, the run
   file, metrics, the results store).
+- ``identity``: the two identities, defined once: the weights digest (which network) and the configuration digest
+  (which configuration; what seeds pool).
+- ``run_file``: ``RunRecord``, run.json typed (one writer, the trainer's reporter; read through the layout).
+- ``export_record``: ``ExportRecord``, an export's antlm_export.json typed, and the check of an export's weights.
 
 It sits at the bottom of the stack, beside ``data``, so that every stage reads a run the same way.
 """

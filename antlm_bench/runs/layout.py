@@ -21,10 +21,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
+from antlm_bench.runs.run_file import RunRecord, read_run_record
 from antlm_bench.runs.schedule import Phase, parse_schedule
 
 RUN_FILE = "run.json"
@@ -137,25 +136,22 @@ class RunLayout:
         """Whether the folder holds (or held) a training run: its run file or its checkpoints folder."""
         return self.run_file.is_file() or self.checkpoints.is_dir()
 
-    def read_run_file(self) -> dict[str, Any] | None:
-        """run.json, or None where there is none; a one-line error naming it when it is damaged."""
+    def read_run_file(self) -> RunRecord | None:
+        """run.json through its model (runs.run_file), or None where there is none; a one-line error naming the
+        file (and the field) when it is damaged."""
         if not self.run_file.exists():
             return None
         if not self.run_file.is_file():
             raise UserError(f"{self.run_file}: not a file; the run folder is damaged (train into a new --output)")
-        record = read_json(self.run_file, "corrupt run file", "train again or into a new --output")
-        if not isinstance(record, dict):
-            raise UserError(f"{self.run_file}: not a run file (a JSON {type(record).__name__}); train again or into "
-                            "a new --output")
-        return record
+        return read_run_record(self.run_file)
 
     def final_checkpoint(self) -> Path | None:
         """The last phase's checkpoint as the run file's schedule names it, if it was saved; None otherwise."""
         record = self.read_run_file()
         if record is None:
             return None
-        schedule = record.get("schedule")
-        if not isinstance(schedule, str):
+        schedule = record.schedule
+        if schedule is None:
             raise UserError(f"{self.run_file}: field schedule missing; the run folder is damaged, train again")
         try:
             phases = parse_schedule(schedule).phases

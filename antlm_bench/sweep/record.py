@@ -23,9 +23,12 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from antlm_bench.data import atomic_write_bytes
+from antlm_bench.data.readers import read_json_model
 from antlm_bench.errors import UserError
 from antlm_bench.sweep.grid import Cell
 
@@ -37,6 +40,51 @@ SCHEMA_VERSION = 1
 
 WAITING, RUNNING, DONE, REUSED, FAILED, INTERRUPTED = "waiting", "running", "done", "reused", "failed", "interrupted"
 FINISHED = (DONE, REUSED)
+Status = Literal["waiting", "running", "done", "reused", "failed", "interrupted"]
+
+
+class CellRecord(BaseModel):
+    """One cell as sweep.json stores it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    recipe: str
+    preset: str
+    schedule: str
+    seed: int
+    status: Status
+    returncode: int | None = None
+    seconds: float | None = Field(None, ge=0)  # wall time of the last attempt
+    where: str = ""
+    ran_in: str | None = None
+    log: str | None = None  # absent from an exported study (run_study.sh)
+
+
+class SweepSpan(BaseModel):
+    """An earlier sweep into the folder: its start, last update and counts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    started_at: str | None = None
+    updated_at: str | None = None
+    counts: dict[Status, int] | None = None
+
+
+class SweepFile(BaseModel):
+    """``<output>/sweep/sweep.json``, typed: written by ``SweepRecord.save`` only, read by ``SweepRecord.continuing``
+    only (every field checked: one line naming the file and the field otherwise)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1]
+    asked: dict[str, Any]
+    started_at: str
+    updated_at: str
+    rounds: list[list[int]]
+    history: list[SweepSpan]
+    counts: dict[Status, int]
+    cells: list[CellRecord]
 
 
 def _now() -> str:
@@ -118,33 +166,12 @@ class CellState:
     where: str = ""  # the worker slot or array task that ran it
     ran_in: str | None = None  # started_at of the sweep that ran it (an earlier one's, for a reused cell)
 
-    def as_json(self, log: Path) -> dict[str, Any]:
-        return {"name": self.cell.name, "recipe": self.cell.recipe, "preset": self.cell.preset,
-                "schedule": self.cell.schedule, "seed": self.cell.seed, "status": self.status,
-                "returncode": self.returncode, "seconds": None if self.seconds is None else round(self.seconds, 1),
-                "where": self.where, "ran_in": self.ran_in, "log": str(log)}
-
-
-def _check_shape(previous: Any) -> None:
-    """The fields a continuing sweep reads back, of the types it writes (a string ``history`` would be split into
-    characters, a text ``seconds`` added to a number): a ValueError naming the field otherwise."""
-    if not isinstance(previous, dict):
-        raise ValueError(f"a {type(previous).__name__}, not a mapping")
-    history = previous.get("history", [])
-    if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
-        raise ValueError(f"history {history!r:.40}: not a list of mappings")
-    cells = previous.get("cells")
-    if not isinstance(cells, list):
-        raise ValueError(f"cells {cells!r:.40}: not a list")
-    for i, cell in enumerate(cells):
-        if not isinstance(cell, dict) or not isinstance(cell.get("name"), str):
-            raise ValueError(f"cells[{i}]: not a mapping with a name")
-        seconds = cell.get("seconds")
-        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))):
-            raise ValueError(f"cells[{i}].seconds {seconds!r:.40}: not a number")
-        for key in ("where", "ran_in"):
-            if cell.get(key) is not None and not isinstance(cell[key], str):
-                raise ValueError(f"cells[{i}].{key} {cell[key]!r:.40}: not a text")
+    def as_record(self, log: Path) -> CellRecord:
+        return CellRecord(name=self.cell.name, recipe=self.cell.recipe, preset=self.cell.preset,
+                          schedule=self.cell.schedule, seed=self.cell.seed, status=self.status,  # type: ignore[arg-type]
+                          returncode=self.returncode,
+                          seconds=None if self.seconds is None else round(self.seconds, 1), where=self.where,
+                          ran_in=self.ran_in, log=str(log))
 
 
 @dataclass
@@ -156,8 +183,8 @@ class SweepRecord:
     states: dict[str, CellState] = field(default_factory=dict)
     started_at: str = field(default_factory=_now)
     rounds: list[list[int]] = field(default_factory=list)  # the seeds of each round (--until-decided)
-    history: list[dict[str, Any]] = field(default_factory=list)  # earlier sweeps into the folder, oldest first
-    earlier: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell name -> its finished state then
+    history: list[SweepSpan] = field(default_factory=list)  # earlier sweeps into the folder, oldest first
+    earlier: dict[str, CellRecord] = field(default_factory=dict)  # cell name -> its finished state then
 
     @classmethod
     def continuing(cls, folder: SweepFolder, asked: dict[str, Any]) -> SweepRecord:
@@ -167,27 +194,22 @@ class SweepRecord:
         path = folder.record_file
         if not path.exists():
             return record
-        try:
-            previous = json.loads(path.read_text(encoding="utf-8"))
-            if previous.get("schema_version") != SCHEMA_VERSION:
-                raise ValueError(f"schema_version {previous.get('schema_version')!r}")
-            _check_shape(previous)
-            record.history = [*previous.get("history", []),
-                              {key: previous.get(key) for key in ("started_at", "updated_at", "counts")}]
-            record.earlier = {c["name"]: c for c in previous["cells"]
-                              if c.get("status") in FINISHED and c.get("seconds") is not None}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-            raise UserError(f"{path}: not a sweep record this version reads ({err}); move it away to start a new "
-                            "record") from None
+        previous = read_json_model(path, SweepFile, "not a sweep record this version reads",
+                                   "move it away to start a new record")
+        record.history = [*previous.history, SweepSpan(started_at=previous.started_at,
+                                                       updated_at=previous.updated_at, counts=previous.counts)]
+        record.earlier = {c.name: c for c in previous.cells if c.status in FINISHED and c.seconds is not None}
         return record
 
     def add(self, cells: list[Cell]) -> None:
         for cell in cells:
             if cell.name not in self.states:
-                then = self.earlier.get(cell.name, {})
-                ran_in = (then.get("ran_in") or self.history[-1]["started_at"]) if then else None
-                self.states[cell.name] = CellState(cell, seconds=then.get("seconds"), where=then.get("where", ""),
-                                                   ran_in=ran_in)
+                then = self.earlier.get(cell.name)
+                if then is None:
+                    self.states[cell.name] = CellState(cell)
+                    continue
+                self.states[cell.name] = CellState(cell, seconds=then.seconds, where=then.where,
+                                                   ran_in=then.ran_in or self.history[-1].started_at)
 
     def set(self, cell: Cell, status: str, **fields: Any) -> None:
         state = self.states[cell.name]
@@ -207,14 +229,13 @@ class SweepRecord:
         return [state for state in self.states.values() if state.status not in FINISHED]
 
     def save(self) -> None:
-        self.folder.write_json(self.folder.record_file, {
-            "schema_version": SCHEMA_VERSION, "asked": self.asked, "started_at": self.started_at,
-            "updated_at": _now(), "rounds": self.rounds, "history": self.history,
-            "counts": {status: self.count(status) for status in (WAITING, RUNNING, DONE, REUSED, FAILED,
-                                                                  INTERRUPTED)},
-            "cells": [state.as_json(self.folder.log_of(state.cell)) for state in self.states.values()],
-        })
+        document = SweepFile(
+            schema_version=SCHEMA_VERSION, asked=self.asked, started_at=self.started_at, updated_at=_now(),
+            rounds=self.rounds, history=self.history,
+            counts={status: self.count(status) for status in (WAITING, RUNNING, DONE, REUSED, FAILED, INTERRUPTED)},
+            cells=[state.as_record(self.folder.log_of(state.cell)) for state in self.states.values()])
+        self.folder.write_json(self.folder.record_file, document.model_dump(mode="json"))
 
 
 __all__ = ["open_append_no_link", "DECISION_FILE", "DONE", "FAILED", "FINISHED", "INTERRUPTED", "RECORD_FILE", "REUSED", "RUNNING",
-           "SWEEP_DIR", "WAITING", "CellState", "SweepFolder", "SweepRecord"]
+           "SWEEP_DIR", "WAITING", "CellRecord", "CellState", "SweepFile", "SweepFolder", "SweepRecord"]

@@ -276,8 +276,9 @@ class Checkpointer:
         mine = {"recipe": facts.recipe.name, "preset": facts.preset, "schedule": facts.schedule.canonical,
                 "seed": facts.seed, "precision": facts.precision.name}
         for key, value in mine.items():
-            if key in record and record[key] != value:
-                raise UserError(f"--resume {self.layout.folder}: the run was started with {key}={record[key]!r}, now "
+            then = getattr(record, key)
+            if then is not None and then != value:
+                raise UserError(f"--resume {self.layout.folder}: the run was started with {key}={then!r}, now "
                                 f"{value!r}; resume with the same settings or train into a new --output")
         started = record.get("config") if isinstance(record.get("config"), dict) else {}
         for knob in RECIPE_KNOBS:  # the run's own knobs over the recipe's

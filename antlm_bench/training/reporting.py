@@ -26,6 +26,7 @@ from antlm_bench.results.store import commit_results, read_results_folder
 from antlm_bench.results.tables import append_index
 from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.record import CheckpointRecord, read_record
+from antlm_bench.runs.run_file import RUN_SCHEMA_VERSION, RunRecord, TrainSettings
 from antlm_bench.training.checkpointer import RunFacts, now
 from antlm_bench.training.lr_schedules import describe
 from antlm_bench.training.plan import PhasePlan
@@ -88,7 +89,7 @@ class _Reporters:
                     raise UserError(f"--report-to {kind}: the {kind} package is not installed; pip install {kind}, "
                                     "or drop the option") from None
 
-    def __init__(self, kinds: list[str], layout: RunLayout, run_record: dict[str, Any]) -> None:
+    def __init__(self, kinds: list[str], layout: RunLayout, run_record: RunRecord) -> None:
         self.tb = None
         self.wandb = None
         self.check_installed(kinds)
@@ -100,7 +101,8 @@ class _Reporters:
             import wandb
 
             self.wandb = wandb.init(project=os.environ.get("WANDB_PROJECT", "antlm-bench"), dir=str(layout.folder),
-                                    name=layout.folder.name, config=run_record, resume="allow")
+                                    name=layout.folder.name, config=run_record.model_dump(mode="json"),
+                                    resume="allow")
 
     def log(self, info: StepInfo) -> None:
         scalars = {"loss": info.loss, "lr": info.lr, "grad_norm": info.grad_norm, "epoch": info.epoch,
@@ -254,31 +256,29 @@ class Reporter:
                 kept.append(line)
         atomic_write_bytes(path, ("\n".join(kept) + "\n").encode() if kept else b"")
 
-    def run_record(self, status: str, step: int) -> dict[str, Any]:
+    def run_record(self, status: str, step: int) -> RunRecord:
         facts, config = self.facts, self.config
-        return {
-            "status": status, "recipe": facts.recipe.name, "preset": facts.preset,
-            "architecture": facts.recipe.architecture, "schedule": facts.schedule.canonical, "seed": facts.seed,
-            "config": json.loads(config.model_dump_json()), "n_parameters": self.n_parameters,
-            "n_sequences": facts.n_sequences, "seq_len": facts.seq_len, "n_words": facts.n_words or None,
-            "global_batch_size": facts.global_batch, "micro_batch_size": self.micro_batch,
-            "steps_per_epoch": facts.steps_per_epoch, "total_steps": facts.plans[-1].end_step,
-            "world_size": facts.world_size, "device": str(self.device),
-            "precision": facts.precision.name, "precision_reason": facts.precision.reason,
-            "data_hash": facts.data_hash, "tokenizer_hash": facts.tokenizer_hash,
-            "training_fingerprint": facts.training_fingerprint, "config_fingerprint": facts.config_fingerprint,
-            "phases": [{"index": p.index, "objective": p.phase.label, "epochs": p.phase.epochs, "steps": p.n_steps,
-                        "lr_schedule": describe(p.lr.spec)} for p in facts.plans],
-            "masking": facts.recipe.masking.strategy, "optimizer_at_phase": facts.recipe.optimizer_at_phase,
-            "mix_loss": facts.recipe.mix_loss,
-            "step": step, "package_version": __version__, "updated_at": now(),
-        }
+        return RunRecord(
+            schema_version=RUN_SCHEMA_VERSION, status=status, recipe=facts.recipe.name,  # type: ignore[arg-type]
+            preset=facts.preset, architecture=facts.recipe.architecture, schedule=facts.schedule.canonical,
+            seed=facts.seed, config=TrainSettings.model_validate(json.loads(config.model_dump_json())),
+            n_parameters=self.n_parameters, n_sequences=facts.n_sequences, seq_len=facts.seq_len,
+            n_words=facts.n_words or None, global_batch_size=facts.global_batch, micro_batch_size=self.micro_batch,
+            steps_per_epoch=facts.steps_per_epoch, total_steps=facts.plans[-1].end_step,
+            world_size=facts.world_size, device=str(self.device), precision=facts.precision.name,  # type: ignore[arg-type]
+            precision_reason=facts.precision.reason, data_hash=facts.data_hash, tokenizer_hash=facts.tokenizer_hash,
+            training_fingerprint=facts.training_fingerprint, config_fingerprint=facts.config_fingerprint,
+            phases=[{"index": p.index, "objective": p.phase.label, "epochs": p.phase.epochs, "steps": p.n_steps,
+                     "lr_schedule": describe(p.lr.spec)} for p in facts.plans],
+            masking=facts.recipe.masking.strategy, optimizer_at_phase=facts.recipe.optimizer_at_phase,
+            mix_loss=facts.recipe.mix_loss, step=step, package_version=__version__, updated_at=now(),
+        )
 
-    def write_run_file(self, record: dict[str, Any]) -> None:
+    def write_run_file(self, record: RunRecord) -> None:
+        """run.json's one writer (runs.run_file): the record, validated as every reader reads it."""
         if self.dist.main:
             # atomic_write_bytes gives the file the umask's mode, as every other file the run writes
-            atomic_write_bytes(self.layout.run_file,
-                               json.dumps(record, indent=2, sort_keys=True, default=str).encode() + b"\n")
+            atomic_write_bytes(self.layout.run_file, RunRecord.model_validate(record.model_dump()).to_bytes())
 
     # -- per-phase scores ------------------------------------------------------------------------------------------
 

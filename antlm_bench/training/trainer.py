@@ -254,11 +254,11 @@ class Trainer:
         with (the resume check refuses an explicit other one), so a probe under another load never splits a run."""
         if resuming and self.config.precision == "auto":
             try:
-                record = self.layout.read_run_file() or {}
+                record = self.layout.read_run_file()
             except UserError:
-                record = {}
-            if record.get("precision") in ("fp32", "bf16"):
-                return Precision(record["precision"], f"the resumed run's ({record.get('precision_reason', '')})")
+                record = None
+            if record is not None and record.precision is not None:
+                return Precision(record.precision, f"the resumed run's ({record.precision_reason or ''})")
         return resolve_precision(self.config.precision, self.device, hidden_size)
 
     def _data(self, tokenizer: Any, corpus: Any) -> tuple[Any, Any]:
@@ -286,7 +286,7 @@ class Trainer:
         except BaseException as err:
             record = self.reporter.run_record("interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
                                               self.step)
-            record["error"] = f"{type(err).__name__}: {first_line(err)}"
+            record.error = f"{type(err).__name__}: {first_line(err)}"
             with contextlib.suppress(OSError):  # a full disk must not hide the error that brought us here
                 self.reporter.write_run_file(record)
             raise
@@ -390,7 +390,7 @@ class Trainer:
         record = self.reporter.run_record("finished" if finished else "stopped", self.step)
         if finished and self.dist.main:  # the network the run trained, as its final checkpoint recorded it
             final_record = read_record(final)
-            record["weights_digest"] = final_record.weights_digest if final_record is not None else None
+            record.weights_digest = final_record.weights_digest if final_record is not None else None
         self.reporter.write_run_file(record)
         self.dist.barrier()
         self.dist.close()
@@ -403,7 +403,7 @@ class Trainer:
         kept = (f"the last good checkpoint is {self.layout.last} (step {last.step})" if last is not None
                 else "no checkpoint was saved before it")
         record = self.reporter.run_record("diverged", self.step)
-        record["diverged_at_step"] = self.step + 1
+        record.diverged_at_step = self.step + 1
         self.reporter.write_run_file(record)
         raise TrainingDiverged(
             f"{what} at step {self.step + 1} (phase {plan.index} {plan.phase.label}, epoch "
