@@ -442,3 +442,24 @@ def test_two_fetches_into_one_cache_do_not_share_the_part_file(tmp_path):
                                env={**os.environ, "PYTHONPATH": str(REPO)})
     assert child.returncode != 0 and "another antlm-bench command" in child.stderr, child.stderr[-500:]
     assert fetch  # the library entry point the CLI calls
+
+
+# -- other: eval into a run folder adds to its seed ------------------------------------------------------------------
+
+def test_eval_into_a_run_folder_does_not_count_its_seed_twice(tmp_path, real_data_dir):
+    from trainer_support import tiny_config
+
+    from antlm_bench.results.leaderboard import build_leaderboard, read_results
+    from antlm_bench.training.trainer import train
+
+    run = tmp_path / "antlm-babyllama-tiny-0.25_CLM_0.25_MLM-seed3"  # as `run` names it: no '+' in a folder name
+    train(tiny_config(tmp_path, run, schedule="0.25_CLM+0.25_MLM"))
+    for _ in range(2):
+        result = CliRunner().invoke(app, ["eval", "--model", str(run), "--tasks", "blimp", "--limit", "2",
+                                          "--data-dir", str(real_data_dir), "--output", str(run)])
+        assert result.exit_code == 0, result.output
+    results = read_results([run])
+    assert {row["run_id"] for row in results.rows} == {run.name}
+    board = build_leaderboard(results)
+    assert [len(row.run_ids) for row in board.rows] == [1]
+    assert not any("more than once" in note for row in board.rows for note in row.notes)
