@@ -386,10 +386,13 @@ def test_stale_temporaries_are_found_by_pid_and_by_age(tmp_path):
     old.mkdir()
     os.utime(old, (time.time() - STALE_AFTER_S - 10,) * 2)
     (tmp_path / ".out.tmp-new_abc").mkdir()  # no pid, young: may be another command's
+    (tmp_path / ".p2-0-x.tmp-new_abc").mkdir()  # digits in the name are no pid
     removed = {p.name for p in remove_stale(tmp_path, ".out.tmp-*")} | {
         p.name for p in remove_stale(tmp_path, ".last.link-*")}
     assert removed == {f".out.tmp-p{dead}-abc", ".last.link-999999999", ".out.tmp-old_abc"}
-    assert {p.name for p in tmp_path.iterdir()} == {f".out.tmp-{temporary_tag()}-abc", ".out.tmp-new_abc"}
+    assert not remove_stale(tmp_path, ".p2-0-x.tmp-*")
+    assert {p.name for p in tmp_path.iterdir()} == {f".out.tmp-{temporary_tag()}-abc", ".out.tmp-new_abc",
+                                                    ".p2-0-x.tmp-new_abc"}
 
 
 def test_export_removes_a_killed_exports_staging_and_says_so(llama, tmp_path):
