@@ -466,3 +466,18 @@ def test_eval_into_a_run_folder_does_not_count_its_seed_twice(tmp_path, real_dat
     board = build_leaderboard(results)
     assert [len(row.run_ids) for row in board.rows] == [1]
     assert not any("more than once" in note for row in board.rows for note in row.notes)
+
+
+def test_an_atomic_write_removes_its_killed_predecessors_temporary_and_says_so(tmp_path, capsys):
+    from antlm_bench.data.files import atomic_write_bytes, temporary_tag
+
+    dead = _dead_pid()
+    target = tmp_path / "eval.json"
+    (tmp_path / f".eval.json.tmp-p{dead}-abcd.tmp").write_text("half")
+    (tmp_path / f".eval.json.tmp-{temporary_tag()}-live.tmp").write_text("ours, being written")
+    (tmp_path / ".other.json.tmp-p1-x.tmp").write_text("another file's")
+    atomic_write_bytes(target, b"{}\n")
+    assert target.read_bytes() == b"{}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f".eval.json.tmp-{temporary_tag()}-live.tmp", ".other.json.tmp-p1-x.tmp", "eval.json"]
+    assert "stale" in capsys.readouterr().err

@@ -35,8 +35,11 @@ def readable_file_mode() -> int:
 
 
 def atomic_write_bytes(path: Path, payload: bytes) -> None:
+    """Write ``path`` whole or not at all: a temporary beside it, renamed over it. A temporary of ``path`` that a
+    killed writer left is removed first, with a note on stderr (:func:`tidy_atomic_temporaries`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tidy_atomic_temporaries(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-{temporary_tag()}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
@@ -157,3 +160,21 @@ def removed_note(removed: list[Path]) -> str | None:
         return None
     shown = ", ".join(str(p) for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
     return f"removed {len(removed)} stale temporar{'y' if len(removed) == 1 else 'ies'} a stopped command left: {shown}"
+
+
+def tidy_atomic_temporaries(path: Path) -> list[Path]:
+    """Remove the temporaries of ``path`` (``.NAME.tmp-p<pid>-*.tmp``, or an older ``.NAME.*.tmp`` past
+    :data:`STALE_AFTER_S`) whose writer is gone, and say so on stderr."""
+    import sys
+
+    removed = remove_stale(path.parent, f".{_glob_escape(path.name)}.*.tmp")
+    note = removed_note(removed)
+    if note is not None:
+        print(f"note: {note}", file=sys.stderr)
+    return removed
+
+
+def _glob_escape(name: str) -> str:
+    import glob
+
+    return glob.escape(name)
