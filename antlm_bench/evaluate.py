@@ -43,7 +43,7 @@ from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, now_utc, score_table
 from antlm_bench.runs.export_record import EXPORT_FILE, export_of, verify_export
 from antlm_bench.runs.identity import weight_files, weights_digest
-from antlm_bench.runs.layout import RunLayout
+from antlm_bench.runs.layout import RunLayout, run_folder_of
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord, read_record, scoring_method
 from antlm_bench.scoring import METHODS, ScoringModel, load_scoring_model, resolve_device_dtype, wrap_model
 from antlm_bench.tasks import resolve_tasks
@@ -343,6 +343,12 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
     torch.set_num_threads(n_threads)  # restored when the evaluation ends
     unchecked = config.skip_export_check and path is not None and export_of(path) is not None
     run = config.run_info or run_info_from_record(record, path, check_record=not unchecked)
+    if config.run_info is None and path is not None and record is not None:
+        # a checkpoint of a run folder: its rows belong to that run, under the id `run` gives them (the folder's
+        # name), so that `eval --output RUN` adds to the run's seed instead of making a second one
+        owner = run_folder_of(path)
+        if owner is not None:
+            run = dataclasses.replace(run, run_id=owner.name)
     checkpoint = config.checkpoint_info or checkpoint_info_from_record(record, path)
     ctx = EvalContext(
         model_path=path, data_dir=folder, model=module, tokenizer=tokenizer,

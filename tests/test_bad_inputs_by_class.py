@@ -386,10 +386,13 @@ def test_stale_temporaries_are_found_by_pid_and_by_age(tmp_path):
     old.mkdir()
     os.utime(old, (time.time() - STALE_AFTER_S - 10,) * 2)
     (tmp_path / ".out.tmp-new_abc").mkdir()  # no pid, young: may be another command's
+    (tmp_path / ".p2-0-x.tmp-new_abc").mkdir()  # digits in the name are no pid
     removed = {p.name for p in remove_stale(tmp_path, ".out.tmp-*")} | {
         p.name for p in remove_stale(tmp_path, ".last.link-*")}
     assert removed == {f".out.tmp-p{dead}-abc", ".last.link-999999999", ".out.tmp-old_abc"}
-    assert {p.name for p in tmp_path.iterdir()} == {f".out.tmp-{temporary_tag()}-abc", ".out.tmp-new_abc"}
+    assert not remove_stale(tmp_path, ".p2-0-x.tmp-*")
+    assert {p.name for p in tmp_path.iterdir()} == {f".out.tmp-{temporary_tag()}-abc", ".out.tmp-new_abc",
+                                                    ".p2-0-x.tmp-new_abc"}
 
 
 def test_export_removes_a_killed_exports_staging_and_says_so(llama, tmp_path):
@@ -442,3 +445,39 @@ def test_two_fetches_into_one_cache_do_not_share_the_part_file(tmp_path):
                                env={**os.environ, "PYTHONPATH": str(REPO)})
     assert child.returncode != 0 and "another antlm-bench command" in child.stderr, child.stderr[-500:]
     assert fetch  # the library entry point the CLI calls
+
+
+# -- other: eval into a run folder adds to its seed ------------------------------------------------------------------
+
+def test_eval_into_a_run_folder_does_not_count_its_seed_twice(tmp_path, real_data_dir):
+    from trainer_support import tiny_config
+
+    from antlm_bench.results.leaderboard import build_leaderboard, read_results
+    from antlm_bench.training.trainer import train
+
+    run = tmp_path / "antlm-babyllama-tiny-0.25_CLM_0.25_MLM-seed3"  # as `run` names it: no '+' in a folder name
+    train(tiny_config(tmp_path, run, schedule="0.25_CLM+0.25_MLM"))
+    for _ in range(2):
+        result = CliRunner().invoke(app, ["eval", "--model", str(run), "--tasks", "blimp", "--limit", "2",
+                                          "--data-dir", str(real_data_dir), "--output", str(run)])
+        assert result.exit_code == 0, result.output
+    results = read_results([run])
+    assert {row["run_id"] for row in results.rows} == {run.name}
+    board = build_leaderboard(results)
+    assert [len(row.run_ids) for row in board.rows] == [1]
+    assert not any("more than once" in note for row in board.rows for note in row.notes)
+
+
+def test_an_atomic_write_removes_its_killed_predecessors_temporary_and_says_so(tmp_path, capsys):
+    from antlm_bench.data.files import atomic_write_bytes, temporary_tag
+
+    dead = _dead_pid()
+    target = tmp_path / "eval.json"
+    (tmp_path / f".eval.json.tmp-p{dead}-abcd.tmp").write_text("half")
+    (tmp_path / f".eval.json.tmp-{temporary_tag()}-live.tmp").write_text("ours, being written")
+    (tmp_path / ".other.json.tmp-p1-x.tmp").write_text("another file's")
+    atomic_write_bytes(target, b"{}\n")
+    assert target.read_bytes() == b"{}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f".eval.json.tmp-{temporary_tag()}-live.tmp", ".other.json.tmp-p1-x.tmp", "eval.json"]
+    assert "stale" in capsys.readouterr().err

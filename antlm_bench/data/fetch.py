@@ -137,6 +137,8 @@ def _download(url: str, part: Path, record_path: Path, timeout: float) -> None:
         raise
 
 
+PART_KEPT_S = 7 * 24 * 3600  # how long a partial download of another URL waits for its resume
+
 _NETWORK_ERRNOS = {errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EHOSTUNREACH,
                    errno.ENETUNREACH, errno.EPIPE}
 
@@ -172,6 +174,9 @@ def fetch(url: str, sha256: str | None, dest_dir: Path | None = None, timeout: f
 def _fetch_locked(url: str, sha256: str | None, dest_dir: Path, timeout: float, done: Path, part: Path,
                   record_path: Path) -> None:
     tidied = remove_stale(dest_dir.parent, ".unpack.*")  # staging folders of a killed fetch
+    # a partial download is kept to resume from; one nobody came back to for a week (another URL) is removed
+    for pattern in ("*.part", "*.part.json"):
+        tidied += remove_stale(part.parent, pattern, max_age_s=PART_KEPT_S, keep=(part, record_path), by_pid=False)
     if tidied:
         print(f"note: {removed_note(tidied)}", file=sys.stderr)
     if done.exists() and sha256 is not None and sha256_file(done) != sha256:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -34,8 +35,11 @@ def readable_file_mode() -> int:
 
 
 def atomic_write_bytes(path: Path, payload: bytes) -> None:
+    """Write ``path`` whole or not at all: a temporary beside it, renamed over it. A temporary of ``path`` that a
+    killed writer left is removed first, with a note on stderr (:func:`tidy_atomic_temporaries`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tidy_atomic_temporaries(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-{temporary_tag()}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
@@ -79,6 +83,10 @@ def remove_empty_folders(folders: list[Path]) -> None:
 STALE_AFTER_S = 6 * 3600
 
 
+# where a temporary's name says its writer's pid (temporary_tag's "p<pid>", training's ".last.link-<pid>")
+_PID_IN_NAME = re.compile(r"(?:\.tmp-p|\.unpack\.p|\.link-)(\d{1,9})(?=[.-]|$)")
+
+
 def temporary_tag() -> str:
     """``p<pid>``: the part of a temporary's name that says which process writes it (:func:`remove_stale`)."""
     return f"p{os.getpid()}"
@@ -98,11 +106,11 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def stale_temporaries(folder: Path, pattern: str, now: float | None = None) -> list[Path]:
+def stale_temporaries(folder: Path, pattern: str, now: float | None = None,
+                      max_age_s: float = STALE_AFTER_S, by_pid: bool = True) -> list[Path]:
     """The entries of ``folder`` matching ``pattern`` (a glob) that no live process writes: their name's pid
-    (``p<pid>`` or a trailing ``-<pid>``) is no running process, or, without a pid, they are older than
-    :data:`STALE_AFTER_S`."""
-    import re
+    (``.tmp-p<pid>-``, ``.unpack.p<pid>.``, a trailing ``.link-<pid>``) is no running process, or, without a pid, they are older than
+    ``max_age_s`` (default :data:`STALE_AFTER_S`)."""
     import time
 
     now = time.time() if now is None else now
@@ -112,12 +120,12 @@ def stale_temporaries(folder: Path, pattern: str, now: float | None = None) -> l
     except OSError:
         return []
     for path in entries:
-        match = re.search(r"(?:[.-]p|-)(\d{1,9})(?=[.-]|$)", path.name)
-        if match is not None:
-            stale = not _pid_alive(int(match.group(1)))
+        pids = _PID_IN_NAME.findall(path.name) if by_pid else []
+        if pids:
+            stale = not _pid_alive(int(pids[-1]))
         else:
             try:
-                stale = now - path.lstat().st_mtime > STALE_AFTER_S
+                stale = now - path.lstat().st_mtime > max_age_s
             except OSError:
                 stale = False
         if stale:
@@ -125,13 +133,16 @@ def stale_temporaries(folder: Path, pattern: str, now: float | None = None) -> l
     return found
 
 
-def remove_stale(folder: Path, pattern: str, now: float | None = None) -> list[Path]:
+def remove_stale(folder: Path, pattern: str, now: float | None = None, max_age_s: float = STALE_AFTER_S,
+                 keep: tuple[Path, ...] = (), by_pid: bool = True) -> list[Path]:
     """Remove :func:`stale_temporaries` (files, links or folders); returns what was removed, for the caller to say
     so."""
     import shutil
 
     removed = []
-    for path in stale_temporaries(folder, pattern, now):
+    for path in stale_temporaries(folder, pattern, now, max_age_s, by_pid):
+        if path in keep:
+            continue
         try:
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
@@ -149,3 +160,21 @@ def removed_note(removed: list[Path]) -> str | None:
         return None
     shown = ", ".join(str(p) for p in removed[:3]) + (f" and {len(removed) - 3} more" if len(removed) > 3 else "")
     return f"removed {len(removed)} stale temporar{'y' if len(removed) == 1 else 'ies'} a stopped command left: {shown}"
+
+
+def tidy_atomic_temporaries(path: Path) -> list[Path]:
+    """Remove the temporaries of ``path`` (``.NAME.tmp-p<pid>-*.tmp``, or an older ``.NAME.*.tmp`` past
+    :data:`STALE_AFTER_S`) whose writer is gone, and say so on stderr."""
+    import sys
+
+    removed = remove_stale(path.parent, f".{_glob_escape(path.name)}.*.tmp")
+    note = removed_note(removed)
+    if note is not None:
+        print(f"note: {note}", file=sys.stderr)
+    return removed
+
+
+def _glob_escape(name: str) -> str:
+    import glob
+
+    return glob.escape(name)

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from antlm_bench import __version__
 from antlm_bench.data import readable_file_mode
+from antlm_bench.data.files import temporary_tag, tidy_atomic_temporaries
 from antlm_bench.runs.layout import INDEX_FILE
 
 SCORE_SCHEMA = pa.schema(
@@ -179,7 +180,8 @@ def item_table(records: Sequence[dict[str, Any]]) -> pa.Table:
 def write_table_atomic(table: pa.Table, path: Path) -> None:
     """Write Parquet under a temporary name in the same folder, then rename over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tidy_atomic_temporaries(path)  # a killed writer's temporary of this file: removed, and said
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-{temporary_tag()}-", suffix=".tmp")
     os.close(fd)
     try:
         pq.write_table(table, tmp)

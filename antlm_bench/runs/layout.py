@@ -173,6 +173,16 @@ class RunLayout:
                         "--resume) first, or pass a checkpoint folder")
 
 
+def run_folder_of(checkpoint: str | Path) -> Path | None:
+    """The run folder a checkpoint belongs to (``RUN/checkpoints/NAME``, ``RUN/last``, ``RUN/.resume/step-N``,
+    ``RUN/checkpoints/NAME/chck_1M``), or None for a folder of no run."""
+    path = Path(checkpoint).expanduser().absolute()
+    for parent in list(path.parents)[:3]:
+        if RunLayout(parent).run_file.is_file():
+            return parent
+    return None
+
+
 def model_folder(path: str | Path) -> tuple[Path, str | None]:
     """Where a model is asked for (``eval --model``, ``export CKPT``): (the model folder, why that one). ``path``
     itself when it holds config.json (or is no run: the caller's loader then says what is wrong with it), else the
