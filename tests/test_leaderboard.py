@@ -339,9 +339,11 @@ def test_command_writes_every_format_and_refuses_bad_options(tmp_path, monkeypat
     code, captured = run(tmp_path / "runs", "-f", "markdown")
     assert code == 0 and "| 4_CLM |" in captured.out
     for args, message in ((["-f", "pdf"], "--format pdf"), (["--by", "colour"], "--by colour"),
-                          (["--reference", "schedule"], "expected KEY=VALUE"), (["-d", "nope"], "unknown leaderboard")):
+                          (["--reference", "schedule"], "expected KEY=VALUE"), (["-d", "nope"], "unknown leaderboard"),
+                          (["-o", str(tmp_path / "board.xlsx")], "no format writes .xlsx files")):
         code, captured = run(tmp_path / "runs", *args)
         assert code == 2 and message in captured.err and "Traceback" not in captured.err
+    assert not (tmp_path / "board.xlsx").exists()
 
 
 def test_a_row_with_every_pair_task_within_chance_says_so(tmp_path):

@@ -62,6 +62,7 @@ def leaderboard_command(
         raise UserError(f"--plots {plots}: {'a symbolic link' if plots.is_symlink() else 'a file'}, not a folder; "
                         "give a folder for the curves (made if missing)")
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
+    chosen_format = format_for(fmt, out)  # a bad --format or --out suffix: one line before any table is read
     wanted = parse_reference(reference)
     sweep_note = None
     if not wanted:  # an until-decided sweep's board: gaps to its --baseline, the sign of its decision lines
@@ -78,7 +79,7 @@ def leaderboard_command(
             hint = " (train with --save-at-words)" if x_axis == "words" else ""
             raise UserError(f"--x {x_axis}: no curve point of these runs records {X_AXES[x_axis][1].split(' (')[0]}"
                             f"{hint}; nothing to draw, no plot written: choose another --x")
-    written = write_leaderboard(board, format_for(fmt, out), out, console, plots, x_axis)
+    written = write_leaderboard(board, chosen_format, out, console, plots, x_axis)
     for path in written:
         err_console.print(f"wrote {path}")
     if out is None:  # the folders `sweep --until-decided` decided in: each decision under the table
