@@ -59,6 +59,9 @@ def test_significant_paired_drop_beyond_tolerance_fails(tmp_path, monkeypatch, c
     assert code == 1
     assert "regression" in out and "paired" in out and "-3.00" in out
     assert "1 score(s) dropped" in err
+    # what the gate can see, in points, from the line's MDE
+    detects = next(line for line in out.splitlines() if "this gate detects drops >=" in line)
+    assert " points on blimp" in detects and "alpha 0.05" in detects and "more seeds" in detects
 
 
 def test_drop_within_tolerance_passes_even_if_significant(tmp_path):

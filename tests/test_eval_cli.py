@@ -169,3 +169,58 @@ def test_summary_names_metrics_other_than_accuracy():
     text = buffer.getvalue()
     assert "wug_adj (spearman)" in text and "reading (eye_tracking)" in text
     assert "reading (self_paced_reading)" in text and "blimp (accuracy)" not in text
+
+
+def test_summary_prints_each_metric_in_its_unit():
+    """Accuracy x100 in %, a margin and a loss as stored, in nats (a margin of 0.3885 nats is not 38.85)."""
+    import io
+
+    import pyarrow as pa
+    from rich.console import Console
+
+    from antlm_bench.cli.eval import summary_table
+
+    def row(task, metric, value, low, high):
+        return {"task": task, "subtask": "", "metric": metric, "value": value, "ci_low": low, "ci_high": high,
+                "n": 10, "n_ties": 0, "scoring": "pll", "limit": None}
+
+    scores = pa.Table.from_pylist([row("blimp", "accuracy", 0.6, 0.55, 0.65),
+                                   row("blimp", "margin", 0.3885, 0.067, 0.716),
+                                   row("blimp_supplement", "margin", -2.816, -3.5, -2.1),
+                                   row("heldout", "loss", 5.4321, 5.4, 5.5)])
+    buffer = io.StringIO()
+    Console(file=buffer, width=200).print(summary_table(scores))
+    lines = {line.strip().split("  ")[0]: line for line in buffer.getvalue().splitlines() if line.strip()}
+    assert "60.00" in lines["blimp"] and "[55.0, 65.0]" in lines["blimp"] and " % " in lines["blimp"]
+    margin = lines["blimp (margin)"]
+    assert "0.389" in margin and "[0.067, 0.716]" in margin and "nats" in margin and "38.85" not in margin
+    assert "-2.816" in lines["blimp_supplement (margin)"] and "-281.60" not in lines["blimp_supplement (margin)"]
+    assert "5.432" in lines["heldout (loss)"] and "nats/token, lower is better" in lines["heldout (loss)"]
+
+
+def test_progress_off_a_terminal_is_whole_lines_now_and_then(monkeypatch):
+    """A CI log or a pipe gets a plain line per task at most every 30 s, and one when the task ends."""
+    import io
+
+    from rich.console import Console
+
+    from antlm_bench import evaluate
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=200)
+    assert not console.is_terminal
+    clock = iter([0.0, 1.0, 31.0, 32.0, 40.0])
+    monkeypatch.setattr(evaluate.time, "perf_counter", lambda: next(clock))
+    bar = evaluate.PlainProgress(console, 30.0)
+    task = bar.add_task("blimp", total=100)  # t=0
+    bar.update(task, advance=10)  # t=1: too soon
+    bar.update(task, advance=20)  # t=31: a line
+    bar.update(task, advance=20)  # t=32: too soon
+    bar.update(task, completed=100)  # t=40: finished, a line
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("blimp: 30/100 (30%)") and "left" in lines[0]
+    assert lines[1].startswith("blimp: 100/100 (100%)") and "0:00:40 elapsed" in lines[1]
+    with monkeypatch.context() as m:
+        m.setattr(evaluate, "PLAIN_PROGRESS_EVERY_S", 30.0)
+        assert isinstance(evaluate._progress_bar(True), evaluate.PlainProgress)  # pytest's stderr: no terminal

@@ -339,6 +339,23 @@ def test_command_writes_every_format_and_refuses_bad_options(tmp_path, monkeypat
     code, captured = run(tmp_path / "runs", "-f", "markdown")
     assert code == 0 and "| 4_CLM |" in captured.out
     for args, message in ((["-f", "pdf"], "--format pdf"), (["--by", "colour"], "--by colour"),
-                          (["--reference", "schedule"], "expected KEY=VALUE"), (["-d", "nope"], "unknown leaderboard")):
+                          (["--reference", "schedule"], "expected KEY=VALUE"), (["-d", "nope"], "unknown leaderboard"),
+                          (["-o", str(tmp_path / "board.xlsx")], "no format writes .xlsx files")):
         code, captured = run(tmp_path / "runs", *args)
         assert code == 2 and message in captured.err and "Traceback" not in captured.err
+    assert not (tmp_path / "board.xlsx").exists()
+
+
+def test_a_row_with_every_pair_task_within_chance_says_so(tmp_path):
+    rng = np.random.default_rng(7)
+    write_run(tmp_path, "chance", [{"phase_index": 0, "tasks": {"blimp": {"a": np.tile([0.0, 1.0], 100)},
+                                                                "ewok": {"d": np.tile([1.0, 0.0], 100)}}}],
+              schedule="1_CLM")
+    write_run(tmp_path, "clear", [{"phase_index": 0, "tasks": {"blimp": {"a": correctness(rng, 200, 0.9)},
+                                                               "ewok": {"d": np.tile([1.0, 0.0], 100)}}}],
+              schedule="2_CLM")
+    board = build_leaderboard(read_results([tmp_path]))
+    notes = {r.key[2]: r.notes for r in board.rows}
+    (line,) = [n for n in notes["1_CLM"] if "within chance" in n]
+    assert "blimp 50.0" in line and "ewok 50.0" in line and "contains 50%" in line and "test:" in line
+    assert not any("within chance" in n for n in notes["2_CLM"])  # BLiMP is clear of chance there

@@ -400,6 +400,8 @@ def test_the_leaderboard_prints_the_decision_under_the_table(tmp_path, monkeypat
     table_end = out.index("sweep decision (decided;")
     assert out.index("2_CLM") < table_end  # under the table
     assert "2_CLM - baseline on blimp_supplement: +" in out[table_end:] and "decided: better than the baseline" in out
+    # the board's gaps are to the baseline (1_CLM), as the decision's are: 2_CLM's is positive there too
+    assert "gaps are to the sweep's --baseline (recipe=antlm-babyllama, preset=tiny, schedule=1_CLM)" in out
 
 
 def test_a_definitions_board_prints_the_decisions_of_the_sweeps_below_its_results(tmp_path, monkeypatch, capsys):

@@ -73,7 +73,7 @@ def check_command(
 ) -> None:
     """Compare task and macro scores with a baseline; exit 1 on a significant drop beyond the tolerance, or when
     the results lack something the baseline has."""
-    from antlm_bench.results.check import Tolerances, family_note, report_markdown, run_check
+    from antlm_bench.results.check import Tolerances, detectable_notes, family_note, report_markdown, run_check
 
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
     _require_paths(results, baseline)
@@ -94,6 +94,8 @@ def check_command(
         return
     console.print(_table(report, alpha, rule))
     console.print(f"[dim]{escape(family_note(report))}[/dim]")
+    for note in detectable_notes(report):
+        console.print(escape(note), soft_wrap=True)
     for note in report.notes:
         console.print(f"[yellow]note[/yellow] {escape(note)}")
     for item in report.missing:

@@ -148,21 +148,28 @@ def parse_seeds(text: str | None) -> list[int] | None:
 
 
 def summary_table(scores) -> Table:
-    """One line per task and metric: subtask count, score x100 (accuracy; GLUE: its own mean; other metrics named
-    after the task, e.g. ``wug_adj (spearman)``), 95% CI, n, ties, method."""
+    """One line per task and metric: subtask count, score in its unit as the board shows it (accuracy, F1, GLUE's
+    score and Spearman x100 in %; margins in nats, held-out loss in nats/token, as stored; other metrics named after
+    the task, e.g. ``wug_adj (spearman)``), 95% CI, unit, n, ties, method."""
+    from antlm_bench.results.leaderboard.definition import metric_kind
+
     rows = scores.to_pylist()
     limits = sorted({r["limit"] for r in rows if r["limit"]})
     title = "antlm-bench eval" + (f" (--limit {limits[0]}: a quick look, not a full score)" if limits else "")
     table = Table(title=title, box=box.SIMPLE_HEAD)
     for column, justify in (("task", "left"), ("subtasks", "right"), ("score", "right"), ("95% CI", "right"),
-                            ("n", "right"), ("ties", "right"), ("method", "left")):
+                            ("unit", "left"), ("n", "right"), ("ties", "right"), ("method", "left")):
         table.add_column(column, justify=justify, no_wrap=True)
     for row in rows:
         if row["subtask"] != "":
             continue
+        kind = metric_kind(row["metric"])
+        value_digits, ci_digits = (2, 1) if kind.unit == "%" else (kind.digits, kind.digits)
         subtasks = sum(1 for r in rows if r["task"] == row["task"] and r["subtask"] != "" and r["metric"] == row["metric"])
-        ci = "" if row["ci_low"] is None else f"[{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]"
+        ci = ("" if row["ci_low"] is None else
+              f"[{kind.scale * row['ci_low']:.{ci_digits}f}, {kind.scale * row['ci_high']:.{ci_digits}f}]")
         name = row["task"] if row["metric"] in ("accuracy", "score") else f"{row['task']} ({row['metric']})"
-        table.add_row(name, str(subtasks), f"{100 * row['value']:.2f}", ci, f"{row['n']:,}",
-                      str(row["n_ties"] or 0), row["scoring"])
+        unit = kind.unit + (", lower is better" if kind.lower_is_better else "")
+        table.add_row(name, str(subtasks), f"{kind.scale * row['value']:.{value_digits}f}", ci, unit,
+                      f"{row['n']:,}", str(row["n_ties"] or 0), row["scoring"])
     return table

@@ -63,7 +63,14 @@ def leaderboard_command(
         raise UserError(f"--plots {plots}: {'a symbolic link' if plots.is_symlink() else 'a file'}, not a folder; "
                         "give a folder for the curves (made if missing)")
     group_by = [k.strip() for k in by.split(",") if k.strip()] if by else None
-    board = leaderboard_from_paths(results or [], definition, group_by, parse_reference(reference), alpha, family)
+    chosen_format = format_for(fmt, out)  # a bad --format or --out suffix: one line before any table is read
+    wanted = parse_reference(reference)
+    sweep_note = None
+    if not wanted:  # an until-decided sweep's board: gaps to its --baseline, the sign of its decision lines
+        wanted, sweep_note = _sweep_reference(results or [], definition, group_by)
+    board = leaderboard_from_paths(results or [], definition, group_by, wanted, alpha, family)
+    if sweep_note is not None:
+        board.notes.append(sweep_note)
     if plots is not None:
         from antlm_bench.results.leaderboard.plots import X_AXES
 
@@ -80,11 +87,31 @@ def leaderboard_command(
         from antlm_bench.sweep import decision_lines
 
         decisions = decision_lines([*definition_result_paths(board.definition), *(results or [])])
-    written = write_leaderboard(board, format_for(fmt, out), out, console, plots, x_axis)
+    written = write_leaderboard(board, chosen_format, out, console, plots, x_axis)
     for path in written:
         err_console.print(f"wrote {path}")
     for line in decisions:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _sweep_reference(results: list[Path], definition: str | None,
+                     group_by: list[str] | None) -> tuple[dict[str, str], str | None]:
+    """The reference of a board over sweeps that decided against one ``--baseline`` (``sweep.decision_reference``),
+    and the note that says so; none where the definition names its own reference."""
+    from antlm_bench.results.leaderboard import load_definition
+    from antlm_bench.results.leaderboard.definition import LeaderboardDefinition, definition_result_paths
+    from antlm_bench.sweep.decision import decision_reference
+
+    loaded = load_definition(definition) if definition is not None else LeaderboardDefinition()
+    if loaded.reference:
+        return {}, None
+    folders = [*definition_result_paths(loaded), *results]
+    wanted = decision_reference(folders, group_by or loaded.group_by)
+    if wanted is None:
+        return {}, None
+    shown = ", ".join(f"{k}={v}" for k, v in wanted.items())
+    return wanted, (f"gaps are to the sweep's --baseline ({shown}), as its decision lines are; --reference KEY=VALUE "
+                    "to take them to another row")
 
 
 @app.command("power")

@@ -329,6 +329,29 @@ def family_note(report: CheckReport) -> str:
             f"{tested} tests in all)")
 
 
+def detectable_notes(report: CheckReport) -> list[str]:
+    """What the gate can see, from each line's minimum detectable effect (80% power at alpha): one line per group,
+    e.g. "this gate detects drops >= 16.5 points on blimp, 31.8 on blimp_supplement, 14.3 on macro at alpha 0.05
+    ...". A drop smaller than that passes unseen more often than not."""
+    by_group: dict[str, list[str]] = {}
+    for line in report.lines:
+        c = line.comparison
+        if c.mde is None:
+            continue
+        kind = metric_kind(c.metric)
+        unit = "points" if kind.unit == "%" else kind.unit
+        shown_mde = f"{kind.scale * c.mde:.1f}" if kind.unit == "%" else f"{kind.scale * c.mde:.3f}"
+        parts = by_group.setdefault(line.group, [])
+        parts.append(f"{shown_mde} {unit} on {line.column}" if not parts or unit != "points"
+                     else f"{shown_mde} on {line.column}")
+    several = len({line.group for line in report.lines}) > 1
+    direction = "rises" if all(metric_kind(line.comparison.metric).lower_is_better for line in report.lines) else "drops"
+    return [(f"{group}: " if several else "") + f"this gate detects {direction} >= {', '.join(parts)} at alpha "
+            f"{report.alpha} (80% power); smaller ones pass unseen. Sharper with more seeds (a baseline of more seeds "
+            "of the configuration, seeds on both sides), more items (a larger --limit), and items-only tests of the "
+            "same networks (equal training fingerprints)" for group, parts in by_group.items()]
+
+
 def _design_notes(group: str, row: BoardRow, base_row: BoardRow, comparisons: Sequence[Comparison],
                   seed_sd: float | None) -> list[str]:
     designs = sorted({c.design for c in comparisons if c.design})
@@ -397,6 +420,7 @@ def report_markdown(report: CheckReport) -> str:
         out.append(f"| {esc(line.group)} | {esc(task_text(line))} | {shown(line.baseline.value, c.metric)} | "
                    f"{shown(line.current.value, c.metric)} | {shown(c.delta, c.metric, True)} | {ci} | {p} | {mde} | "
                    f"{esc(design_text(c))} | {items} | {status} |")
-    out += [""] + [f"- missing: {esc(m)}" for m in report.missing]
+    out += [""] + [f"- {esc(note)}" for note in detectable_notes(report)]
+    out += [f"- missing: {esc(m)}" for m in report.missing]
     out += [f"- {esc(note)}" for note in report.notes]
     return "\n".join(out) + "\n"

@@ -107,6 +107,32 @@ def _sum_over_ranks(values: torch.Tensor, world: int) -> torch.Tensor:
     return values
 
 
+class _Reads:
+    """Every batch's read values (on the device) and owning sequences, appended into buffers that double when full.
+
+    A list of one small tensor and array per batch kept thousands of small live allocations interleaved with each
+    batch's large temporaries on the C heap, which then could not give those back: PLL evaluation's resident memory
+    grew by ~0.7 MB a batch on CPU (a tiny model over BLiMP: 1.8 GB at 100 items per paradigm, more with every
+    item). A few buffers that grow by doubling leave the heap to the temporaries (benchmarks/eval_memory.py)."""
+
+    def __init__(self, device: str | torch.device) -> None:
+        self.values = torch.empty(0, dtype=torch.float64, device=device)
+        self.owners = np.empty(0, dtype=np.int64)
+        self.n = 0
+
+    def add(self, values: torch.Tensor, owners: np.ndarray) -> None:
+        end = self.n + len(owners)
+        if end > len(self.owners):
+            capacity = max(end, 2 * len(self.owners), 1024)
+            grown = torch.empty(capacity, dtype=torch.float64, device=self.values.device)
+            grown[:self.n] = self.values[:self.n]
+            self.values = grown
+            self.owners = np.concatenate([self.owners[:self.n], np.empty(capacity - self.n, dtype=np.int64)])
+        self.values[self.n:end] = values
+        self.owners[self.n:end] = owners
+        self.n = end
+
+
 def run_batches(sm: ScoringModel, batches: Iterator[Batch], n_seqs: int, mode: str,
                 progress: ProgressFn | None = None, n_keys: int = 0) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Target log-probabilities of every batch: summed per sequence (float64), or, with ``n_keys`` (batches that
@@ -121,8 +147,7 @@ def run_batches(sm: ScoringModel, batches: Iterator[Batch], n_seqs: int, mode: s
     rank, world = shard()
     key_values = np.zeros(n_keys, dtype=np.float64)
     known = np.zeros(n_keys, dtype=bool)
-    computed: list[torch.Tensor] = []  # per batch (no keys): its reads' log-probabilities, zeros if not ours
-    owners: list[np.ndarray] = []
+    reads_of = _Reads(device)  # per batch (no keys): its reads' log-probabilities, zeros if not ours, and owners
     vocab = int(getattr(sm.module.config, "vocab_size", 0) or 32768)
     chunk = min(max(_HEAD_CHUNK_BYTES // (4 * vocab), _HEAD_CHUNK_ROWS[0]), _HEAD_CHUNK_ROWS[1])
     with torch.inference_mode():
@@ -139,8 +164,7 @@ def run_batches(sm: ScoringModel, batches: Iterator[Batch], n_seqs: int, mode: s
                         progress(batch.progress)
                     continue
             elif not mine:
-                computed.append(torch.zeros(len(batch.owners), dtype=torch.float64, device=device))
-                owners.append(batch.owners)
+                reads_of.add(torch.zeros(len(batch.owners), dtype=torch.float64, device=device), batch.owners)
                 if progress is not None:
                     progress(batch.progress)
                 continue
@@ -173,18 +197,17 @@ def run_batches(sm: ScoringModel, batches: Iterator[Batch], n_seqs: int, mode: s
                 key_values[new_keys] = target_logprobs.double().cpu().numpy()
                 known[new_keys] = True
             else:
-                computed.append(target_logprobs.double())
-                owners.append(batch.owners)
+                reads_of.add(target_logprobs.double(), batch.owners)
             if progress is not None:
                 progress(batch.progress)
     if n_keys:
         gathered = _sum_over_ranks(torch.from_numpy(key_values).to(device), world)
         return gathered.cpu().numpy().astype(np.float64)
-    if not computed:
+    if not reads_of.n:
         return np.zeros(n_seqs, dtype=np.float64)
-    values = _sum_over_ranks(torch.cat(computed), world).cpu().numpy()
+    values = _sum_over_ranks(reads_of.values[:reads_of.n].contiguous(), world).cpu().numpy()
     # one ordered float64 sum per sequence (reads in batch order): the same with any number of ranks
-    return np.bincount(np.concatenate(owners), weights=values, minlength=n_seqs)
+    return np.bincount(reads_of.owners[:reads_of.n], weights=values, minlength=n_seqs)
 
 
 def score_seqs(sm: ScoringModel, seqs: list[Seq], method: str, batch_tokens: int = 4096,

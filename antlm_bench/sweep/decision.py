@@ -311,16 +311,40 @@ def _number(value: float) -> str:
     return "" if math.isnan(value) else f"({value:+.3g})"
 
 
+def _decision_files(folders: Sequence[Path]) -> list[Path]:
+    found: list[Path] = []
+    for folder in map(Path, folders):
+        if folder.is_dir():
+            found.extend(sorted(p for p in folder.rglob(DECISION_FILE) if p.parent.name == SWEEP_DIR and p.is_file()))
+    return list(dict.fromkeys(found))
+
+
 def decision_lines(folders: Sequence[Path]) -> list[str]:
     """What the leaderboard prints under the table for the sweeps that decided in ``folders`` or any folder below
     them (a study may hold one sweep per architecture; nothing where none did): per decision, the rule in one line,
     a reminder that the table assumed a fixed seed count, then one line per comparison. A decision that its tables
     do not give (edited, or the tables changed since) is never shown as decided: one line says so instead."""
-    found: list[Path] = []
-    for folder in map(Path, folders):
-        if folder.is_dir():
-            found.extend(sorted(p for p in folder.rglob(DECISION_FILE) if p.parent.name == SWEEP_DIR and p.is_file()))
-    return [line for path in dict.fromkeys(found) for line in _decision_file_lines(path)]
+    return [line for path in _decision_files(folders) for line in _decision_file_lines(path)]
+
+
+def decision_reference(folders: Sequence[Path], group_by: Sequence[str]) -> dict[str, str] | None:
+    """The board row the sweeps that decided in ``folders`` compared every schedule with (their ``--baseline``),
+    as a board reference, so that the board's gaps carry the sign of the decision lines under it: None unless the
+    decisions name one baseline, one recipe and one preset, and the board groups by them."""
+    baselines, recipes, presets = set(), set(), set()
+    for path in _decision_files(folders):
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+            baselines.add(payload["rule"]["baseline"])
+            for row in payload["comparisons"]:
+                recipes.add(row["recipe"])
+                presets.add(row["preset"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # decision_lines names the damaged file
+    if len(baselines) != 1 or len(recipes) != 1 or len(presets) != 1:
+        return None
+    wanted = {"recipe": recipes.pop(), "preset": presets.pop(), "schedule": baselines.pop()}
+    return wanted if all(key in group_by for key in wanted) else None
 
 
 def _decision_file_lines(path: Path) -> list[str]:
@@ -347,4 +371,4 @@ def _seed_text(seeds: Sequence[int]) -> str:
 
 
 __all__ = ["METHOD", "NOT_TESTED", "Comparison", "DecisionRecord", "Rule", "compare_round", "decision_lines",
-           "read_decision", "verify_decision", "write_decision"]
+           "decision_reference", "read_decision", "verify_decision", "write_decision"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -95,6 +96,10 @@ def build_leaderboard(
     rows = [_row(results, checkpoints, key, sorted(run_ids), group_by, columns, macro_columns)
             for key, run_ids in sorted(groups.items())]
     _check_macro_metrics(rows, macro_columns)
+    for row in rows:
+        note = chance_note(row)
+        if note is not None:
+            row.notes.append(note)
     rows.sort(key=lambda r: _rank_key(r, columns))
     ref_row = _find_reference(rows, group_by, reference or definition.reference) if gaps else None
     comparisons: list[Comparison] = []
@@ -110,6 +115,35 @@ def build_leaderboard(
                        ref_row.key if ref_row else None, alpha, notes,
                        _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), family,
                        signal_noise(rows, columns))
+
+
+MINIMAL_PAIR_METHODS = ("clm", "pll", "pll-word-l2r", "mntp")
+
+
+@functools.cache
+def _two_choice(task: str) -> bool:
+    """A task of pairs (BLiMP, supplement, EWoK: its spec's adapter is a ``MinimalPairTask``): chance is 50%."""
+    from antlm_bench.adapters.minimal_pairs import MinimalPairTask
+    from antlm_bench.tasks import resolve_tasks
+
+    try:
+        (request,) = resolve_tasks(task)
+        return isinstance(request.adapter(), MinimalPairTask)
+    except Exception:  # noqa: BLE001  (a column of another package's task: its chance level is unknown)
+        return False
+
+
+def chance_note(row: BoardRow) -> str | None:
+    """One line when every minimal-pair accuracy of the row is within chance: each cell's 95% interval (the one
+    the board shows: over seeds and items, or one run's own bootstrap over items) contains 50%."""
+    pairs = {column: cell for column, cell in row.cells.items()
+             if cell.metric == "accuracy" and cell.scoring in MINIMAL_PAIR_METHODS and _two_choice(column)}
+    if not pairs or any(cell.low is None or cell.high is None or not cell.low <= 0.5 <= cell.high
+                        for cell in pairs.values()):
+        return None
+    tests = sorted({cell.interval for cell in pairs.values() if cell.interval})
+    return (f"every minimal-pair task within chance ({', '.join(f'{c} {100 * cell.value:.1f}' for c, cell in pairs.items())}"
+            f"): each 95% interval contains 50%, chance for a pair (test: {'; '.join(tests) or 'its interval'})")
 
 
 def _check_macro_metrics(rows: Sequence[BoardRow], macro_columns: Sequence[str]) -> None:

@@ -119,9 +119,21 @@ FORMATS = ("terminal", "markdown", "html", "parquet")
 _SUFFIX_FORMAT = {".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html", ".parquet": "parquet"}
 
 
+_TEXT_SUFFIXES = ("", ".txt", ".text", ".log")  # the terminal's text, written to a file
+
+
 def format_for(fmt: str | None, out: Path | None) -> str:
+    """--format, else from --out's suffix (a suffix of no known format is refused: ``board.xlsx`` would get
+    terminal text), else the terminal."""
     if fmt is None:
-        return _SUFFIX_FORMAT.get(out.suffix.lower(), "terminal") if out is not None else "terminal"
+        if out is None:
+            return "terminal"
+        suffix = out.suffix.lower()
+        if suffix not in _SUFFIX_FORMAT and suffix not in _TEXT_SUFFIXES:
+            known = ", ".join(sorted({*_SUFFIX_FORMAT, ".txt"}))
+            raise UserError(f"--out {out}: no format writes {suffix} files; use a name ending in {known} (.txt: "
+                            "the terminal's text), or say which with --format")
+        return _SUFFIX_FORMAT.get(suffix, "terminal")
     if fmt not in FORMATS:
         raise UserError(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
     return fmt
