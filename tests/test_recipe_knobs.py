@@ -14,7 +14,7 @@ from trainer_support import ENV, cli_args, tiny_config
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import load_recipe
 from antlm_bench.training.reporting import read_metrics
-from antlm_bench.training.trainer import Trainer, train
+from antlm_bench.training.trainer import Trainer
 
 
 def test_overrides_replace_the_recipes_values_and_are_validated_like_them():

@@ -334,13 +334,13 @@ def decision_reference(folders: Sequence[Path], group_by: Sequence[str]) -> dict
     baselines, recipes, presets = set(), set(), set()
     for path in _decision_files(folders):
         try:
-            payload = json.loads(path.read_text(encoding="utf-8"))
-            baselines.add(payload["rule"]["baseline"])
-            for row in payload["comparisons"]:
-                recipes.add(row["recipe"])
-                presets.add(row["preset"])
-        except (OSError, ValueError, KeyError, TypeError):
+            record = read_decision(path)
+        except UserError:
             return None  # decision_lines names the damaged file
+        baselines.add(record.rule.baseline)
+        for row in record.comparisons:
+            recipes.add(row.recipe)
+            presets.add(row.preset)
     if len(baselines) != 1 or len(recipes) != 1 or len(presets) != 1:
         return None
     wanted = {"recipe": recipes.pop(), "preset": presets.pop(), "schedule": baselines.pop()}
