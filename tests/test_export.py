@@ -373,9 +373,9 @@ def test_a_killed_exports_staging_folder_is_removed_by_the_next_export(tmp_path)
     import os
 
     run, _ = _run(tmp_path)
-    dead = tmp_path / ".out.tmp-999999999-abc"
+    dead = tmp_path / ".out.tmp-p999999999-abc"  # data.files.temporary_tag names the writer
     (dead / "model").mkdir(parents=True)
-    live = tmp_path / f".out.tmp-{os.getppid()}-xyz"  # a running process's: kept
+    live = tmp_path / f".out.tmp-p{os.getppid()}-xyz"  # a running process's: kept
     live.mkdir()
     result = CliRunner().invoke(app, ["export", str(run), str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
