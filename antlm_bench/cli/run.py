@@ -30,7 +30,8 @@ def run(
     schedule: str | None = typer.Option(None, help="Schedule such as 4_CLM+16_MLM+4_CLM (default: the recipe's)."),
     seeds: str = typer.Option("42", help="Seeds: 42, 1-3 or 1,2,5-7 (at most 1000); one run per seed, summarised "
                                           "as mean and spread."),
-    output: Path = typer.Option(Path("results"), "--output", "-o", callback=output_folder, help="Folder for run folders and tables."),
+    output: Path = typer.Option(Path("results"), "--output", "-o", callback=output_folder,
+                                help="Folder for run folders and tables."),
     data_dir: Path | None = DataDirOption,
     corpus: Path | None = typer.Option(None, help="Pre-training text folder (default: DATA/pretrain_sample)."),
     max_words: int | None = typer.Option(None, help="Cap the pre-training corpus (default: the preset's cap)."),
