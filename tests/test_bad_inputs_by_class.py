@@ -58,6 +58,10 @@ PATH_OPTIONS: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
     "check--markdown": (("check", "--results", "{run}", "--baseline", "{run}", "--markdown", "{path}"),
                         "output_file", ("run",)),
     "sweep--config": (("sweep", "--config", "{path}", "--dry-run"), "input_file", ()),
+    "train--corpus": (("train", "-o", "{tmp}/out", "--corpus", "{path}"), "input_folder", ()),
+    "run--corpus": (("run", "--preset", "tiny", "-o", "{tmp}/out", "--corpus", "{path}"), "input_folder", ()),
+    "data-prepare--corpus": (("data", "prepare", "--corpus", "{path}", "--cache-dir", "{tmp}/cache"),
+                             "input_folder", ()),
     "data-verify--manifest": (("data", "verify", "--data-dir", "{tmp}", "--manifest", "{path}"), "input_file", ()),
 }
 
@@ -86,6 +90,9 @@ BAD_PATHS = {
     "input_file": [("a-folder", "{tmp}/adir", _adir, "a folder, not a file"),
                    ("missing", "{tmp}/none.yaml", None, "no such file"),
                    ("dangling-link", "{tmp}/dangling", _dangling, "a link to nothing")],
+    "input_folder": [("a-file", "{tmp}/afile", _afile, "a file, not a folder"),
+                     ("missing", "{tmp}/none", None, "not a folder"),
+                     ("dangling-link", "{tmp}/dangling", _dangling, "a link to nothing")],
 }
 
 

@@ -81,8 +81,8 @@ class AntLMEvalModel(LM):
         except ValueError:
             budget = 0
         if budget < 1:
-            raise UserError(f"--model_args batch_tokens={batch_tokens}: a token budget is a whole number above 0, "
-                            "e.g. batch_tokens=4096")
+            raise UserError(f"--batch-tokens {batch_tokens}: must be a positive number of tokens (--model_args "
+                            f"batch_tokens={batch_tokens}; e.g. batch_tokens=4096)")
         device = str(device or "cpu")
         if device.startswith("cuda") and not torch.cuda.is_available():
             # lm-eval's command line defaults to cuda:0; like its hf model, run on the CPU when there is no GPU

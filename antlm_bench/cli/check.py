@@ -65,7 +65,8 @@ def check_command(
                                        "subtask, metric, items or group that the baseline has."),
     by: str | None = typer.Option(None, "--by", help="Grouping keys that match runs with baseline runs "
                                   "(default recipe,preset,schedule)."),
-    markdown: Path | None = typer.Option(None, "--markdown", callback=output_file, help="Also append the table as Markdown here "
+    markdown: Path | None = typer.Option(None, "--markdown", callback=output_file,
+                                         help="Also append the table as Markdown here "
                                          "(e.g. $GITHUB_STEP_SUMMARY)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object on stdout (each line's "
                                  "numbers in its `unit`: percentage points, or nats for a margin or a loss) instead "

@@ -24,7 +24,8 @@ def where(data_dir: Path | None = DataDirOption) -> None:
 @data_app.command("verify")
 def verify(
     data_dir: Path | None = DataDirOption,
-    manifest: Path | None = typer.Option(None, callback=input_file, help="sha256sum-style manifest (default: DATA/MANIFEST.sha256)."),
+    manifest: Path | None = typer.Option(None, callback=input_file,
+                                         help="sha256sum-style manifest (default: DATA/MANIFEST.sha256)."),
 ) -> None:
     """Check every file of a MANIFEST.sha256 against its hash."""
     folder = data_lib.resolve_data_dir(data_dir)
@@ -44,7 +45,8 @@ def fetch(
                                    "data folder."),
     sha256: str | None = typer.Option(None, help="With --url: the archive's expected sha256; the download fails "
                                       "on mismatch."),
-    dest: Path | None = typer.Option(None, callback=output_folder, help="Data folder to fill (default: ~/.cache/antlm-bench/data, where "
+    dest: Path | None = typer.Option(None, callback=output_folder,
+                                     help="Data folder to fill (default: ~/.cache/antlm-bench/data, where "
                                      "commands look when no --data-dir or $ANTLM_BENCH_DATA is given)."),
     mirror: str | None = typer.Option(None, help="Fetch NAME's files from this server instead of "
                                       "https://raw.githubusercontent.com (same paths, same checksums; also "

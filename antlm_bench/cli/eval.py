@@ -41,7 +41,8 @@ def eval_command(
              "pll-word-l2r: also mask the later tokens of its word; mntp: pll read at position i-1; "
              "auto: the method of the checkpoint's last phase (plain folders: clm for causal, pll for masked LMs).",
     ),
-    output: Path | None = typer.Option(None, "--output", callback=output_folder, help="Write scores.parquet, items.parquet and eval.json (the evaluation's record) here."),
+    output: Path | None = typer.Option(None, "--output", callback=output_folder,
+                                       help="Write scores.parquet, items.parquet and eval.json (the evaluation's record) here."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Score only the first N items of each subtask "
                                      "(a quick look; rows record the limit)."),
     log_samples: bool = typer.Option(False, "--log-samples", help="Also write items.parquet: both scores of every "

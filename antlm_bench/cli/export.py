@@ -14,7 +14,8 @@ from antlm_bench.cli.paths import output_folder
 def export_command(
     checkpoint: Path = typer.Argument(..., help="A checkpoint folder, or a training run (its final checkpoint, "
                                       "else its resume point last)."),
-    output: Path = typer.Argument(..., callback=output_folder, help="The folder to write (created whole, or not at all)."),
+    output: Path = typer.Argument(..., callback=output_folder,
+                                  help="The folder to write (created whole, or not at all)."),
     format: str = typer.Option("babylm", "--format", help="Layout to write; babylm: the BabyLM 2025 pipeline's."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT if it is an earlier export "
                                    "(antlm_export.json); nothing else is replaced."),

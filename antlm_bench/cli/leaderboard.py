@@ -33,7 +33,8 @@ def leaderboard_command(
                                           "name of one: which results, tasks, metrics and macro it holds."),
     fmt: str | None = typer.Option(None, "--format", "-f", help="terminal, markdown, html or parquet "
                                    "(default: from --out's suffix, else terminal)."),
-    out: Path | None = typer.Option(None, "--out", "-o", callback=output_file, help="Write here (atomically) instead of the terminal."),
+    out: Path | None = typer.Option(None, "--out", "-o", callback=output_file,
+                                    help="Write here (atomically) instead of the terminal."),
     by: str | None = typer.Option(None, "--by", help="Comma-separated grouping keys (default recipe,preset,"
                                   "schedule); runs that differ only otherwise are seeds of one row."),
     reference: str | None = typer.Option(None, "--reference", help="The row the others are compared with, e.g. "

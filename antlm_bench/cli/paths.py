@@ -9,7 +9,8 @@ with one line naming the option (exit 2, docs/errors.md):
 - ``output_file``: a file the command writes (``leaderboard --out``, ``check --markdown``): not an existing folder,
   not under ``/proc`` or ``/sys`` (``/dev/full``, ``/dev/stdout`` are files, and allowed);
 - ``input_file``: a file the command reads (``sweep --config``): it exists and is not a folder;
-- ``input_folder``: a folder the command reads (``--corpus``): it exists and is a folder.
+- ``input_folder``: a folder the command reads (``train``/``run``/``data prepare --corpus``): it exists and is a
+  folder.
 """
 
 from __future__ import annotations

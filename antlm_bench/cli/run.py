@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, console
-from antlm_bench.cli.paths import output_folder
+from antlm_bench.cli.paths import input_folder, output_folder
 from antlm_bench.options import parse_seeds
 from antlm_bench.registry import add_include_path
 
@@ -35,9 +35,11 @@ def run(
     schedule: str | None = typer.Option(None, help="Schedule such as 4_CLM+16_MLM+4_CLM (default: the recipe's)."),
     seeds: str = typer.Option("42", help="Seeds: 42, 1-3 or 1,2,5-7 (at most 1000); one run per seed, summarised "
                                           "as mean and spread."),
-    output: Path = typer.Option(Path("results"), "--output", "-o", callback=output_folder, help="Folder for run folders and tables."),
+    output: Path = typer.Option(Path("results"), "--output", "-o", callback=output_folder,
+                                help="Folder for run folders and tables."),
     data_dir: Path | None = DataDirOption,
-    corpus: Path | None = typer.Option(None, help="Pre-training text folder (default: DATA/pretrain_sample)."),
+    corpus: Path | None = typer.Option(None, callback=input_folder,
+                                       help="Pre-training text folder (default: DATA/pretrain_sample)."),
     max_words: int | None = typer.Option(None, help="Cap the pre-training corpus (default: the preset's cap)."),
     eval_limit: int | None = typer.Option(None, help="Items per subtask when scoring each phase (default: the "
                                                     "preset's; the final evaluation uses all items)."),

@@ -38,7 +38,6 @@ class SlurmSettings(BaseModel):
     mem_gb: float | None = Field(None, gt=0)
     array_parallelism: int | None = Field(None, gt=0)
     extra: dict[str, str] = Field(default_factory=dict)  # any other sbatch option, e.g. {account: proj, qos: low}
-
     cluster: Literal["slurm", "local"] = "slurm"  # local: submitit's local executor (try the array on this machine)
 
     @field_validator("partition", "extra")
@@ -226,7 +225,8 @@ def pending_check(output: Path) -> PendingCheck:
 
 @app.command("sweep")
 def sweep_command(
-    config_file: Path | None = typer.Option(None, "--config", "-c", callback=input_file, help="A sweep file (YAML: models, schedules, "
+    config_file: Path | None = typer.Option(None, "--config", "-c", callback=input_file,
+                                            help="A sweep file (YAML: models, schedules, "
                                             "seeds, presets, output, run, executor, jobs, slurm, until_decided; "
                                             "docs/sweep.md). The options below override its values."),
     model: str | None = typer.Option(None, "--model", "-m", help="Trainer recipes, comma-separated (default "
@@ -248,7 +248,8 @@ def sweep_command(
                                              "instrument)."),
     run_option: list[str] | None = typer.Option(None, "--run-option", help="Any other `run` option for every "
                                                 "cell, as NAME=VALUE (repeat it): --run-option eval-every=none."),
-    output: Path | None = typer.Option(None, "--output", "-o", callback=output_folder, help="Folder of the run folders (as `run "
+    output: Path | None = typer.Option(None, "--output", "-o", callback=output_folder,
+                                       help="Folder of the run folders (as `run "
                                        "--output`) and of the sweep's own files in <output>/sweep/ (default "
                                        "results)."),
     executor: str | None = typer.Option(None, "--executor", help="local (worker processes, default) or slurm "

@@ -8,7 +8,7 @@ import typer
 from pydantic import ValidationError
 
 from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, err_console
-from antlm_bench.cli.paths import output_folder
+from antlm_bench.cli.paths import input_folder, output_folder
 from antlm_bench.errors import UserError
 
 
@@ -20,7 +20,8 @@ def train_command(
                                 help="Run folder: checkpoints, metrics, scores."),
     schedule: str | None = typer.Option(None, "--schedule", help='e.g. "4_CLM+16_MLM+4_CLM" (default: the recipe\'s).'),
     data_dir: Path | None = DataDirOption,
-    corpus: Path | None = typer.Option(None, "--corpus", help="Folder of *.train files (default: the data folder's "
+    corpus: Path | None = typer.Option(None, "--corpus", callback=input_folder,
+                                       help="Folder of *.train files (default: the data folder's "
                                        "pretrain_sample)."),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", callback=output_folder,
                                             help="Tokenizer / packed corpus cache."),
