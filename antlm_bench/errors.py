@@ -6,6 +6,8 @@ The CLI prints it without a traceback and exits with status 2; library callers c
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class UserError(Exception):
     """A mistake in the user's input: bad schedule, unknown task, missing or malformed data, corrupt checkpoint."""
@@ -38,3 +40,12 @@ class DivergedError(UserError):
     """
 
     exit_code = 3
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"did you mean blimp? "`` for a misspelt ``name`` (difflib's closest of ``known``), else ``""``: the start
+    of a refusal's advice."""
+    from difflib import get_close_matches
+
+    close = get_close_matches(name.lower(), sorted(known), n=2, cutoff=0.6)
+    return f"did you mean {' or '.join(close)}? " if close else ""

@@ -117,7 +117,11 @@ def _check_output(output: Path, protected: list[Path], overwrite: bool) -> None:
     if not output.exists() or (output.is_dir() and not any(output.iterdir())):
         return
     if not overwrite:
-        raise UserError(f"{output} already exists; pass --overwrite to replace an earlier export, or choose "
+        marker = output / EXPORT_MARKER
+        if not output.is_dir() or marker.is_symlink() or not marker.is_file():  # --overwrite would refuse it too
+            raise UserError(f"{output}: already exists and is not an earlier antlm-bench export (no {EXPORT_MARKER}), "
+                            "which is all --overwrite replaces: remove it yourself or choose another folder")
+        raise UserError(f"{output}: already exists (an earlier export); pass --overwrite to replace it, or choose "
                         "another folder")
     _prove_earlier_export(output)
 
@@ -283,6 +287,7 @@ def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = 
             revisions=[ExportRevision(name=r.name, source=str(r.source), weights_sha256=r.weights_sha256,
                                       step=r.step, words=r.words) for r in revisions])
         (built / EXPORT_MARKER).write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        _usual_modes(built)
         fault_point("export.staged")
         if os.path.lexists(output):  # an earlier export or an empty folder (_check_output): swap, then remove it
             aside = staging / "replaced"
@@ -299,6 +304,16 @@ def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = 
         if bars:
             hf_logging.enable_progress_bar()
     return Export(output=output, source=source, why=why, branches=[folder.name for folder in words], notes=notes)
+
+
+def _usual_modes(folder: Path) -> None:
+    """Every file of the export readable as the user's umask makes a new file (0644 under 022): a writer that goes
+    through a private temporary file (the weights) leaves 0600, which a shared model folder cannot be read by."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(0o666 & ~mask)
 
 
 def _revision(name: str, source: Path, weights_sha256: str) -> Revision:

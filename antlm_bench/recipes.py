@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, did_you_mean
 from antlm_bench.registry import BACKENDS, discover
 
 Objective = Literal["CLM", "MLM", "MNTP"]
@@ -167,7 +167,8 @@ def _format_validation(path: Path, err: ValidationError) -> str:
 def load_recipe(name: str) -> Recipe:
     recipes = discover("trainers")
     if name not in recipes:
-        raise UserError(f"unknown model recipe {name!r}; known: {', '.join(sorted(recipes))}")
+        raise UserError(f"unknown model recipe {name!r}; {did_you_mean(name, set(recipes))}known: "
+                        f"{', '.join(sorted(recipes))}")
     path, document = recipes[name]
     try:
         recipe = Recipe.model_validate({**document, "source": path})

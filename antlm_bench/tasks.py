@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, did_you_mean
 from antlm_bench.registry import TASK_CLASSES, discover
 
 
@@ -75,6 +75,12 @@ def all_specs() -> dict[str, TaskSpec | GroupSpec]:
     return specs
 
 
+def _selects_subtasks(spec: TaskSpec) -> bool:
+    """The spec's adapter selects subtasks from its data (``adapters.base.TaskAdapter.selects_subtasks``)."""
+    return bool(getattr(TASK_CLASSES.get(spec.class_name, where=f"{spec.source}: field class"),
+                        "selects_subtasks", False))
+
+
 def resolve_tasks(text: str | list[str]) -> list[TaskRequest]:
     """Turn ``"blimp,glue:rte,mrpc"`` (or a list of such tokens) into task requests, groups expanded."""
     tokens = [t.strip() for t in (text if isinstance(text, list) else [text]) for t in t.split(",")]
@@ -110,14 +116,16 @@ def resolve_tasks(text: str | list[str]) -> list[TaskRequest]:
             last.members = sorted(set(last.members) | {name})  # "glue:rte,mrpc": mrpc belongs to glue
         else:
             known = ", ".join(sorted(specs))
-            raise UserError(f"unknown task {token!r} in --tasks; known tasks and groups: {known}")
+            raise UserError(f"unknown task {token!r} in --tasks; {did_you_mean(name, set(specs))}known tasks and "
+                            f"groups: {known}")
     for request in requests.values():
         if request.members and request.spec.members:
             unknown = sorted(set(request.members) - set(request.spec.members))
             if unknown:
                 raise UserError(
-                    f"task {request.name} has no member {unknown[0]!r}; members: {', '.join(request.spec.members)}"
+                    f"task {request.name} has no member {unknown[0]!r}; "
+                    f"{did_you_mean(unknown[0], request.spec.members)}members: {', '.join(request.spec.members)}"
                 )
-        elif request.members and not request.spec.members:
+        elif request.members and not request.spec.members and not _selects_subtasks(request.spec):
             raise UserError(f"task {request.name} has no members to select; write just {request.name!r}")
     return list(requests.values())

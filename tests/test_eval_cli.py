@@ -224,3 +224,24 @@ def test_progress_off_a_terminal_is_whole_lines_now_and_then(monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(evaluate, "PLAIN_PROGRESS_EVERY_S", 30.0)
         assert isinstance(evaluate._progress_bar(True), evaluate.PlainProgress)  # pytest's stderr: no terminal
+
+
+def test_one_blimp_paradigm_and_did_you_mean(real_data_dir):
+    """blimp:<paradigm> selects one paradigm (as glue:rte a member); a misspelt task, member, paradigm or model
+    gets difflib's closest name."""
+    from antlm_bench.errors import UserError
+    from antlm_bench.recipes import load_recipe
+    from antlm_bench.tasks import resolve_tasks
+
+    (request,) = resolve_tasks("blimp:adjunct_island,anaphor_gender_agreement")
+    assert request.members == ["adjunct_island", "anaphor_gender_agreement"]
+    subtasks = request.adapter().load(real_data_dir, limit=3)
+    assert [s.name for s in subtasks] == ["adjunct_island", "anaphor_gender_agreement"]
+    with pytest.raises(UserError, match="did you mean adjunct_island"):
+        resolve_tasks("blimp:adjunct_islnd")[0].adapter().load(real_data_dir, limit=3)
+    with pytest.raises(UserError, match="did you mean blimp"):
+        resolve_tasks("blmip")
+    with pytest.raises(UserError, match="did you mean rte"):
+        resolve_tasks("glue:rtee")
+    with pytest.raises(UserError, match="did you mean antlm-babyllama"):
+        load_recipe("antlm-babylama")

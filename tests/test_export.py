@@ -4,6 +4,7 @@ checkpoints as chck_<N>M folders, no optimizer state; the folder loads with tran
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -184,6 +185,10 @@ def test_overwrite_replaces_only_an_earlier_export(tmp_path):
     result = CliRunner().invoke(app, ["export", str(run), str(mine), "--overwrite"])
     assert result.exit_code == 2 and "not an earlier antlm-bench export" in result.output
     assert (mine / "notes.txt").read_text() == "keep me"
+    # without --overwrite the refusal does not suggest an option that would refuse too
+    result = CliRunner().invoke(app, ["export", str(run), str(mine)])
+    assert result.exit_code == 2 and "not an earlier antlm-bench export" in result.output
+    assert "pass --overwrite" not in result.output
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "data.txt").write_text("precious")
     (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
@@ -195,6 +200,12 @@ def test_overwrite_replaces_only_an_earlier_export(tmp_path):
     assert json.loads((out / "antlm_export.json").read_text())["source"].endswith("phase-0-CLM")
     export_babylm(run, out, overwrite=True)
     assert json.loads((out / "antlm_export.json").read_text())["source"].endswith("phase-1-MLM")
+    old_mask = os.umask(0o022)
+    try:  # every file as a new file under the usual umask: the weights too (a private temporary file left 0600)
+        export_babylm(run, out, overwrite=True)
+    finally:
+        os.umask(old_mask)
+    assert {oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()} == {"0o644"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "link", "mine", "out", "run"]
 
 

@@ -59,6 +59,9 @@ class TaskAdapter(ABC):
 
     needs_scoring_model: ClassVar[bool] = False  # evaluate() loads one scoring model for every task that says so
     has_fast_subset: ClassVar[bool] = False  # the BabyLM 2025 pipeline has a fast subset of it (--fast)
+    # ``task:subtask`` selects subtasks found in the data (``blimp:adjunct_island``), checked when the data is read;
+    # a spec with a ``members`` list (GLUE) is checked against it instead
+    selects_subtasks: ClassVar[bool] = False
     eval_set: str = "full"  # evaluate() sets "fast" under --fast on a task with a fast subset
     data_hash: str = ""  # sha256 of the data files read (check_data or run sets it), for the run's record
     data_files: Sequence[str] = ()  # those files

@@ -25,7 +25,7 @@ import numpy as np
 from antlm_bench.adapters.base import EvalContext, TaskAdapter, TaskResult
 from antlm_bench.data import hash_files, list_zip_members, read_jsonl, read_zip_jsonl, sha256_file
 from antlm_bench.data.readers import data_files
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, did_you_mean
 from antlm_bench.results.stats import bootstrap_macro, bootstrap_mean, win_score
 from antlm_bench.results.tables import ScoreRow
 from antlm_bench.scoring import ScoringModel, check_method, load_scoring_model, score_pairs, wrap_model
@@ -109,10 +109,23 @@ class MinimalPairTask(TaskAdapter):
     needs_scoring_model = True
     has_fast_subset = True
     keep_text_in_items = True
+    selects_subtasks = True  # blimp:adjunct_island
 
     def __init__(self, spec: TaskSpec, members: list[str] | None = None) -> None:
         super().__init__(spec, members)
+        self.members = members
         self.seconds = 0.0
+
+    def _chosen(self, names: list[str], where: Path) -> list[int]:
+        """Indices of the subtasks ``task:subtask`` selected (all without a selection); an unknown name: one line
+        with the closest ones."""
+        if not self.members:
+            return list(range(len(names)))
+        for member in self.members:
+            if member not in names:
+                raise UserError(f"{self.name}:{member}: no such subtask; {did_you_mean(member, names)}the "
+                                f"{len(names)} subtasks are the data's files in {where}")
+        return [i for i, name in enumerate(names) if name in self.members]
 
     @property
     def data(self) -> dict:
@@ -189,6 +202,7 @@ class MinimalPairTask(TaskAdapter):
         self._check_count(len(files), folder)
         if not files:
             raise UserError(f"{self.name}: no data files in {folder}; run `antlm-bench data verify`")
+        files = [files[i] for i in self._chosen([subtask_name(f.name) for f in files], folder)]
         self.data_files = [str(f) for f in files]
         self.data_hash = hash_files(files)
         return [self._build(subtask_name(f.name), str(f), read_jsonl(f), limit) for f in files]
@@ -283,6 +297,7 @@ class EwokTask(MinimalPairTask):
         self.data_hash = sha256_file(zip_path)
         context_key = self._field("context")
         subtasks = []
+        members = [members[i] for i in self._chosen([subtask_name(m) for m in members], zip_path)]
         for member in members:
             source = f"{zip_path}!{member}"
             records = read_zip_jsonl(zip_path, member, password)

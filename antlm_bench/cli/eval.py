@@ -34,7 +34,9 @@ def eval_command(
                                "causal / masked LM (config.json, weights, tokenizer), or a training run folder "
                                "(its final checkpoint, else its resume point last; the note names it)."),
     tasks: str = typer.Option("blimp,blimp_supplement,ewok", "--tasks",
-                              help="Comma-separated tasks or groups (see `antlm-bench list tasks`)."),
+                              help="Comma-separated tasks or groups (see `antlm-bench list tasks`); "
+                                   "blimp:adjunct_island for one BLiMP paradigm (a supplement file, an EWoK "
+                                   "domain likewise), glue:rte,mrpc for GLUE members."),
     scoring: Scoring = typer.Option(
         Scoring.auto, "--scoring",
         help="clm: sum of ln p(t_i | BOS, t_<i); pll: pseudo-log-likelihood, each token masked in turn; "

@@ -30,6 +30,10 @@ class TrainSettings(BaseModel):
     save_at_words: list[int] = Field(default_factory=list)
     corpus: str | None = None
     data_dir: str | None = None
+    # the run's own knobs over its recipe (train --lr / --global-batch-size / --warmup-ratio): a resume repeats them
+    lr: float | None = None
+    global_batch_size: int | None = None
+    warmup_ratio: float | None = None
 
 
 class RunRecord(BaseModel):

@@ -280,9 +280,8 @@ class Checkpointer:
             if then is not None and then != value:
                 raise UserError(f"--resume {self.layout.folder}: the run was started with {key}={then!r}, now "
                                 f"{value!r}; resume with the same settings or train into a new --output")
-        started = record.get("config") if isinstance(record.get("config"), dict) else {}
         for knob in RECIPE_KNOBS:  # the run's own knobs over the recipe's
-            then, now_value = started.get(knob), self.facts.overrides.get(knob)
+            then, now_value = getattr(record.config, knob), self.facts.overrides.get(knob)
             if then != now_value:
                 def said(value: object) -> str:
                     return "the recipe's" if value is None else str(value)
