@@ -40,7 +40,11 @@ def test_the_committed_baseline_is_the_documented_tiny_run():
         assert record["eval_limit"] == int(option["--eval-limit"])
     assert sorted(r["config"]["seed"] for r in records) == [1, 2, 3] and int(option["--seeds"]) in (1, 2, 3)
     assert len({r["config_fingerprint"] for r in records}) == 1  # one configuration, three seed draws
-    assert len({r["training_fingerprint"] for r in records}) == 3
+    assert len({r["weights_digest"] for r in records}) == 3 and all(r["weights_digest"] for r in records)
+    # made with this version: a new run of the documented command is the same configuration (case 2 of the gate)
+    from antlm_bench import __version__
+
+    assert {r["package_version"] for r in records} == {__version__} and {r["schema_version"] for r in records} == {2}
     yml = (ROOT / "docs" / "github-actions-example.yml").read_text(encoding="utf-8")
     assert "--schedule 1_CLM+1_MLM" in yml and "--max-words 20000" in yml and "--limit 40" in yml
 

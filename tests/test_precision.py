@@ -85,7 +85,7 @@ def test_bf16_is_another_configuration_than_float32():
     seeds. (The committed study's rows keep the fingerprints recorded before issue 32: read as they are, shared
     by its own seeds and by no new run.)"""
     recipe, schedule = load_recipe("antlm-babyllama"), parse_schedule("24_CLM")
-    same = dict(data_hash="d", tokenizer_hash="t", max_steps=None)
+    same = dict(data_hash="d", tokenizer_hash="t")
     assert config_fingerprint(recipe, "tiny", schedule, "bf16", **same) != \
         config_fingerprint(recipe, "tiny", schedule, "fp32", **same)
     stored = pq.read_table(REPO / "leaderboards/mini-antlm/results/babyllama/antlm-babyllama-tiny-24_CLM-seed1"

@@ -139,7 +139,10 @@ def test_a_wrong_typed_run_file_is_one_line_naming_the_field(tmp_path: Path, edi
 
 
 def test_an_old_run_file_reads_with_its_fields_unknown(tmp_path: Path) -> None:
-    baseline = Path(__file__).resolve().parents[1] / "ci" / "baseline" / "antlm-babyllama-tiny-1_CLM_1_MLM-seed1"
-    record = RunLayout(baseline).read_run_file()
+    """A run.json written before the schema version (fields of the time, one since dropped: autocast)."""
+    layout = RunLayout(tmp_path)
+    layout.run_file.write_text(json.dumps({"status": "finished", "schedule": SCHEDULE, "seed": 1, "autocast": "none",
+                                           "training_fingerprint": "ab" * 8, "config": {"max_words": 20000}}))
+    record = layout.read_run_file()
     assert record is not None and record.schema_version == 1 and record.status == "finished"
     assert record.weights_digest is None and record.config.max_words == 20000

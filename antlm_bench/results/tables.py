@@ -68,7 +68,7 @@ SCORE_SCHEMA = pa.schema(
         # the column, or no safetensors weights) or different: a seed draw.
         ("weights_digest", pa.string()),
         # which configuration a run is (runs.identity.configuration_digest: the recipe's content, preset, schedule,
-        # precision, corpus and tokenizer hashes, --max-steps, package version; the run record's
+        # precision, corpus and tokenizer hashes, package version; the run record's
         # config_fingerprint). The board never pools runs of two fingerprints as seeds of one row, and a seed SD
         # is borrowed only within one; null: not provably the same configuration as anything.
         ("config_fingerprint", pa.string()),

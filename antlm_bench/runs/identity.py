@@ -12,10 +12,11 @@
   does not choose but that decides which network a seed trains: the recipe's content (architecture, sizes of the
   preset, tokenizer, optimizer, learning-rate schedules, masking, phase policy), the preset, the schedule, the
   precision, the corpus as trained on (the data hash: its cleaned text after ``--max-words``), the tokenizer (its
-  hash), ``--max-steps`` and the package version. Seeds of one configuration are what a leaderboard row pools and
+  hash) and the package version. Seeds of one configuration are what a leaderboard row pools and
   what a seed SD is borrowed within. It leaves out, on purpose, what only moves float rounding or nothing at all:
   the device, the number of processes, the micro-batch size (gradient accumulation), ``--deterministic``, the
-  thread count, checkpoint and evaluation settings; and the code between two package versions (the git commit).
+  thread count, checkpoint and evaluation settings, ``--max-steps`` (a run stopped early has no final model; resumed,
+  it trains the same network); and the code between two package versions (the git commit).
 
 Neither identity says two numbers are equal across machines; the weights digest says two networks are.
 """
@@ -73,13 +74,12 @@ def weights_digest(folder: str | Path) -> str:
 
 def configuration_digest(recipe_content: Mapping[str, Any], preset: str, preset_content: Mapping[str, Any],
                          schedule: str, precision: str, data_hash: str, tokenizer_hash: str,
-                         max_steps: int | None, package_version: str) -> str:
+                         package_version: str) -> str:
     """The configuration a seed trains (see the module's text): 16 hex digits, recorded as ``config_fingerprint``.
-    ``recipe_content``: the recipe as JSON, without its name, description, source and presets."""
+    ``recipe_content``: the recipe as JSON, without its description, source and presets."""
     content = {
         "version": CONFIG_DIGEST_VERSION, "recipe": dict(recipe_content),
         "preset": {"name": preset, **preset_content}, "schedule": schedule, "precision": precision,
-        "data_hash": data_hash, "tokenizer_hash": tokenizer_hash, "max_steps": max_steps,
-        "package_version": package_version,
+        "data_hash": data_hash, "tokenizer_hash": tokenizer_hash, "package_version": package_version,
     }
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]

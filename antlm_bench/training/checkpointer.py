@@ -12,15 +12,15 @@ anything is deleted, and a resume deletes nothing of the run.
 
 Identities (in every record and in run.json; defined in ``runs.identity``): ``weights_digest``, the network a
 checkpoint is, computed from its weights files when they are written; ``config_fingerprint``, the configuration
-a seed trains (recipe content, preset, schedule, precision, corpus and tokenizer hashes, --max-steps, package
-version). ``training_fingerprint`` hashes the configuration, the initial weights and the first global batch of
-every phase: only a resume checks it (a code change that re-draws the start is refused); it decides nothing else.
+a seed trains (recipe content, preset, schedule, precision, corpus and tokenizer hashes, package version). ``training_fingerprint`` hashes the recipe content, preset, schedule and precision (as it always did), the
+initial weights and the first global batch of every phase: only a resume checks it (a code change that re-draws the start is refused); it decides nothing else.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 import re
 import shutil
 from collections.abc import Callable
@@ -68,13 +68,25 @@ RECIPE_KNOBS = ("lr", "global_batch_size", "warmup_ratio")
 
 
 def config_fingerprint(recipe: Recipe, preset: str, schedule: Schedule, precision: str, data_hash: str,
-                       tokenizer_hash: str, max_steps: int | None) -> str:
+                       tokenizer_hash: str) -> str:
     """The configuration a seed trains (``runs.identity.configuration_digest``): the recipe's content (sizes of
-    ``preset`` only), the preset, the schedule, the precision, the corpus and tokenizer as trained on, --max-steps and
-    the package version."""
+    ``preset`` only), the preset, the schedule, the precision, the corpus and tokenizer as trained on, and the
+    package version."""
     content = recipe.model_dump(mode="json", exclude={"source", "description", "presets"})
     return configuration_digest(content, preset, recipe.preset(preset).model_dump(mode="json"), schedule.canonical,
-                                precision, data_hash, tokenizer_hash, max_steps, __version__)
+                                precision, data_hash, tokenizer_hash, __version__)
+
+
+def start_fingerprint_config(recipe: Recipe, preset: str, schedule: Schedule, precision: str) -> str:
+    """What ``training_fingerprint`` hashes of the configuration, as it always has (the recipe's content, the
+    preset, the schedule, the precision but fp32), so that a resume of a run started by an earlier version is not
+    refused for a change of definition; an identity of nothing (``runs.identity`` defines those)."""
+    content = recipe.model_dump(mode="json", exclude={"source", "description", "presets"})
+    content["preset"] = {"name": preset, **recipe.preset(preset).model_dump(mode="json")}
+    content["schedule"] = schedule.canonical
+    if precision != "fp32":
+        content["precision"] = precision
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def training_fingerprint(model: torch.nn.Module, steps: StepPlan, config: str) -> str:

@@ -59,6 +59,7 @@ from antlm_bench.training.checkpointer import (
     config_fingerprint,
     first_line,
     inspect_run_folder,
+    start_fingerprint_config,
     training_fingerprint,
 )
 from antlm_bench.training.objectives import BatchBuilder, LossModule
@@ -207,13 +208,14 @@ class Trainer:
         if self.dist.rank > 0:
             torch.manual_seed(config.seed + 7919 * self.dist.rank)
         configuration = config_fingerprint(self.recipe, config.preset, schedule, self.precision.name,
-                                           corpus.data_hash, corpus.tokenizer_hash, config.max_steps)
+                                           corpus.data_hash, corpus.tokenizer_hash)
+        start = start_fingerprint_config(self.recipe, config.preset, schedule, self.precision.name)
         self.facts = RunFacts(
             recipe=self.recipe, preset=config.preset, seed=config.seed, schedule=schedule, plans=plans,
             steps_per_epoch=steps_per_epoch, global_batch=preset.global_batch_size, seq_len=seq_len,
             n_sequences=n_sequences, n_words=int(corpus.n_words), data_hash=corpus.data_hash,
             tokenizer_hash=corpus.tokenizer_hash, world_size=self.dist.world,
-            training_fingerprint=training_fingerprint(self.model, self.steps, configuration),
+            training_fingerprint=training_fingerprint(self.model, self.steps, start),
             config_fingerprint=configuration, precision=self.precision,
             overrides={knob: getattr(config, knob) for knob in RECIPE_KNOBS if getattr(config, knob) is not None},
         )
