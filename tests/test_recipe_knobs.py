@@ -53,7 +53,7 @@ def test_the_cli_records_the_knobs_and_a_resume_must_repeat_them(tmp_path):
     assert first["lr"] == pytest.approx(0.002)  # no warm-up: the first step runs at the peak rate
     with pytest.raises(UserError, match=r"started with --lr 0.002, now the recipe's"):
         Trainer(config.model_copy(update={"resume": True}))
-    # the same knobs resume (--max-steps is part of the run's configuration: kept equal)
+    # the same knobs resume
     Trainer(config.model_copy(update={"resume": True, "lr": 0.002, "warmup_ratio": 0.0}))
     refused = subprocess.run([sys.executable, "-m", "antlm_bench", *cli_args(config), "--resume", "--lr", "0"],
                              env=ENV, capture_output=True, text=True, timeout=600)
