@@ -51,7 +51,7 @@ PATH_OPTIONS: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
     "sweep--output": (("sweep", "--dry-run", "--preset", "tiny", "--output", "{path}"), "output_folder", ()),
     "data-fetch--dest": (("data", "fetch", "--url", "http://127.0.0.1:9/x.tar.gz", "--dest", "{path}"),
                          "output_folder", ()),
-    "data-prepare--cache-dir": (("data", "prepare", "--corpus", "{tmp}/corpus", "--cache-dir", "{path}"),
+    "data-prepare--cache-dir": (("data", "prepare", "--corpus", "{tmp}", "--cache-dir", "{path}"),
                                 "output_folder", ()),
     "export-OUT": (("export", "{tmp}/m", "{path}"), "output_folder", ()),
     "leaderboard--out": (("leaderboard", "{run}", "--out", "{path}"), "output_file", ("run",)),
@@ -124,7 +124,11 @@ def _sweep_json(t: Path, payload: object) -> None:
     _write(t / "results" / "sweep" / "sweep.json", json.dumps(payload))
 
 
-SWEEP_JSON_CELL = {"name": "c", "status": "done", "seconds": 1.0}
+SWEEP_JSON_CELL = {"name": "c", "recipe": "antlm-babyllama", "preset": "tiny", "schedule": "1_CLM", "seed": 1,
+                   "status": "done", "seconds": 1.0}
+# a whole sweep.json but for the field a case damages (sweep.record.SweepFile)
+SWEEP_JSON_BASE = {"asked": {}, "started_at": "2026-01-01T00:00:00+00:00", "updated_at": "2026-01-01T00:00:00+00:00",
+                   "rounds": [], "history": [], "counts": {}, "cells": []}
 
 OTHER_CASES: list[Case] = [
     # numbers the statistics must not swallow
@@ -177,18 +181,18 @@ def test_bad_input_by_class(case: Case, tmp_path, monkeypatch, request):
 
 
 @pytest.mark.parametrize(("change", "says"), [
-    ({"cells": [{**SWEEP_JSON_CELL, "seconds": "abc"}]}, "cells[0].seconds"),
-    ({"cells": [{**SWEEP_JSON_CELL, "seconds": True}]}, "cells[0].seconds"),
+    ({"cells": [{**SWEEP_JSON_CELL, "seconds": "abc"}]}, "cells.0.seconds"),
+    ({"cells": [{**SWEEP_JSON_CELL, "seconds": -1}]}, "cells.0.seconds"),
     ({"history": "abc", "cells": []}, "history"),
     ({"history": ["abc"], "cells": []}, "history"),
     ({"cells": "abc"}, "cells"),
-    ({"cells": [{"seconds": 1.0}]}, "cells[0]"),
-    ({"cells": [{**SWEEP_JSON_CELL, "where": 5}]}, "cells[0].where"),
+    ({"cells": [{"seconds": 1.0}]}, "cells.0"),
+    ({"cells": [{**SWEEP_JSON_CELL, "where": 5}]}, "cells.0.where"),
 ])
 def test_a_sweep_record_of_the_wrong_shape_is_one_line_and_kept(tmp_path, change, says):
     from antlm_bench.sweep import record
 
-    payload = {"schema_version": record.SCHEMA_VERSION, **change}
+    payload = {"schema_version": record.SCHEMA_VERSION, **SWEEP_JSON_BASE, **change}
     _sweep_json(tmp_path, payload)
     before = (tmp_path / "results" / "sweep" / "sweep.json").read_bytes()
     with pytest.raises(UserError) as err:

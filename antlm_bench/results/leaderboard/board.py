@@ -123,12 +123,14 @@ MINIMAL_PAIR_METHODS = ("clm", "pll", "pll-word-l2r", "mntp")
 @functools.cache
 def _two_choice(task: str) -> bool:
     """A task of pairs (BLiMP, supplement, EWoK: its spec's adapter is a ``MinimalPairTask``): chance is 50%."""
-    from antlm_bench.adapters.minimal_pairs import MinimalPairTask
+    from antlm_bench.registry import TASK_CLASSES
     from antlm_bench.tasks import resolve_tasks
 
     try:
         (request,) = resolve_tasks(task)
-        return isinstance(request.adapter(), MinimalPairTask)
+        # by the class's lineage, through the registry: the board (results) never imports an adapter
+        cls = TASK_CLASSES.get(request.spec.class_name, where=f"{request.spec.source}: field class")
+        return any(base.__name__ == "MinimalPairTask" for base in cls.__mro__)
     except Exception:  # noqa: BLE001  (a column of another package's task: its chance level is unknown)
         return False
 
