@@ -146,19 +146,21 @@ def test_kill_mid_phase_then_resume_in_bf16_gives_identical_weights(tmp_path):
     assert losses(tmp_path / "interrupted") == losses(tmp_path / "reference")
 
 
-def test_bf16_and_fp32_loss_curves_agree(tmp_path):
-    """The same run in both precisions, 150 steps: bf16 is not the same network (its steps round differently), but
-    its loss curve must follow float32's: the mean loss of each block of 25 steps within 2% (stated tolerance,
-    docs/precision.md)."""
-    common = dict(schedule="40_CLM", max_steps=150)
+@pytest.mark.parametrize("steps", [75, pytest.param(150, marks=pytest.mark.slow)])
+def test_bf16_and_fp32_loss_curves_agree(tmp_path, steps):
+    """The same run in both precisions: bf16 is not the same network (its steps round differently), but its loss
+    curve must follow float32's: the mean loss of each block of 25 steps within 2% (stated tolerance,
+    docs/precision.md). 75 steps in the default suite (a CPU without native bf16 emulates it: ~2 s a step), the
+    150 of the stated tolerance under -m slow."""
+    common = dict(schedule="40_CLM", max_steps=steps)
     curves = {}
     for name in ("fp32", "bf16"):
         run = tmp_path / name
         train(tiny_config(tmp_path, run, precision=name, **common))
         curves[name] = [m["loss"] for m in read_metrics(run)]
-    assert len(curves["fp32"]) == len(curves["bf16"]) == 150
+    assert len(curves["fp32"]) == len(curves["bf16"]) == steps
     assert curves["fp32"] != curves["bf16"]  # bf16 really ran
-    blocks = lambda xs: [sum(xs[i:i + 25]) / 25 for i in range(0, 150, 25)]  # noqa: E731
+    blocks = lambda xs: [sum(xs[i:i + 25]) / 25 for i in range(0, steps, 25)]  # noqa: E731
     for a, b in zip(blocks(curves["fp32"]), blocks(curves["bf16"])):
         assert abs(a - b) / a < 0.02, (blocks(curves["fp32"]), blocks(curves["bf16"]))
     assert blocks(curves["bf16"])[-1] < 0.8 * blocks(curves["bf16"])[0]  # and both learn
