@@ -366,6 +366,7 @@ def test_a_model_that_cannot_be_right_is_refused_before_scoring(llama, tmp_path,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # loads lm-eval and a model in a child process: ~50 s; -m slow
 def test_lm_eval_batch_tokens_not_a_number_is_one_line(llama):
     pytest.importorskip("lm_eval")
     done = subprocess.run([sys.executable, "-m", "antlm_bench.adapters.lm_eval", "--model", "antlm", "--model_args",

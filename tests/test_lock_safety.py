@@ -157,7 +157,7 @@ CONCURRENT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("n", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_n_evaluations_into_one_folder_at_once_all_land(tmp_path, llama_dir, real_data_dir, n):
     from antlm_bench.results.store import read_scores
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from safetensors.torch import load_file
 from trainer_support import ENV, cli_args, tiny_config
@@ -22,6 +23,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # two torchrun-style processes: ~50 s on 2 cores; -m slow
 def test_two_processes_follow_the_one_process_loss_curve(tmp_path: Path) -> None:
     # BabyLlama tiny has no dropout: the two runs compute the same sums, only in another order
     schedule = "1_CLM+1_MLM"
