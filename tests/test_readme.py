@@ -53,7 +53,7 @@ def test_quickstart_fetches_the_data_then_runs_the_documented_command():
     assert run == ["antlm-bench", "run", "--model", "antlm-babyllama", "--tasks", "blimp,ewok,glue"]
 
 
-@pytest.mark.slow  # the quickstart again from an empty cache through a loopback fetch (~50 s); the test above runs it
+@pytest.mark.slow  # the quickstart again from an empty cache through a loopback fetch (~50 s); test_quickstart_command_runs_end_to_end_on_a_budget runs it
 def test_quickstart_from_a_fresh_cache_with_the_fetch_against_a_loopback_mirror(real_data_dir, tmp_path):
     """The quickstart as a newcomer runs it: no data folder at all, `data fetch babylm` (served by a loopback
     mirror of the upstream paths), then the run (on a budget). The evaluation files carry their real pinned
