@@ -138,7 +138,9 @@ def _epochs(words_total: int, corpus_words: int) -> int:
 
 def train(setting: Setting, out: Path, corpus: Path, words_total: int, at: list[int], seed: int) -> Path:
     run = out / "runs" / f"{setting.name}-s{seed}"
-    if (run / "final").is_dir() or (out / "scores" / run.name / "final" / "row.json").is_file():
+    finished = (run / "run.json").is_file() and \
+        json.loads((run / "run.json").read_text(encoding="utf-8")).get("status") == "finished"
+    if finished or (out / "scores" / run.name / "final" / "row.json").is_file():
         return run  # trained (or trained and scored in an earlier sitting whose run folders are gone)
     name = _recipe(setting, out / "recipes")
     corpus_words = 1_637_780 if corpus.name == "pretrain_1600k" else 535_000
@@ -166,8 +168,11 @@ def _cpu_at(run: Path) -> dict[int, float]:
     return cpu
 
 
-def score(setting: Setting, seed: int, run: Path, out: Path, checkpoint: Path, data_dir: Path) -> dict:
-    result_dir = out / "scores" / run.name / checkpoint.name
+def score(setting: Setting, seed: int, run: Path, out: Path, checkpoint: Path, data_dir: Path,
+          name: str | None = None) -> dict:
+    """Score ``checkpoint`` (a checkpoint folder, or the run folder: its final checkpoint) once; its row."""
+    name = name or checkpoint.name
+    result_dir = out / "scores" / run.name / name
     done_file = result_dir / "row.json"
     if done_file.is_file():
         return json.loads(done_file.read_text(encoding="utf-8"))
@@ -181,12 +186,10 @@ def score(setting: Setting, seed: int, run: Path, out: Path, checkpoint: Path, d
     table = pq.read_table(result_dir / "scores.parquet").to_pylist()
     blimp = next(r for r in table if r["task"] == "blimp" and r["subtask"] == "")
     heldout = next(r for r in table if r["task"] == "heldout" and r["subtask"] == "")
-    record = json.loads((checkpoint / "antlm_state.json").read_text(encoding="utf-8")) \
-        if (checkpoint / "antlm_state.json").is_file() else {}
-    step = int(record.get("step", 0))
+    step = int(blimp_step(result_dir))
     cpu = _cpu_at(run)
     train_cpu = cpu.get(step, max(cpu.values()) if cpu else 0.0)
-    row = {"setting": setting.name, "seed": seed, "checkpoint": checkpoint.name,
+    row = {"setting": setting.name, "seed": seed, "checkpoint": name,
            "step": step, "tokens_seen": int(blimp["tokens_seen"] or 0), "words_seen": blimp["words_seen"],
            "blimp": round(100 * blimp["value"], 2), "blimp_ci": [round(100 * blimp["ci_low"], 2),
                                                                  round(100 * blimp["ci_high"], 2)],
@@ -194,6 +197,14 @@ def score(setting: Setting, seed: int, run: Path, out: Path, checkpoint: Path, d
            "train_cpu_min": round(train_cpu / 60, 1), "eval_cpu_min": round(eval_cpu / 60, 1)}
     done_file.write_text(json.dumps(row) + "\n", encoding="utf-8")
     return row
+
+
+def blimp_step(result_dir: Path) -> int:
+    """The optimizer step of the checkpoint an evaluation scored (its eval.json's record of the checkpoint)."""
+    record = json.loads((result_dir / "eval.json").read_text(encoding="utf-8"))
+    scored = Path((record.get("checkpoint") or {}).get("checkpoint") or "")
+    state = scored / "antlm_state.json"
+    return int(json.loads(state.read_text(encoding="utf-8")).get("step", 0)) if state.is_file() else 0
 
 
 def table(rows: list[dict]) -> str:
@@ -231,8 +242,8 @@ def main() -> None:
             names = {p.name for p in (run / "checkpoints").glob("chck_*")} | \
                 {p.name for p in scored.glob("chck_*") if (p / "row.json").is_file()}
             names_by_words = sorted(names, key=lambda n: _words(n.removeprefix("chck_")))
-            for checkpoint in [*(run / "checkpoints" / n for n in names_by_words), run / "final"]:
-                row = score(SETTINGS[name], seed, run, out, checkpoint, args.corpus.parent)
+            for checkpoint, label in [*((run / "checkpoints" / n, n) for n in names_by_words), (run, "final")]:
+                row = score(SETTINGS[name], seed, run, out, checkpoint, args.corpus.parent, label)
                 rows.append(row)
                 print(table([row]).splitlines()[-1], flush=True)
     text = table(rows)
