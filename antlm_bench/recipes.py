@@ -145,9 +145,7 @@ class Recipe(_Strict):
         try:
             return Recipe.model_validate(document)
         except ValidationError as err:
-            first = err.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            raise UserError(f"recipe {self.name} with this run's overrides: field {where}: {first['msg']}") from None
+            raise UserError(_format_validation(f"recipe {self.name} with this run's overrides", err)) from None
 
     def lr_schedule(self, objective: str) -> LRSchedule:
         # MNTP is masked prediction too: it follows the MLM schedule unless the recipe gives its own
@@ -158,7 +156,7 @@ class Recipe(_Strict):
         raise UserError(f"recipe {self.name}: no lr_schedules entry for {objective} (file {self.source})")
 
 
-def _format_validation(path: Path, err: ValidationError) -> str:
+def _format_validation(path: Path | str, err: ValidationError) -> str:
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
     return f"{path}: field {where}: {first['msg']}"

@@ -88,12 +88,6 @@ def _words(text: str) -> int:
     return int(float(text.rstrip("KM")) * scale)
 
 
-def _checkpoint_name(words: int) -> str:
-    from antlm_bench.runs.layout import words_checkpoint_name
-
-    return words_checkpoint_name(words)
-
-
 def _recipe(setting: Setting, folder: Path) -> str:
     document = yaml.safe_load((ROOT / "trainers" / f"{setting.base}.yaml").read_text(encoding="utf-8"))
     name = f"lc-{setting.name}"
@@ -143,7 +137,10 @@ def train(setting: Setting, out: Path, corpus: Path, words_total: int, at: list[
     if finished or (out / "scores" / run.name / "final" / "row.json").is_file():
         return run  # trained (or trained and scored in an earlier sitting whose run folders are gone)
     name = _recipe(setting, out / "recipes")
-    corpus_words = 1_637_780 if corpus.name == "pretrain_1600k" else 535_000
+    # the words `train` counts in each corpus (its corpus line); epochs = ceil(--words / these)
+    corpus_words = {"pretrain_1600k": 1_637_780, "pretrain_sample": 535_000}.get(corpus.name)
+    if corpus_words is None:
+        sys.exit(f"--corpus {corpus}: give pretrain_1600k or pretrain_sample (their word counts are known here)")
     epochs = _epochs(words_total, corpus_words)
     command = ["antlm-bench", "train", "--include-path", str(out / "recipes"), "--model", name, "--preset", "lc",
                "--schedule", f"{epochs}_{setting.objective}", "--corpus", str(corpus), "--output", str(run),
