@@ -130,8 +130,14 @@ def _epochs(words_total: int, corpus_words: int) -> int:
     return max(1, -(-words_total // corpus_words))
 
 
-def train(setting: Setting, out: Path, corpus: Path, words_total: int, at: list[int], seed: int) -> Path:
-    run = out / "runs" / f"{setting.name}-s{seed}"
+def run_name(setting: Setting, words: str, seed: int) -> str:
+    """A run's folder name: the setting, its word budget (as given, e.g. ``3.2M``) and its seed."""
+    return f"{setting.name}-{words.strip().upper()}-s{seed}"
+
+
+def train(setting: Setting, out: Path, corpus: Path, words: str, at: list[int], seed: int) -> Path:
+    words_total = _words(words)
+    run = out / "runs" / run_name(setting, words, seed)
     finished = (run / "run.json").is_file() and \
         json.loads((run / "run.json").read_text(encoding="utf-8")).get("status") == "finished"
     if finished or (out / "scores" / run.name / "final" / "row.json").is_file():
@@ -186,7 +192,10 @@ def score(setting: Setting, seed: int, run: Path, out: Path, checkpoint: Path, d
     step = int(blimp_step(result_dir))
     cpu = _cpu_at(run)
     train_cpu = cpu.get(step, max(cpu.values()) if cpu else 0.0)
-    row = {"setting": setting.name, "seed": seed, "checkpoint": name,
+    # the precision the training ran in (run.json; `auto` chose it from this CPU): fp32 and bf16 rows are
+    # different instruments until shown equal, so the table keeps them apart
+    precision = json.loads((run / "run.json").read_text(encoding="utf-8")).get("precision") or "fp32"
+    row = {"setting": setting.name, "seed": seed, "checkpoint": name, "precision": precision,
            "step": step, "tokens_seen": int(blimp["tokens_seen"] or 0), "words_seen": blimp["words_seen"],
            "blimp": round(100 * blimp["value"], 2), "blimp_ci": [round(100 * blimp["ci_low"], 2),
                                                                  round(100 * blimp["ci_high"], 2)],
@@ -205,10 +214,11 @@ def blimp_step(result_dir: Path) -> int:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| setting | seed | checkpoint | words seen | steps | BLiMP % (95% bootstrap CI) | held-out nats/token "
-             "| train CPU-min | eval CPU-min |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| setting | seed | precision | checkpoint | words seen | steps | BLiMP % (95% bootstrap CI) "
+             "| held-out nats/token | train CPU-min | eval CPU-min |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['setting']} | {r['seed']} | {r['checkpoint']} | {r['words_seen'] or 0:,} | {r['step']} "
+        lines.append(f"| {r['setting']} | {r['seed']} | {r.get('precision', 'fp32')} | {r['checkpoint']} "
+                     f"| {r['words_seen'] or 0:,} | {r['step']} "
                      f"| {r['blimp']:.1f} [{r['blimp_ci'][0]:.1f}, {r['blimp_ci'][1]:.1f}] | {r['heldout_nats']:.3f} "
                      f"| {r['train_cpu_min']} | {r['eval_cpu_min']} |")
     return "\n".join(lines) + "\n"
@@ -234,7 +244,7 @@ def main() -> None:
         if name not in SETTINGS:
             sys.exit(f"--settings: unknown {name!r}; known: {', '.join(SETTINGS)}")
         for seed in [int(s) for s in args.seeds.split(",")]:
-            run = train(SETTINGS[name], out, args.corpus, _words(args.words), at, seed)
+            run = train(SETTINGS[name], out, args.corpus, args.words, at, seed)
             scored = out / "scores" / run.name
             names = {p.name for p in (run / "checkpoints").glob("chck_*")} | \
                 {p.name for p in scored.glob("chck_*") if (p / "row.json").is_file()}
