@@ -11,6 +11,7 @@ from leaderboard_tables import write_run
 
 from antlm_bench.cli import main
 from antlm_bench.results.check import report_markdown, run_check
+from antlm_bench.results.leaderboard.comparability import Incomparable
 from antlm_bench.results.leaderboard import build_leaderboard, read_results, render_markdown
 
 
@@ -194,6 +195,9 @@ def test_two_scoring_methods_are_never_compared(tmp_path, monkeypatch, capsys):
                                                                   "tasks": data}], schedule=schedule, seed=seed)
     board = build_leaderboard(read_results([tmp_path]), reference={"schedule": "24_CLM"}, macro_tasks=["blimp", "ewok"])
     assert board.comparisons and all(c.p_value is None and c.significant is None for c in board.comparisons)
+    # the reason travels typed: every task gap by scoring method, the macro by its tasks
+    assert {c.column: c.incomparable for c in board.comparisons} == {
+        "blimp": Incomparable.SCORING, "ewok": Incomparable.SCORING, "macro": Incomparable.TASKS}
     assert "different instruments" in render_markdown(board)
     code, _, err = _cli(monkeypatch, capsys, "--results", tmp_path / "24_MLM", "--baseline", tmp_path / "24_CLM",
                         "--by", "recipe,preset")

@@ -49,6 +49,7 @@ from antlm_bench.results.leaderboard import (
     macro_cell,
     read_results,
 )
+from antlm_bench.results.leaderboard.comparability import Incomparable, instrument_difference
 from antlm_bench.results.leaderboard.definition import metric_kind, separate_metric_columns
 from antlm_bench.results.leaderboard.results import Results
 from antlm_bench.results.leaderboard.text import DESIGN_TEXT
@@ -212,11 +213,16 @@ def _all_finite(option: str, side: Results) -> None:
                             "number; nothing can be compared with it: re-evaluate that run, or leave it out")
 
 
-def _one_method(group: str, row: BoardRow, base_row: BoardRow, columns: Sequence[str]) -> None:
-    """Each task scored by one method on both sides; UserError naming both otherwise."""
+def _one_instrument_per_task(group: str, row: BoardRow, base_row: BoardRow, columns: Sequence[str]) -> None:
+    """Each task scored by one method on both sides (``comparability``); UserError naming both otherwise.
+
+    The gate refuses two scoring methods outright (a user's --scoring mistake); the other differences of instrument
+    (tokens of a per-token loss, other items) reach the comparison, which shows them untested, and ``_missing_in``
+    fails a smaller --limit."""
     for column in columns:
-        current, base = row.cells[column].scoring, base_row.cells[column].scoring
-        if current != base:
+        different = instrument_difference(row.cells[column], base_row.cells[column])
+        if different is not None and different.reason is Incomparable.SCORING:
+            current, base = row.cells[column].scoring, base_row.cells[column].scoring
             raise UserError(f"{group}: {column} is scored by {current} in --results and by {base} in --baseline: "
                             "two scoring methods are never compared; score both sides with the same --scoring")
 
@@ -290,7 +296,7 @@ def run_check(
         group = _key(current, row)
         missing.extend(_missing_in(group, row, base_row))
         columns = [c for c in current.columns if c in row.cells and c in base_row.cells]
-        _one_method(group, row, base_row, columns)
+        _one_instrument_per_task(group, row, base_row, columns)
         # the macro averages percentages only: never a margin or a loss
         macro_columns = [c for c in columns if ":" not in c and metric_kind(row.cells[c].metric).in_macro]
         if len(macro_columns) >= 2:

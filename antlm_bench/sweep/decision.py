@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from antlm_bench.data.readers import read_json_model
 from antlm_bench.errors import UserError
+from antlm_bench.results.leaderboard.comparability import instrument_difference
 from antlm_bench.results.leaderboard.definition import metric_kind
 from antlm_bench.results.stats.sequential import (
     DIFFERENCE,
@@ -32,7 +33,7 @@ from antlm_bench.results.store import store_digest
 from antlm_bench.sweep.grid import Cell
 from antlm_bench.sweep.record import DECISION_FILE, SWEEP_DIR, SweepFolder
 
-NOT_TESTED = "not tested"  # scored by two methods (pll vs clm): different instruments, as the board says
+NOT_TESTED = "not tested"  # different instruments (results.leaderboard.comparability), as the board says
 # 1: without the digests of the tables (still read: the board recomputes the decision either way)
 DECISION_SCHEMA_VERSION = 2
 METHOD = ("Lai (1976) confidence sequence for the mean of paired per-seed differences, Gaussian with unknown "
@@ -126,8 +127,8 @@ def compare_round(cells: Sequence[Cell], output: Path, rule: Rule, seeds: Sequen
                 pairs.append((recipe, preset, schedule, column, row, base))
     cells_of = [(recipe, preset, schedule, column, _cell_of(row, column), _cell_of(base, column))
                 for recipe, preset, schedule, column, row, base in pairs]
-    # as on the board, two scoring methods (pll against clm) are different instruments: such a gap is not tested
-    # and leaves the family
+    # as on the board, two different instruments (comparability: scoring method, tokens, items) are not tested
+    # against each other: such a gap leaves the family
     testable = sum(_same_instrument(a, b) for *_, a, b in cells_of)
     c = rule.prior_precision(testable)
     alpha_each = rule.alpha_each(testable)
@@ -163,8 +164,9 @@ def _cell_of(row: Any, column: str) -> Any:
 
 
 def _same_instrument(a: Any, b: Any) -> bool:
-    """Both sides scored, by the same method (a cell that is missing yet may still come: it counts as testable)."""
-    return a is None or b is None or a.scoring == b.scoring
+    """One instrument measured both sides (the board's rule); a cell that is missing yet may still come: it counts
+    as testable."""
+    return a is None or b is None or instrument_difference(a, b) is None
 
 
 class RuleRecord(BaseModel):

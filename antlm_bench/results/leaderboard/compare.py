@@ -1,8 +1,9 @@
 """Gaps between two board rows, task by task and for the macro, with the test that fits their seeds.
 
 The statistics live in ``antlm_bench.results.stats``; this module only lines the two rows up:
-- one instrument per comparison: two cells scored by different methods are never tested against each other
-  (``check`` refuses them outright, and conventions and evaluation sets before that);
+- one instrument per comparison (``comparability``: scoring method, tokens of a per-token loss, items): two cells
+  measured by different instruments are never tested against each other, and the comparison carries the typed
+  reason (``check`` refuses them outright, and conventions and evaluation sets before that);
 - the design comes from the seeds on each side (``stats.choose_design``): same-seed only for the same networks
   (equal weights digests, seed for seed), paired-seeds, welch, pooled (a one-seed side with a seed SD of
   its own configuration: given, or recorded from >= 3 seeds of the same configuration fingerprint) or unknown;
@@ -21,7 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
+from antlm_bench.results.leaderboard.comparability import (
+    Incomparable,
+    InstrumentDifference,
+    instrument_difference,
+    macro_difference,
+)
+from antlm_bench.results.leaderboard.definition import MACRO
 from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison
 from antlm_bench.results.stats import (
     ItemMatrix,
@@ -101,28 +108,24 @@ def compare_cells(a: Cell, b: Cell, alpha: float = 0.05, same_configuration: boo
     """The gap a - b of one column (row keys left empty) and its item variance (for the macro).
 
     ``same_configuration``: both rows record one and the same configuration fingerprint; ``seed_sd``: given by
-    the user. Cells scored by two methods are not tested (a comparison of instruments, not of models).
+    the user. Cells measured by two instruments are not tested (``comparability``: a comparison of instruments,
+    not of models).
     """
     sd = configuration_seed_sd(a, b, same_configuration, seed_sd)
     design = choose_design(a.seed_labels, b.seed_labels, same_networks(a, b), sd is not None)
     sides = _line_up(a, b, design)
     item_var, paired, n_items = _item_part(a, b, sides, design)
-    if a.scoring != b.scoring:
-        return _not_tested(sides, f"{a.scoring} vs {b.scoring}",
-                           f"scored by {a.scoring} vs {b.scoring}: different instruments, not tested"), None
-    if metric_kind(a.metric).per_token and (a.tokenizer_key is None or a.tokenizer_key != b.tokenizer_key):
-        return _not_tested(sides, a.scoring, "per-token losses of rows that may tokenize differently (another "
-                                             "recipe, preset or corpus): different instruments, not tested"), None
-    if a.limit != b.limit:
-        return _not_tested(sides, a.scoring, f"{limit_text(a.limit)} vs {limit_text(b.limit)}: different "
-                                             "instruments (other items), not tested"), None
+    different = instrument_difference(a, b)
+    if different is not None:
+        return _not_tested(sides, different.detail if different.reason is Incomparable.SCORING else a.scoring, different), None
     return _comparison(sides, item_var, design, paired, n_items, a.scoring, alpha, sd), item_var
 
 
-def _not_tested(sides: _Sides, scoring: str, note: str) -> Comparison:
+def _not_tested(sides: _Sides, scoring: str, different: InstrumentDifference) -> Comparison:
     """Two different instruments: the difference of the means is shown, and no test is made."""
     delta = float(np.mean(sides.a) - np.mean(sides.b))
-    return Comparison((), (), "", delta, None, None, None, False, 0, None, scoring, "", note=note)
+    return Comparison((), (), "", delta, None, None, None, False, 0, None, scoring, "", note=different.note,
+                      incomparable=different.reason)
 
 
 def _comparison(sides: _Sides, item_var: float | None, design: str, paired: bool, n_items: int, scoring: str,
@@ -137,11 +140,6 @@ def _comparison(sides: _Sides, item_var: float | None, design: str, paired: bool
                       d.mde, d.p_value, d.note)
 
 
-def limit_text(limit: int | None) -> str:
-    """``--limit 50`` (the first 50 items of each subtask), or ``every item``."""
-    return "every item" if limit is None else f"--limit {limit}"
-
-
 def same_configuration(a: BoardRow, b: BoardRow) -> bool:
     """Both rows are provably one configuration: every run of both records the same configuration fingerprint."""
     return a.configuration is not None and a.configuration == b.configuration
@@ -153,12 +151,14 @@ def compare(a: BoardRow, b: BoardRow, columns: Sequence[str], macro_columns: Seq
     Holm-adjusts them together (a board's family is adjusted by its builder)."""
     out: list[Comparison] = []
     item_vars: dict[str, float | None] = {}
+    differences: dict[str, InstrumentDifference | None] = {}
     one_configuration = same_configuration(a, b)
     for column in columns:
         if column not in a.cells or column not in b.cells:
             continue
         comparison, item_vars[column] = compare_cells(a.cells[column], b.cells[column], alpha, one_configuration,
                                                       seed_sd)
+        differences[column] = instrument_difference(a.cells[column], b.cells[column])
         comparison.row, comparison.reference, comparison.column = a.key, b.key, column
         comparison.metric = a.cells[column].metric
         out.append(comparison)
@@ -171,13 +171,10 @@ def compare(a: BoardRow, b: BoardRow, columns: Sequence[str], macro_columns: Seq
         item_var = None if None in parts else sum(parts) / len(parts) ** 2
         paired = all(c.paired for c in out if c.column in macro_columns)
         n_items = sum(c.n_items for c in out if c.column in macro_columns) if paired else 0
-        mixed = sorted({c.scoring for c in out if c.column in macro_columns and " vs " in c.scoring})
-        if a.macro.limit != b.macro.limit:
-            mixed.append(f"{limit_text(a.macro.limit)} vs {limit_text(b.macro.limit)}")
-        if mixed:
-            delta = float(np.mean(sides.a) - np.mean(sides.b))
-            comparison = Comparison((), (), "", delta, None, None, None, False, 0, None, "auto", "",
-                                    note=f"{', '.join(mixed)} among its tasks: different instruments, not tested")
+        different = macro_difference([d for c in macro_columns if (d := differences.get(c)) is not None],
+                                     a.macro, b.macro)
+        if different is not None:
+            comparison = _not_tested(sides, "auto", different)
         else:
             comparison = _comparison(sides, item_var, design, paired, n_items, "auto", alpha, sd)
         comparison.row, comparison.reference, comparison.column = a.key, b.key, MACRO

@@ -6,7 +6,7 @@ import base64
 import html
 
 from antlm_bench import __version__
-from antlm_bench.results.leaderboard.compare import limit_text
+from antlm_bench.results.leaderboard.comparability import limit_text
 from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
 from antlm_bench.results.leaderboard.model import Cell, Leaderboard
 from antlm_bench.results.leaderboard.plots import curve_caption, plot_curves

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 from antlm_bench.results.leaderboard.definition import LeaderboardDefinition
 from antlm_bench.results.stats import ItemMatrix
+
+if TYPE_CHECKING:  # comparability reads Cell; the enum is only named here
+    from antlm_bench.results.leaderboard.comparability import Incomparable
 
 # ----------------------------------------------------------------------------------------------------------
 # the leaderboard's data
@@ -106,6 +111,9 @@ class Comparison:
     p_raw: float | None = None  # before any multiplicity correction
     note: str = ""
     metric: str = "accuracy"  # of both cells (the macro's: accuracy-like, a percentage)
+    # why no test was made when the two sides are different instruments (comparability.Incomparable); None: one
+    # instrument. Typed so that no reader matches the note's words
+    incomparable: Incomparable | None = None
 
 
 @dataclass

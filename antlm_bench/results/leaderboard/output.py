@@ -57,7 +57,8 @@ def board_table(board: Leaderboard) -> pa.Table:
                         ("lower_is_better", pa.bool_()), ("ci_bounds", pa.string()), ("item_limit", pa.int64())])
     gaps = [{"row": key_text(board, c.row, full=True), "column": c.column, "delta": c.delta, "low": c.low, "high": c.high,
              "p_value": c.p_value, "p_raw": c.p_raw, "paired": c.paired, "n_items": c.n_items,
-             "significant": c.significant, "design": c.design, "mde": c.mde, "metric": c.metric, "note": c.note}
+             "significant": c.significant, "design": c.design, "mde": c.mde, "metric": c.metric, "note": c.note,
+             "incomparable": None if c.incomparable is None else c.incomparable.value}
             for c in board.comparisons]
     signal = [{"column": e.column, "metric": e.metric, "rows": e.rows, "seed_sd": e.noise, "signal": e.signal,
                "signal_to_noise": e.ratio,

@@ -10,7 +10,7 @@ from typing import Any
 from rich.markup import escape
 
 from antlm_bench import __version__
-from antlm_bench.results.leaderboard.compare import limit_text
+from antlm_bench.results.leaderboard.comparability import limit_text
 from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
 from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, Leaderboard
 
@@ -93,7 +93,7 @@ DESIGN_TEXT = {
 
 def design_text(c: Comparison) -> str:
     """The comparison's design, and whether its items were paired (GLUE's F1 members never are)."""
-    if not c.design and "different instruments" in c.note:
+    if c.incomparable is not None:
         return c.note
     text = DESIGN_TEXT.get(c.design, "no test")
     if c.design in ("same-seed", "paired-seeds", "welch", "pooled"):
