@@ -19,6 +19,14 @@ elif (_FALLBACK / "blimp_filtered").is_dir():
     os.environ["ANTLM_BENCH_DATA"] = str(_FALLBACK)
 
 
+# pytest-xdist starts its workers with COLUMNS=80 and LINES=24 in the environment, which no pipe or CI log of a user
+# has: rich would lay every table out at 80 columns there, while the tool prints whole lines when its output is no
+# terminal (cli.app.WholeLineConsole). Dropped before the CLI's consoles are made, so tests see what a pipe sees.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+
+
 @pytest.fixture(scope="session")
 def real_data_dir() -> Path:
     """The real BabyLM data. Missing data FAILS under CI (CI=true) and skips elsewhere."""
