@@ -9,10 +9,11 @@ import subprocess
 import sys
 
 import pytest
+from pydantic import ValidationError
 from trainer_support import ENV, cli_args, tiny_config
 
 from antlm_bench.errors import UserError
-from antlm_bench.recipes import load_recipe
+from antlm_bench.recipes import Recipe, load_recipe
 from antlm_bench.training.reporting import read_metrics
 from antlm_bench.training.trainer import Trainer
 
@@ -29,6 +30,19 @@ def test_overrides_replace_the_recipes_values_and_are_validated_like_them():
         recipe.overridden("tiny", lr=3.0)
     with pytest.raises(UserError, match="warmup_ratio"):
         recipe.overridden("tiny", warmup_ratio=1.5)
+
+
+def test_a_presets_own_rate_and_warmup_apply_to_that_preset_and_a_runs_knob_wins():
+    document = load_recipe("antlm-babyllama").model_dump()
+    document["presets"]["tiny"].update(lr=2e-3, warmup_ratio=0.02)
+    recipe = Recipe.model_validate(document)
+    tiny = recipe.overridden("tiny")
+    assert tiny.optimizer.lr == 2e-3 and {s.warmup_ratio for s in tiny.lr_schedules.values()} == {0.02}
+    assert recipe.overridden("small").optimizer.lr == 7e-4  # another preset keeps the recipe's rate
+    assert recipe.overridden("tiny", lr=5e-4).optimizer.lr == 5e-4  # the run's knob over the preset's
+    document["presets"]["tiny"]["lr"] = 0.0
+    with pytest.raises(ValidationError, match="lr"):
+        Recipe.model_validate(document)
 
 
 def test_knobs_drive_the_run_and_its_identity(tmp_path):
