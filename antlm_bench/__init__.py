@@ -10,11 +10,14 @@ The package is laid out by stage, in the order the data flows:
 - ``scoring/``: log-likelihoods and pseudo-log-likelihoods of token sequences, batched;
 - ``adapters/``: tasks built on scoring (minimal pairs, the BabyLM 2025 tasks, GLUE fine-tuning, lm-eval);
 - ``evaluate.py``: tasks x model -> result rows;
+- ``export.py``: a checkpoint as the BabyLM 2025 pipeline loads it (``antlm-bench export``);
 - ``results/``: result tables and their store, statistics, leaderboards, ``check``;
-- ``pipeline.py`` and ``cli/``: the ``antlm-bench`` commands.
+- ``pipeline.py``: ``antlm-bench run`` (train per seed, evaluate, reuse what is finished);
+- ``sweep/``: a grid of ``run`` cells, its executors and ``--until-decided``;
+- ``cli/``: the ``antlm-bench`` commands; ``lm_eval_tasks/``: task folders for ``lm_eval --include_path``.
 
-``registry.py``, ``recipes.py``, ``tasks.py``, ``conventions.py``, ``errors.py`` and ``locking.py`` serve every
-stage. Which module may import which is written once, in ``tests/test_layout.py`` (docs/layout.md).
+``registry.py``, ``recipes.py``, ``tasks.py``, ``conventions.py``, ``options.py`` (command-line values parsed once:
+the seeds grammar), ``errors.py`` and ``locking.py`` serve every stage. Which module may import which is written once, in ``tests/test_layout.py`` (docs/layout.md).
 """
 
 __version__ = "0.1.0"

@@ -19,7 +19,6 @@ PACKAGE = ROOT / "antlm_bench"
 # the stages it may import besides itself and the SHARED modules. An entry may name a part of a stage
 # ("antlm_bench.results.tables"); it never reaches into a stage of its own ("antlm_bench.results" does not
 # include "antlm_bench.results.leaderboard"). Imports inside functions count.
-RESULT_ROWS = {"antlm_bench.results.tables", "antlm_bench.results.store", "antlm_bench.results.stats"}
 ALLOWED: dict[str, set[str]] = {
     # the data folder (--data-dir, $ANTLM_BENCH_DATA, the cache), file readers (jsonl, xz, password zips in memory,
     # JSON with one-line errors), hashes and atomic writes, `data fetch`, the training corpus, the BPE tokenizer
@@ -33,24 +32,26 @@ ALLOWED: dict[str, set[str]] = {
     # tasks built on scoring: minimal pairs, the BabyLM 2025 tasks, GLUE fine-tuning and probes, the lm-eval model;
     # heldout's MLM loss corrupts its text with the trainer's own masking (training.objectives), never a copy of it
     "antlm_bench.adapters": {"antlm_bench.scoring", "antlm_bench.models", "antlm_bench.data",
-                             "antlm_bench.training.objectives", *RESULT_ROWS},
+                             "antlm_bench.training.objectives", "antlm_bench.results.tables",
+                             "antlm_bench.results.stats"},
     # the result rows' schema (tables), the results store, the statistics: below every stage that writes rows
     "antlm_bench.results": {"antlm_bench.data"},
     # leaderboards over results folders: reads the rows, never writes a stage's output
     "antlm_bench.results.leaderboard": {"antlm_bench.results", "antlm_bench.data"},
     # the regression gate: a leaderboard of the results against one of the baseline
-    "antlm_bench.results.check": {"antlm_bench.results", "antlm_bench.results.leaderboard", "antlm_bench.data"},
+    "antlm_bench.results.check": {"antlm_bench.results", "antlm_bench.results.leaderboard"},
     # objectives, learning-rate schedules, checkpoint folders, the trainer and its parts; phase scores come through a
     # scorer the caller passes in, so nothing here imports evaluation
-    "antlm_bench.training": {"antlm_bench.models", "antlm_bench.data", *RESULT_ROWS},
+    "antlm_bench.training": {"antlm_bench.models", "antlm_bench.data", "antlm_bench.results.tables",
+                             "antlm_bench.results.store"},
     # tasks x model -> result rows
     "antlm_bench.evaluate": {"antlm_bench.adapters", "antlm_bench.scoring", "antlm_bench.models", "antlm_bench.data",
-                             "antlm_bench.training.checkpoint", *RESULT_ROWS},
+                             "antlm_bench.results.tables", "antlm_bench.results.store"},
     # a checkpoint as a plain Hugging Face model folder
     "antlm_bench.export": {"antlm_bench.models", "antlm_bench.data"},
     # `antlm-bench run`: train per seed, evaluate, reuse what is finished
-    "antlm_bench.pipeline": {"antlm_bench.training", "antlm_bench.evaluate", "antlm_bench.adapters",
-                             "antlm_bench.scoring", "antlm_bench.models", "antlm_bench.data", "antlm_bench.results"},
+    "antlm_bench.pipeline": {"antlm_bench.training", "antlm_bench.evaluate", "antlm_bench.models", "antlm_bench.data",
+                             "antlm_bench.results"},
     # `antlm-bench sweep`: a grid of `run` cells (each its own process), its executors and --until-decided's rounds
     "antlm_bench.sweep": {"antlm_bench.pipeline", "antlm_bench.results", "antlm_bench.results.leaderboard",
                           "antlm_bench.data"},
@@ -70,10 +71,10 @@ SHARED: dict[str, set[str]] = {
     # the scoring conventions (babylm-2025, babylm-2024)
     "antlm_bench.conventions": {"antlm_bench.errors"},
     # the registries of task classes, recipes and backends (names -> "module:Class", loaded on first lookup)
-    "antlm_bench.registry": {"antlm_bench.errors", "antlm_bench.data"},
+    "antlm_bench.registry": {"antlm_bench.errors"},
     # trainer recipes (trainers/*.yaml) and task specs (tasks/*.yaml), validated
-    "antlm_bench.recipes": {"antlm_bench.errors", "antlm_bench.registry", "antlm_bench.data"},
-    "antlm_bench.tasks": {"antlm_bench.errors", "antlm_bench.registry", "antlm_bench.data"},
+    "antlm_bench.recipes": {"antlm_bench.errors", "antlm_bench.registry"},
+    "antlm_bench.tasks": {"antlm_bench.errors", "antlm_bench.registry"},
     # the run's contract at the bottom of the stack: the schedule grammar, the checkpoint record, the run folder
     "antlm_bench.runs": {"antlm_bench.errors", "antlm_bench.data"},
 }

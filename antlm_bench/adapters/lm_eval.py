@@ -205,7 +205,7 @@ def attention_mode(method: str) -> str:
 def greedy_flags(sm: ScoringModel, seqs: list[Seq], method: str, batch_tokens: int) -> np.ndarray:
     """Whether every scored token is the model's argmax where the method reads it (argmax only, no softmax).
 
-    The rows are those the scorer builds (DESIGN.md): clm reads token j at position j-1 of the unmasked
+    The rows are those the scorer builds (docs/design.md): clm reads token j at position j-1 of the unmasked
     sequence; pll masks token j (pll-word-l2r also the later tokens of its word) and reads it at j; mntp
     masks it and reads it at j-1.
     """

@@ -1,5 +1,13 @@
 """``antlm-bench``: a thin command layer over the library. Each module below adds its commands to ``app``.
 
+- ``app``: the typer application, the consoles, and the one place that turns an error into one line and an exit code;
+- ``paths``: the check of a path option against what its command expects, before any work;
+- ``train``, ``run``, ``sweep``: pre-train; train per seed and evaluate; a grid of ``run`` cells;
+- ``eval``, ``export``: score a model on tasks; write a checkpoint as the BabyLM pipeline loads it;
+- ``leaderboard``, ``check``: result tables -> a ranked board; the CI regression gate;
+- ``data`` and ``prepare``: verify, fetch and locate data; clean, tokenize and pack a corpus alone;
+- ``catalog`` (``list``) and ``schedule``: what the registries hold; a schedule's canonical form and phases.
+
 Most commands import the stages they run inside the command, so that ``--help`` and bad-input errors come fast.
 """
 

@@ -13,6 +13,10 @@ Every dispatch goes through that registry and calls the backend's methods:
 - ``remote_code(config) -> (files, auto_map) | None``: the modeling code a checkpoint carries so that
   transformers loads it with ``trust_remote_code=True`` and without antlm-bench (``checkpoint.py`` writes it).
 
+Beside the backends: ``masks`` (the attention masks of both attention modes), ``loss`` (the head fused with the
+cross-entropy), ``precision`` (float32 or bf16 autocast, decided once for training, scoring and GLUE), ``threads``
+(how many CPU threads torch gets for a model) and ``remote_code`` (the modeling files a checkpoint carries).
+
 Importing this package also registers LTG-BERT with transformers' Auto classes.
 
 Both LM classes offer ``hidden_states(input_ids, attention_mask, attention_mode, position_ids)``,

@@ -8,7 +8,7 @@ and refuses a damaged record with one line naming the file and the field. The sc
 ``record.phase`` is the very ``Phase`` the checkpoint's last phase trained (no caller re-parses a phase label).
 
 ``scoring_method`` decides ``--scoring auto`` in one place: the method that matches how the checkpoint's last phase
-trained the model (DESIGN.md: CLM -> clm, MLM -> pll, MNTP -> mntp; a mixture by its heaviest weight), or, for a
+trained the model (docs/design.md: CLM -> clm, MLM -> pll, MNTP -> mntp; a mixture by its heaviest weight), or, for a
 plain Hugging Face folder without a record, the model's kind (masked -> pll, causal -> clm).
 """
 
@@ -30,7 +30,7 @@ STATE_FILE = "antlm_state.json"
 # digest (read as they are: the network unknown, never "the same" as another)
 SCHEMA_VERSION = 3
 
-# how a phase's objective is scored (DESIGN.md: CLM -> clm, MLM -> pll, MNTP -> mntp)
+# how a phase's objective is scored (docs/design.md: CLM -> clm, MLM -> pll, MNTP -> mntp)
 SCORING_FOR_OBJECTIVE = {"CLM": "clm", "MLM": "pll", "MNTP": "mntp"}
 
 _INT, _FLOAT, _STR, _BOOL, _LIST = (int,), (int, float), (str,), (bool,), (list,)

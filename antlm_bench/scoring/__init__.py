@@ -4,9 +4,15 @@
     good, bad = score_pairs(sm, goods, bads, method="clm")   # summed natural-log scores, float64
     contexts=[...] scores each text as a continuation of its context (EWoK).
 
-Conventions (DESIGN.md): texts are tokenized as given (``leading_space=True`` scores ``" " + text`` as the
+Conventions (docs/design.md): texts are tokenized as given (``leading_space=True`` scores ``" " + text`` as the
 stock lm-eval blimp tasks do); clm conditions on BOS, else EOS; special tokens are never scored in the PLL
 family; log-softmax in float32 whatever the model's dtype; scores are sums.
+
+Modules, from text to scores: ``offsets`` and ``encode`` (texts -> token sequences and the positions scored,
+``babylm2025`` for the BabyLM 2025 zero-shot tasks' sequences), ``rows`` (the rows the engine runs), ``clm_rows``,
+``prefix_tree`` and ``shared_bases`` (clm rows: plain, prefix trees, shared prefixes), ``masked_rows`` (one masked
+copy per scored token for pll, pll-word-l2r and mntp), ``model`` and ``heads`` (one face for every model, its LM
+head found and checked) and ``engine`` (the batched loop every method shares).
 
 The tasks built on scoring live in ``adapters``.
 """

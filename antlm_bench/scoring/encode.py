@@ -1,4 +1,4 @@
-"""Texts to token sequences with the positions whose tokens are scored (DESIGN.md, "Scoring minimal pairs").
+"""Texts to token sequences with the positions whose tokens are scored (docs/design.md, "Scoring minimal pairs").
 
 - ``clm``: the text is tokenized as given (no special tokens, no added space) and prefixed with BOS, else EOS;
   every text token is scored. With a context (EWoK), the text is ``context + " " + target`` and the split

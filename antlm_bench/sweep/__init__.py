@@ -4,6 +4,7 @@ executor, and ``--until-decided``'s rounds of seeds.
 - ``grid``: the grid and its cells (each exactly a ``run`` cell: same folder, hashes and store);
 - ``record``: the sweep folder (``<output>/sweep/``: the record, the decision, one log per cell);
 - ``progress``: the live progress line;
+- ``instruments``: the comparisons the board will not test (different instruments), said before the sweep starts;
 - ``executors``: local worker processes and SLURM job arrays (submitit);
 - ``decision``: each schedule against the baseline after a round (``results.stats.sequential``);
 - ``loop``: the sweep from start to end.

@@ -10,8 +10,8 @@
   - ``step``: one optimizer step's gradients over the global batch in micro-batches, accumulation and DDP
     all-reduce included; what happens to the optimizer when a phase starts (``ObjectiveStep``); the device, the
     process group, and stopping after the step on SIGINT / SIGTERM (``StopOnSignal``).
-  - ``checkpoints``: the run folder and resuming from it (``RunFolder``), the checkpoints and resume points
-    written after a step (``CheckpointAndResume``).
+  - ``checkpointer``: the run folder and what a start may do with it, the records every checkpoint carries, the
+    checkpoints and resume points written after a step.
   - ``reporting``: progress, metrics.jsonl, TensorBoard / W&B, run.json and per-phase scoring (``Reporting``),
     with a scorer the caller passes in (``PhaseScorer``): nothing here imports the evaluation stage.
 """

@@ -3,7 +3,7 @@ on the valid split, and show the progress on the terminal.
 
 ``--tasks glue`` runs every member, ``--tasks glue:rte,mrpc`` a few. Per seed and member one row per metric
 (``accuracy``, plus ``f1`` for MRPC and QQP), and per seed a task-level row ``score``: the mean over the members
-that ran of F1 (MRPC, QQP) or accuracy (the others), as DESIGN.md defines the GLUE score. Intervals are a
+that ran of F1 (MRPC, QQP) or accuracy (the others), as docs/design.md defines the GLUE score. Intervals are a
 (stratified) bootstrap over the reported examples. The ``scoring`` column says ``finetune``, ``finetune-official``
 (the ``babylm-official`` protocol: ``protocol``) or ``probe``; the ``seed`` column is the fine-tuning seed.
 

@@ -6,7 +6,11 @@ One job per module, data flowing one way:
 - ``results``: reading the result tables (score rows, and a run's per-item correctness for one cell);
 - ``model``: the data classes (cell, row, gap, board);
 - ``board``: building the board: each run's final checkpoint, one scoring method per column, seeds pooled;
+- ``checkpoints``: which rows stand for each run's checkpoints (one per column per checkpoint);
+- ``comparability``: whether two cells are one instrument (scoring method, tokens, items), the one rule the board,
+  the sweep's decision and ``check`` read, with a typed reason;
 - ``compare``: gaps between two rows (the statistics themselves live in ``antlm_bench.results.stats``);
+- ``curves``: per-checkpoint training curves; ``power``: seeds a gap needs; ``signal``: signal and noise per column;
 - ``text`` / ``html`` / ``plots``: renderers; ``output``: the command's entry point, Parquet export, writers.
 """
 

@@ -6,7 +6,9 @@
   crossed design), alone or of a difference;
 - ``inference``: intervals and tests over seeds and items (Student-t on the seeds' df), comparison designs,
   one function per comparison design (same_seed, paired_seeds, welch, pooled, untested), Holm's correction,
-  minimum detectable effect, the seed SD's chi-square interval and seeds needed for a given gap.
+  minimum detectable effect, the seed SD's chi-square interval and seeds needed for a given gap;
+- ``sequential``: seeds until decided, an anytime-valid confidence sequence for paired per-seed differences
+  (``sweep --until-decided``).
 
 The formulas, and the simulations that check their calibration, are in docs/statistics.md.
 """
@@ -16,7 +18,6 @@ from antlm_bench.results.stats.bootstrap import (
     DEFAULT_SEED,
     Interval,
     PairedComparison,
-    _replicate_means,
     bootstrap_classification,
     bootstrap_macro,
     bootstrap_mean,
@@ -56,7 +57,7 @@ from antlm_bench.results.stats.variance import (
 
 __all__ = [
     "DEFAULT_RESAMPLES", "DEFAULT_SEED", "DESIGNS", "MIN_SEEDS_FOR_RECORDED_SD", "P_FLOOR", "Difference", "Estimate",
-    "Interval", "ItemMatrix", "PairedComparison", "SeedSD", "_replicate_means", "bootstrap_classification",
+    "Interval", "ItemMatrix", "PairedComparison", "SeedSD", "bootstrap_classification",
     "bootstrap_macro", "bootstrap_mean", "bootstrap_p_value", "choose_design", "difference", "estimate", "holm",
     "item_variance", "item_variance_of_difference", "minimum_detectable_effect", "paired_bootstrap", "paired_seeds",
     "per_seed_scores", "pooled", "recorded_seed_sd", "same_seed", "satterthwaite_df", "seed_sd_interval",

@@ -1,5 +1,8 @@
 """The results store: every evaluation adds its own immutable parts and commits them with one rename.
 
+Modules: ``write`` (staging and committing an event), ``read`` (the latest row of every key), ``folder`` (a results
+folder: its lock, tidying) and ``layout`` (the on-disk names and keys).
+
 A results folder (an ``eval --output`` folder, or a training run folder) holds::
 
     scores.parquet/                   the store, and a plain Arrow dataset: pq.read_table(".../scores.parquet")
