@@ -213,11 +213,24 @@ def blimp_step(result_dir: Path) -> int:
     return int(json.loads(state.read_text(encoding="utf-8")).get("step", 0)) if state.is_file() else 0
 
 
+def all_rows(out: Path) -> list[dict]:
+    """Every scored checkpoint under ``out/scores``, by setting, word budget, seed and words seen."""
+    rows = []
+    for path in (out / "scores").glob("*/*/row.json"):
+        row = json.loads(path.read_text(encoding="utf-8"))
+        run = path.parent.parent.name  # <setting>-<budget>-s<seed>
+        row["budget"] = run[len(row["setting"]) + 1:run.rfind("-s")]
+        rows.append(row)
+    return sorted(rows, key=lambda r: (r["setting"], _words(r["budget"]), r["seed"], r["words_seen"] or 0))
+
+
 def table(rows: list[dict]) -> str:
-    lines = ["| setting | seed | precision | checkpoint | words seen | steps | BLiMP % (95% bootstrap CI) "
-             "| held-out nats/token | train CPU-min | eval CPU-min |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| setting | words budget | seed | precision | checkpoint | words seen | steps "
+             "| BLiMP % (95% bootstrap CI) | held-out nats/token | train CPU-min | eval CPU-min |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['setting']} | {r['seed']} | {r.get('precision', 'fp32')} | {r['checkpoint']} "
+        lines.append(f"| {r['setting']} | {r.get('budget', '')} | {r['seed']} | {r.get('precision', 'fp32')} "
+                     f"| {r['checkpoint']} "
                      f"| {r['words_seen'] or 0:,} | {r['step']} "
                      f"| {r['blimp']:.1f} [{r['blimp_ci'][0]:.1f}, {r['blimp_ci'][1]:.1f}] | {r['heldout_nats']:.3f} "
                      f"| {r['train_cpu_min']} | {r['eval_cpu_min']} |")
@@ -253,8 +266,9 @@ def main() -> None:
                 row = score(SETTINGS[name], seed, run, out, checkpoint, args.corpus.parent, label)
                 rows.append(row)
                 print(table([row]).splitlines()[-1], flush=True)
-    text = table(rows)
-    print(text)
+    print(table(rows))
+    text = table(all_rows(out))  # every setting scored so far, not only this sitting's
+
     if args.table:
         args.table.parent.mkdir(parents=True, exist_ok=True)
         args.table.write_text(text, encoding="utf-8")
