@@ -22,6 +22,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+class LRSchedule(_Strict):
+    """Learning-rate shape within one phase."""
+
+    kind: Literal["cosine", "cosine_with_restarts", "linear", "constant"]
+    warmup_ratio: float = Field(0.01, ge=0, lt=1)  # of the phase's steps (of each cycle for restarts)
+    cycle_epochs: float | None = Field(None, gt=0)  # restarts: one cycle every N epochs
+    cycles: int | None = Field(None, gt=0, le=10_000)  # restarts: N cycles over the phase
+    min_lr_ratio: float = Field(0.0, ge=0, le=1)
+
+
 class Preset(_Strict):
     """Model size and the batch/sequence settings that go with it."""
 
@@ -45,6 +55,9 @@ class Preset(_Strict):
     # (leaderboards/learning-curve)
     lr: float | None = Field(None, gt=0, le=1)
     warmup_ratio: float | None = Field(None, ge=0, lt=1)
+    # this size's own LR schedule per objective, in place of the recipe's (e.g. one cosine for a 2-epoch CPU run,
+    # where the paper's restarts every 4 epochs of 72 would never complete a cycle)
+    lr_schedules: dict[Objective, LRSchedule] = {}
     # architecture `hf`: a transformers config (model_type plus its own fields) that overrides the sizes above
     hf_config: dict[str, Any] = {}
 
@@ -76,16 +89,6 @@ class Optimizer(_Strict):
         if not all(0 <= beta < 1 for beta in betas):
             raise ValueError(f"each beta must be in [0, 1), got {list(betas)}")
         return betas
-
-
-class LRSchedule(_Strict):
-    """Learning-rate shape within one phase."""
-
-    kind: Literal["cosine", "cosine_with_restarts", "linear", "constant"]
-    warmup_ratio: float = Field(0.01, ge=0, lt=1)  # of the phase's steps (of each cycle for restarts)
-    cycle_epochs: float | None = Field(None, gt=0)  # restarts: one cycle every N epochs
-    cycles: int | None = Field(None, gt=0, le=10_000)  # restarts: N cycles over the phase
-    min_lr_ratio: float = Field(0.0, ge=0, le=1)
 
 
 class Masking(_Strict):
@@ -132,22 +135,23 @@ class Recipe(_Strict):
 
     def overridden(self, preset: str, *, lr: float | None = None, global_batch_size: int | None = None,
                    warmup_ratio: float | None = None) -> Recipe:
-        """This recipe as ``preset`` trains it: the preset's own learning rate and warm-up (where it sets them), then
-        a run's own knobs (``train --lr / --global-batch-size / --warmup-ratio``) over both: the optimizer's
-        learning rate, ``preset``'s global batch (its micro-batch capped to it) and every LR schedule's warm-up.
-        Validated as the file's own values are; the result is what the run records."""
+        """This recipe as ``preset`` trains it: the preset's own learning rate, schedules and warm-up (where it sets
+        them), then a run's own knobs (``train --lr / --global-batch-size / --warmup-ratio``) over both: the
+        optimizer's learning rate, ``preset``'s global batch (its micro-batch capped to it) and every LR schedule's
+        warm-up. Validated as the file's own values are; the result is what the run records."""
         chosen = self.preset(preset)
         lr = lr if lr is not None else chosen.lr
         warmup_ratio = warmup_ratio if warmup_ratio is not None else chosen.warmup_ratio
-        if lr is None and global_batch_size is None and warmup_ratio is None:
+        if lr is None and global_batch_size is None and warmup_ratio is None and not chosen.lr_schedules:
             return self
         document = self.model_dump()
+        document["lr_schedules"].update(chosen.model_dump()["lr_schedules"])
         if lr is not None:
             document["optimizer"]["lr"] = lr
         if global_batch_size is not None:
-            chosen = document["presets"][preset]
-            chosen["global_batch_size"] = global_batch_size
-            chosen["micro_batch_size"] = min(chosen["micro_batch_size"], global_batch_size)
+            sizes = document["presets"][preset]
+            sizes["global_batch_size"] = global_batch_size
+            sizes["micro_batch_size"] = min(sizes["micro_batch_size"], global_batch_size)
         if warmup_ratio is not None:
             for spec in document["lr_schedules"].values():
                 spec["warmup_ratio"] = warmup_ratio

@@ -34,10 +34,13 @@ def test_overrides_replace_the_recipes_values_and_are_validated_like_them():
 
 def test_a_presets_own_rate_and_warmup_apply_to_that_preset_and_a_runs_knob_wins():
     document = load_recipe("antlm-babyllama").model_dump()
-    document["presets"]["tiny"].update(lr=2e-3, warmup_ratio=0.02)
+    document["presets"]["tiny"].update(lr=2e-3, warmup_ratio=0.02, lr_schedules={"MLM": {"kind": "cosine"}})
     recipe = Recipe.model_validate(document)
     tiny = recipe.overridden("tiny")
     assert tiny.optimizer.lr == 2e-3 and {s.warmup_ratio for s in tiny.lr_schedules.values()} == {0.02}
+    # the preset's own MLM schedule replaces the recipe's restarts; CLM keeps the recipe's kind
+    assert tiny.lr_schedules["MLM"].kind == "cosine" and tiny.lr_schedules["CLM"].kind == "cosine"
+    assert recipe.lr_schedules["MLM"].kind == "cosine_with_restarts"
     assert recipe.overridden("small").optimizer.lr == 7e-4  # another preset keeps the recipe's rate
     assert recipe.overridden("tiny", lr=5e-4).optimizer.lr == 5e-4  # the run's knob over the preset's
     document["presets"]["tiny"]["lr"] = 0.0

@@ -16,7 +16,7 @@ from antlm_bench.registry import add_include_path
 @data_app.command("prepare")
 def prepare(
     recipe: str = typer.Option("antlm-babyllama", "--recipe", help="Trainer recipe (see `antlm-bench list models`)."),
-    preset: str = typer.Option("tiny", "--preset", help="Size preset: tiny, small or paper."),
+    preset: str = typer.Option("tiny", "--preset", help="Size preset: tiny, cpu, small or paper (`antlm-bench list models`)."),
     corpus: Path | None = typer.Option(None, "--corpus", callback=input_folder,
                                        help="Folder of *.train files (default: DATA/pretrain_sample)."),
     max_words: int | None = typer.Option(None, "--max-words", help="Cap on words, sampled per source (default: preset's)."),

@@ -30,7 +30,7 @@ def run(
                                    "blimp, blimp_supplement, ewok, glue (glue:rte,mrpc for a few members), "
                                    "entity_tracking, wug_adj, reading, or the groups babylm (the first four), "
                                    "zero-shot (all but glue) and babylm-2025 (all seven)."),
-    preset: str | None = typer.Option(None, help="Model size: tiny, small or paper (default: paper with CUDA, "
+    preset: str | None = typer.Option(None, help="Model size: tiny, cpu, small or paper (default: paper with CUDA, "
                                                  "tiny otherwise)."),
     schedule: str | None = typer.Option(None, help="Schedule such as 4_CLM+16_MLM+4_CLM (default: the recipe's)."),
     seeds: str = typer.Option("42", help="Seeds: 42, 1-3 or 1,2,5-7 (at most 1000); one run per seed, summarised "

@@ -15,7 +15,7 @@ from antlm_bench.errors import UserError
 @app.command("train")
 def train_command(
     model: str = typer.Option("antlm-babyllama", "--model", "-m", help="Recipe name (antlm-bench list models)."),
-    preset: str = typer.Option("tiny", "--preset", help="Size preset of the recipe: tiny, small, paper."),
+    preset: str = typer.Option("tiny", "--preset", help="Size preset of the recipe: tiny, cpu, small, paper (`antlm-bench list models`)."),
     output: Path = typer.Option(..., "--output", "-o", callback=output_folder,
                                 help="Run folder: checkpoints, metrics, scores."),
     schedule: str | None = typer.Option(None, "--schedule", help='e.g. "4_CLM+16_MLM+4_CLM" (default: the recipe\'s).'),
