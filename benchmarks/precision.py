@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 python benchmarks/precision.py                    # all of it (about 6 minutes, 2 cores)
     python benchmarks/precision.py --parts train --presets small --rounds 5
-    python benchmarks/precision.py --parts options                       # compile, fused AdamW, micro-batch
+    python benchmarks/precision.py --parts options --options-preset cpu  # compile, fused AdamW, micro-batch
 
 One process, one thread (as `train` runs a model of this size), each comparison timed in alternating rounds so
 that both sides see the same machine; tables show the median of the rounds. Throughput is per CPU-second of this
@@ -131,24 +131,28 @@ def train_part(presets: list[str], rounds: int, ceiling: dict[str, float], tmp: 
                       flush=True)
 
 
-def options_part(rounds: int, tmp: Path) -> None:
+def options_part(rounds: int, tmp: Path, preset: str) -> None:
     # in the precision `train` picks on this CPU: bf16 where it is native, float32 where bf16 is emulated
-    chosen = resolve_precision("auto", torch.device("cpu"), load_recipe("antlm-babyllama").preset("small").hidden_size)
+    spec = load_recipe("antlm-babyllama").preset(preset)
+    chosen = resolve_precision("auto", torch.device("cpu"), spec.hidden_size)
     precision = chosen.name
-    print(f"\noptions at antlm-babyllama small, CLM, {precision} ({chosen.reason}); tokens per CPU-second, median "
-          "of rounds:")
+    micro = spec.micro_batch_size
+    print(f"\noptions at antlm-babyllama {preset}, CLM, {precision} ({chosen.reason}); tokens per CPU-second, "
+          "median of rounds:")
+    baseline = f"baseline (foreach AdamW, micro {micro})"
     sides = {
-        "baseline (foreach AdamW, micro 32)": Side("antlm-babyllama", "small", "CLM", precision, tmp),
-        "fused AdamW": Side("antlm-babyllama", "small", "CLM", precision, tmp, fused=True),
-        "micro-batch 16": Side("antlm-babyllama", "small", "CLM", precision, tmp, micro=16),
-        "micro-batch 64": Side("antlm-babyllama", "small", "CLM", precision, tmp, micro=64),
+        baseline: Side("antlm-babyllama", preset, "CLM", precision, tmp),
+        "fused AdamW": Side("antlm-babyllama", preset, "CLM", precision, tmp, fused=True),
     }
+    for other in sorted({max(1, micro // 2), micro * 2} - {micro}):
+        if other <= spec.global_batch_size:  # a micro-batch above the global batch is the global batch
+            sides[f"micro-batch {other}"] = Side("antlm-babyllama", preset, "CLM", precision, tmp, micro=other)
     try:
-        sides["torch.compile"] = Side("antlm-babyllama", "small", "CLM", precision, tmp, compiled=True)
+        sides["torch.compile"] = Side("antlm-babyllama", preset, "CLM", precision, tmp, compiled=True)
     except Exception as err:  # noqa: BLE001 - a compiler missing on this machine is a result, not a crash
         print(f"  torch.compile: not measured ({type(err).__name__}: {str(err).splitlines()[0][:120]})")
     result = race(sides, rounds, 1)
-    base = result["baseline (foreach AdamW, micro 32)"][0]
+    base = result[baseline][0]
     for name, (cpu, wall) in result.items():
         print(f"  {name:<36}{cpu:>10,.0f} tok/s  {cpu / base:>5.2f}x  (wall {wall:,.0f} tok/s)")
 
@@ -185,6 +189,8 @@ def main() -> None:
     parser.add_argument("--parts", default="ceilings,train,score,options")
     parser.add_argument("--presets", default="tiny,small")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--options-preset", default="small", help="the antlm-babyllama preset the options part "
+                        "measures (cpu: the one that learns on a CPU)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     parts = args.parts.split(",")
@@ -195,7 +201,7 @@ def main() -> None:
         if "score" in parts:
             score_part(args.rounds)
         if "options" in parts:
-            options_part(args.rounds, Path(tmp))
+            options_part(args.rounds, Path(tmp), args.options_preset)
 
 
 if __name__ == "__main__":
