@@ -151,7 +151,7 @@ def train(setting: Setting, out: Path, corpus: Path, words: str, at: list[int], 
     command = ["antlm-bench", "train", "--include-path", str(out / "recipes"), "--model", name, "--preset", "lc",
                "--schedule", f"{epochs}_{setting.objective}", "--corpus", str(corpus), "--output", str(run),
                "--seed", str(seed), "--threads", "1", "--no-progress", "--save-every-minutes", "10",
-               "--save-at-words", ",".join(str(w) for w in at)]
+               *(["--save-at-words", ",".join(str(w) for w in at)] if at else [])]
     if (run / "last").exists():
         command.append("--resume")
     elif run.exists():
@@ -242,7 +242,7 @@ def main() -> None:
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument("--settings", default="ll-h128-b16", help=f"comma-separated; known: {', '.join(SETTINGS)}")
     parser.add_argument("--words", default="3.2M", help="words of training per setting (repeats counted)")
-    parser.add_argument("--at", default="250K,500K,1M,2M,3M", help="checkpoints at these words seen")
+    parser.add_argument("--at", default="250K,500K,1M,2M,3M", help="checkpoints at these words seen, or none")
     parser.add_argument("--seeds", default="1")
     parser.add_argument("--corpus", type=Path,
                         default=Path(os.environ.get("ANTLM_BENCH_DATA", ROOT.parent / "shared" / "data"))
@@ -251,7 +251,8 @@ def main() -> None:
     args = parser.parse_args()
     out = args.output.resolve()
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    at = [_words(w) for w in args.at.split(",")]
+    # "none": the final checkpoint only (each scored checkpoint costs a whole evaluation: ~18 CPU-minutes of pll)
+    at = [] if args.at.strip().lower() == "none" else [_words(w) for w in args.at.split(",")]
     rows = []
     for name in args.settings.split(","):
         if name not in SETTINGS:
