@@ -7,6 +7,7 @@ The CLI prints it without a traceback and exits with status 2; library callers c
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 
 class UserError(Exception):
@@ -17,6 +18,20 @@ class UserError(Exception):
     def __init__(self, message: str) -> None:
         # one line, always: a multi-line message would look like a traceback in a CI log
         super().__init__(" ".join(message.split("\n")))
+
+
+def validation_line(err: Any, *, option: bool = False) -> str:
+    """The first problem of a pydantic ``ValidationError`` as one line: ``field a.b.0: message (got value)`` for a
+    file's field, or ``--name: message (got value)`` for a command's option (``option=True``). The one wording of
+    a rejected value, whichever edge rejected it."""
+    first = err.errors()[0]
+    shown = repr(first.get("input"))
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    if option:
+        name = str(first["loc"][0]).replace("_", "-") if first["loc"] else "option"
+        return f"--{name}: {first['msg']} (got {shown})"
+    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    return f"field {field}: {first['msg']} (got {shown})"
 
 
 class EnvironmentFailure(Exception):

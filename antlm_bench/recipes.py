@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from antlm_bench.errors import UserError, did_you_mean
+from antlm_bench.errors import UserError, did_you_mean, validation_line
 from antlm_bench.registry import BACKENDS, discover
 
 Objective = Literal["CLM", "MLM", "MNTP"]
@@ -170,9 +170,7 @@ class Recipe(_Strict):
 
 
 def _format_validation(path: Path | str, err: ValidationError) -> str:
-    first = err.errors()[0]
-    where = ".".join(str(p) for p in first["loc"])
-    return f"{path}: field {where}: {first['msg']}"
+    return f"{path}: {validation_line(err)}"
 
 
 def load_recipe(name: str) -> Recipe:

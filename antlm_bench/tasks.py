@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from antlm_bench.errors import UserError, did_you_mean
+from antlm_bench.errors import UserError, did_you_mean, validation_line
 from antlm_bench.registry import TASK_CLASSES, discover
 
 
@@ -63,9 +63,7 @@ def _validate(model: type[BaseModel], path: Path, document: dict[str, Any]) -> A
     try:
         return model.model_validate({**document, "source": path})
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"{path}: field {where}: {first['msg']}") from None
+        raise UserError(f"{path}: {validation_line(err)}") from None
 
 
 def all_specs() -> dict[str, TaskSpec | GroupSpec]:

@@ -11,8 +11,8 @@ from leaderboard_tables import write_run
 
 from antlm_bench.cli import main
 from antlm_bench.results.check import report_markdown, run_check
-from antlm_bench.results.leaderboard.comparability import Incomparable
 from antlm_bench.results.leaderboard import build_leaderboard, read_results, render_markdown
+from antlm_bench.results.leaderboard.comparability import Incomparable
 
 
 def _correct(seed: int, n: int, p: float) -> np.ndarray:

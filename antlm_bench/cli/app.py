@@ -13,7 +13,7 @@ from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from antlm_bench.errors import EnvironmentFailure, UserError
+from antlm_bench.errors import EnvironmentFailure, UserError, validation_line
 
 try:  # typer >= 0.20 carries its own copy of click, whose exceptions are not click's
     from typer._click import exceptions as click_exceptions
@@ -129,9 +129,7 @@ def fail(err: BaseException) -> CommandFailed | None:
         return CommandFailed(err.format_message(), err.exit_code)
     if isinstance(err, ValidationError):
         # a command's own config (RunConfig, TrainConfig, ...) rejected an option value: name the option
-        first = err.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        message = f"--{field.replace('_', '-')}: {first['msg']} (got {first.get('input')!r})"
+        message = validation_line(err, option=True)
         print_error(message)
         return CommandFailed(message, UserError.exit_code)
     environment = environment_failure(err)

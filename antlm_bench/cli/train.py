@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, err_console
 from antlm_bench.cli.paths import input_folder, output_folder
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, validation_line
 
 
 @app.command("train")
@@ -94,9 +94,7 @@ def train_command(
             report_to=kinds, progress=not no_progress, torch_threads=n_threads, torch_threads_reason=threads_why,
         )
     except ValidationError as err:
-        first = err.errors()[0]
-        field = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "option"
-        raise UserError(f"{field}: {first['msg']} (got {first.get('input')!r})") from None
+        raise UserError(validation_line(err, option=True)) from None
     if resume and overwrite:
         raise UserError("--resume and --overwrite contradict each other; pass one")
     from antlm_bench.training.trainer import TrainingInterrupted

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, validation_line
 
 ModelT = TypeVar("ModelT")  # a pydantic model class (read_json_model)
 
@@ -144,15 +144,6 @@ def read_json_model(path: Path, model: type[ModelT], what: str, fix: str) -> Mod
         return model.model_validate(document)
     except ValidationError as err:
         raise UserError(f"{path}: {validation_line(err)}; {what}: {fix}") from None
-
-
-def validation_line(err: Any) -> str:
-    """The first problem of a pydantic ``ValidationError`` as ``field a.b.0.c: message (got value)``."""
-    first = err.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    shown = repr(first.get("input"))
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return f"field {field}: {first['msg']} (got {shown})"
 
 
 def broken_json_message(path: Path) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, validation_line
 
 DEFAULT_TASKS = ("blimp", "blimp_supplement", "ewok", "glue")
 DEFAULT_GROUP_BY = ("recipe", "preset", "schedule")
@@ -141,8 +141,7 @@ def load_definition(name_or_path: str | Path) -> LeaderboardDefinition:
     try:
         definition = LeaderboardDefinition.model_validate({**document, "source": path})
     except ValidationError as err:
-        first = err.errors()[0]
-        raise UserError(f"{path}: field {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+        raise UserError(f"{path}: {validation_line(err)}") from None
     for key in definition.group_by:
         if key not in GROUP_KEYS:
             raise UserError(f"{path}: field group_by: unknown key {key!r}; choose from {', '.join(GROUP_KEYS)}")

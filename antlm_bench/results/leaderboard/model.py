@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 from antlm_bench.results.leaderboard.definition import LeaderboardDefinition
