@@ -201,7 +201,7 @@ def run_params(argv: list[str]) -> dict[str, Any]:
 
 def pending_check(output: Path) -> PendingCheck:
     """The cells ``run`` would still train or evaluate (``pipeline.pending_seeds``), one check per configuration."""
-    from antlm_bench.cli.run import run_config
+    from antlm_bench.pipeline import run_config_of_options
     from antlm_bench.pipeline import pending_seeds
 
     def pending(cells: list[Cell]) -> list[Cell]:
@@ -212,7 +212,7 @@ def pending_check(output: Path) -> PendingCheck:
         for group in groups.values():
             argv = group[0].argv(output)[3:]
             argv[argv.index("--seeds") + 1] = ",".join(str(c.seed) for c in group)
-            left = set(pending_seeds(run_config(run_params(argv))))
+            left = set(pending_seeds(run_config_of_options(run_params(argv))))
             todo.update(c.name for c in group if c.seed in left)
         return [cell for cell in cells if cell.name in todo]
 
@@ -383,7 +383,7 @@ def _run_option_pairs(pairs: list[str]) -> dict[str, Any]:
 def _plan(settings: SweepSettings) -> tuple[SweepPlan, RunConfig]:
     """The resolved grid (canonical schedules, presets decided, run options checked by `run`'s own parser) and the
     first cell's RunConfig (for the thread and device decisions)."""
-    from antlm_bench.cli.run import run_config
+    from antlm_bench.pipeline import run_config_of_options
     from antlm_bench.pipeline import default_preset
     from antlm_bench.recipes import load_recipe
     from antlm_bench.sweep import Grid, Rule, SweepPlan, canonical_schedules
@@ -402,7 +402,7 @@ def _plan(settings: SweepSettings) -> tuple[SweepPlan, RunConfig]:
     grid = Grid(tuple(r.name for r in recipes), tuple(presets), schedules, words)
     output = check_output_folder(settings.output.expanduser(), "output")
     first = grid.cells(settings.seeds[:1], default_schedule)[0]
-    config = run_config(run_params(first.argv(output)[3:]))  # every pass-through option checked by `run`
+    config = run_config_of_options(run_params(first.argv(output)[3:]))  # every pass-through option checked by `run`
     rule = None
     if settings.until_decided is not None:
         u = settings.until_decided
