@@ -7,10 +7,9 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import typer
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from antlm_bench.cli.app import IncludePathOption, app, console, err_console
 from antlm_bench.cli.paths import check_output_folder, input_file, output_folder
@@ -21,134 +20,10 @@ if TYPE_CHECKING:
     from antlm_bench.pipeline import RunConfig
     from antlm_bench.sweep import Cell, Executor, PendingCheck, SweepFolder, SweepInterrupted, SweepOutcome, SweepPlan
     from antlm_bench.sweep.record import SweepRecord
+    from antlm_bench.sweep.settings import SweepSettings
 
 # ``run`` options the grid sets for each cell: they are axes of the sweep, not pass-through options
 GRID_OPTIONS = {"model", "preset", "schedule", "seeds", "output", "quiet"}
-
-
-class SlurmSettings(BaseModel):
-    """``slurm:`` in a sweep file (or the --partition ... flags): each array task's resources."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    partition: str | None = None
-    time_min: int = Field(60, gt=0)
-    cpus_per_task: int = Field(1, gt=0)
-    gpus_per_task: int = Field(0, ge=0)
-    mem_gb: float | None = Field(None, gt=0)
-    array_parallelism: int | None = Field(None, gt=0)
-    extra: dict[str, str] = Field(default_factory=dict)  # any other sbatch option, e.g. {account: proj, qos: low}
-    cluster: Literal["slurm", "local"] = "slurm"  # local: submitit's local executor (try the array on this machine)
-
-    @field_validator("partition", "extra")
-    @classmethod
-    def _one_line(cls, value: Any) -> Any:
-        # each value becomes one `#SBATCH --name=value` line: a line break would add a line of its own
-        texts = [] if value is None else [value] if isinstance(value, str) else [*value.keys(), *value.values()]
-        for text in texts:
-            if any(c in text for c in "\r\n\x00"):
-                raise ValueError(f"{text!r}: an sbatch option name or value is one line")
-        return value
-
-
-class UntilDecidedSettings(BaseModel):
-    """``until_decided:`` in a sweep file (or --until-decided --baseline ...)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    baseline: str
-    max_seeds: int = Field(12, ge=2)
-    tolerance: float | None = Field(None, gt=0)  # points
-    round_seeds: int = Field(1, ge=1)
-    alpha: float = Field(0.05, gt=0, lt=1)
-
-
-class SweepSettings(BaseModel):
-    """A sweep file (YAML), or the command line, validated."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    models: list[str] = Field(default_factory=lambda: ["antlm-babyllama"])
-    schedules: list[str] | None = None  # None: each recipe's default
-    seeds: list[int] = Field(default_factory=lambda: [1, 2, 3])
-    presets: list[str] | None = None  # None: paper with CUDA, tiny otherwise
-    output: Path = Path("results")
-    run: dict[str, Any] = Field(default_factory=dict)  # any other `antlm-bench run` option, by its long name
-    executor: Literal["local", "slurm"] = "local"
-    jobs: int | None = Field(None, gt=0)
-    per_device: int = Field(1, gt=0)
-    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
-    until_decided: UntilDecidedSettings | None = None
-
-    @field_validator("models", "presets", mode="before")
-    @classmethod
-    def _comma_list(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-        return value
-
-    @field_validator("schedules", mode="before")
-    @classmethod
-    def _schedule_list(cls, value: Any) -> Any:
-        from antlm_bench.sweep import split_top_level
-
-        return split_top_level(value) if isinstance(value, str) else value
-
-    @field_validator("models", "schedules", "presets")
-    @classmethod
-    def _not_empty(cls, value: Any) -> Any:
-        if value is not None and len(value) == 0:
-            raise ValueError("an empty list; give at least one, or leave the field out for the default")
-        return value
-
-    @field_validator("seeds", mode="before")
-    @classmethod
-    def _seed_list(cls, value: Any) -> Any:
-        from antlm_bench.sweep import parse_seeds
-
-        return parse_seeds(value)
-
-
-def _validation_line(err: ValidationError, where: str) -> str:
-    first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    return f"{where}: field {field}: {first['msg']} (got {first.get('input')!r})"
-
-
-def load_sweep_file(path: Path) -> dict[str, Any]:
-    """A sweep file's mapping (validated with the command line's values, in :func:`settings_of`)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such sweep file") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise UserError(f"{where}: not valid YAML ({getattr(err, 'problem', None) or err})") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: a sweep file is a mapping (models:, schedules:, seeds:, ...), not a "
-                        f"{type(data).__name__}")
-    return data
-
-
-def settings_of(file_values: dict[str, Any], cli_values: dict[str, Any], source: str) -> SweepSettings:
-    """The command line's values over the file's (nested mappings merged one level down)."""
-    merged = dict(file_values)
-    for key, value in cli_values.items():
-        if value is None or value == {} or value is False:
-            continue
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = {**merged[key], **value}
-        else:
-            merged[key] = value
-    try:
-        return SweepSettings(**merged)
-    except ValidationError as err:
-        raise UserError(_validation_line(err, source)) from None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -201,8 +76,7 @@ def run_params(argv: list[str]) -> dict[str, Any]:
 
 def pending_check(output: Path) -> PendingCheck:
     """The cells ``run`` would still train or evaluate (``pipeline.pending_seeds``), one check per configuration."""
-    from antlm_bench.pipeline import run_config_of_options
-    from antlm_bench.pipeline import pending_seeds
+    from antlm_bench.pipeline import pending_seeds, run_config_of_options
 
     def pending(cells: list[Cell]) -> list[Cell]:
         groups: dict[tuple[str, str, str, tuple[str, ...]], list[Cell]] = {}
@@ -291,7 +165,7 @@ def sweep_command(
     hashes, so a second sweep (or a `run` by hand) reuses what is finished. Compare the results with
     `antlm-bench leaderboard OUTPUT`."""
     from antlm_bench.locking import folder_lock
-    from antlm_bench.sweep import SweepFolder, SweepInterrupted, SweepRecord
+    from antlm_bench.sweep import SweepFolder, SweepInterrupted, SweepRecord, load_sweep_file, settings_of
 
     for folder in include_path or []:
         add_include_path(folder)
@@ -383,8 +257,7 @@ def _run_option_pairs(pairs: list[str]) -> dict[str, Any]:
 def _plan(settings: SweepSettings) -> tuple[SweepPlan, RunConfig]:
     """The resolved grid (canonical schedules, presets decided, run options checked by `run`'s own parser) and the
     first cell's RunConfig (for the thread and device decisions)."""
-    from antlm_bench.pipeline import run_config_of_options
-    from antlm_bench.pipeline import default_preset
+    from antlm_bench.pipeline import default_preset, run_config_of_options
     from antlm_bench.recipes import load_recipe
     from antlm_bench.sweep import Grid, Rule, SweepPlan, canonical_schedules
     from antlm_bench.tasks import resolve_tasks

@@ -1,6 +1,7 @@
 """``antlm-bench sweep``: a grid of ``antlm-bench run`` cells (recipes x presets x schedules x seeds) run by an
 executor, and ``--until-decided``'s rounds of seeds.
 
+- ``settings``: the sweep file (YAML) and the command line's values over it, validated as one ``SweepSettings``;
 - ``grid``: the grid and its cells (each exactly a ``run`` cell: same folder, hashes and store);
 - ``record``: the sweep folder (``<output>/sweep/``: the record, the decision, one log per cell);
 - ``progress``: the live progress line;
@@ -9,7 +10,7 @@ executor, and ``--until-decided``'s rounds of seeds.
 - ``decision``: each schedule against the baseline after a round (``results.stats.sequential``);
 - ``loop``: the sweep from start to end.
 
-The command itself (options, YAML file, the check that skips finished cells) is ``antlm_bench/cli/sweep.py``;
+The command itself (options, the check that skips finished cells) is ``antlm_bench/cli/sweep.py``;
 docs/sweep.md says how to use it, on a laptop and on a cluster.
 """
 
@@ -27,10 +28,11 @@ from antlm_bench.sweep.grid import Cell, Grid, canonical_schedules, next_seeds, 
 from antlm_bench.sweep.loop import PendingCheck, SweepOutcome, SweepPlan, run_sweep
 from antlm_bench.sweep.progress import Progress
 from antlm_bench.sweep.record import SweepFolder, SweepRecord
+from antlm_bench.sweep.settings import SlurmSettings, SweepSettings, UntilDecidedSettings, load_sweep_file, settings_of
 
 __all__ = [
     "Cell", "Comparison", "Executor", "Grid", "LocalExecutor", "PendingCheck", "Progress", "Rule", "SlurmExecutor",
-    "SlurmResources", "Slot", "SweepFolder", "SweepInterrupted", "SweepOutcome", "SweepPlan", "SweepRecord",
-    "canonical_schedules", "decision_lines", "local_slots", "next_seeds", "parse_seeds", "run_sweep",
-    "split_top_level",
+    "SlurmResources", "SlurmSettings", "Slot", "SweepFolder", "SweepInterrupted", "SweepOutcome", "SweepPlan",
+    "SweepRecord", "SweepSettings", "UntilDecidedSettings", "canonical_schedules", "decision_lines",
+    "load_sweep_file", "local_slots", "next_seeds", "parse_seeds", "run_sweep", "settings_of", "split_top_level",
 ]
