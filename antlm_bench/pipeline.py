@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,7 +31,9 @@ from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
 from antlm_bench.models import count_parameters
 from antlm_bench.models.threads import choose_threads, training_device
+from antlm_bench.options import parse_seeds
 from antlm_bench.recipes import Recipe, load_recipe
+from antlm_bench.registry import add_include_path
 from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import append_index
 from antlm_bench.runs.layout import RunLayout
@@ -106,6 +109,40 @@ class RunSummary:
     runs: list[SeedRun]
     output: Path
     notes: list[str] = field(default_factory=list)
+
+
+# `antlm-bench run`'s options that are RunConfig fields of the same name and value
+_SAME_NAMED_OPTIONS = ("model", "tasks", "preset", "schedule", "output", "data_dir", "corpus", "max_words",
+                       "eval_limit", "limit", "eval_every", "save_at_words", "device", "precision", "threads",
+                       "convention", "final_scoring")
+
+
+def run_config_of_options(options: Mapping[str, Any]) -> RunConfig:
+    """The ``RunConfig`` of ``antlm-bench run``'s parsed option values (by the options' names), for ``run`` and for
+    each cell of ``antlm-bench sweep`` (to skip finished ones); adds the ``--include-path`` folders."""
+    from antlm_bench.adapters.glue.protocol import glue_protocol
+
+    for folder in options.get("include_path") or []:
+        add_include_path(folder)
+    glue: dict[str, object] = {}
+    if options["glue_epochs"] is not None:
+        glue["epochs"] = options["glue_epochs"]
+    if options["glue_max_train_examples"] is not None:
+        glue["max_train_examples"] = options["glue_max_train_examples"]
+    if options["probe"]:
+        glue["probe"] = True
+    if options.get("precision", "auto") != "auto":  # GLUE fine-tunes by the rule training follows
+        glue["precision"] = options["precision"]
+    if options.get("glue_protocol") is not None:
+        glue["protocol"] = glue_protocol(options["glue_protocol"]).name
+    return RunConfig(**{name: options[name] for name in _SAME_NAMED_OPTIONS}, seeds=parse_seeds(options["seeds"]),
+                     glue=glue, progress=not options["quiet"])
+
+
+def run_threads(config: RunConfig, recipe: Recipe, preset: str) -> tuple[int, str]:
+    """The torch threads a run of ``recipe`` at ``preset`` uses, and why (``models.threads.choose_threads``); the
+    sweep asks it too, to share the cores among its worker processes."""
+    return choose_threads(config.threads, count_parameters(recipe, preset), training_device(config.device))
 
 
 def default_preset() -> tuple[str, str]:
@@ -291,8 +328,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
         f"{', '.join(map(str, config.seeds))}, tasks {', '.join(r.name for r in requests)}"
         + (f", final minimal-pair scoring {config.final_scoring}" if config.final_scoring != "auto" else ""))
     # the same choice as eval's (evaluations below make it again for the model they load, with config.threads)
-    n_threads, threads_why = choose_threads(config.threads, count_parameters(recipe, preset),
-                                            training_device(config.device))
+    n_threads, threads_why = run_threads(config, recipe, preset)
     torch.set_num_threads(n_threads)
     say(f"torch threads: {n_threads} ({threads_why})")
 

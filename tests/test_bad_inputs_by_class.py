@@ -214,7 +214,7 @@ def test_slurm_dry_run_without_submitit_is_one_line(tmp_path, monkeypatch):
 
 
 def test_the_slurm_script_has_no_line_a_value_did_not_ask_for(tmp_path):
-    from antlm_bench.cli.sweep import SlurmSettings
+    from antlm_bench.sweep import SlurmSettings
 
     with pytest.raises(Exception) as err:
         SlurmSettings(extra={"account": "proj\n#SBATCH --qos=high"})

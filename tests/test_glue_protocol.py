@@ -261,14 +261,14 @@ def test_run_passes_the_protocol_to_the_glue_options():
     import typer
 
     from antlm_bench.cli import app
-    from antlm_bench.cli.run import run_config
+    from antlm_bench.pipeline import run_config_of_options
 
     command = typer.main.get_command(app).commands["run"]
     params = command.make_context("run", ["--glue-protocol", "babylm-official"]).params
-    assert run_config(params).glue["protocol"] == "babylm-official"
-    assert "protocol" not in run_config(command.make_context("run", []).params).glue
+    assert run_config_of_options(params).glue["protocol"] == "babylm-official"
+    assert "protocol" not in run_config_of_options(command.make_context("run", []).params).glue
     bad = command.make_context("run", ["--glue-protocol", "official"]).params
-    assert "babylm-official" in _one_line(lambda: run_config(bad))
+    assert "babylm-official" in _one_line(lambda: run_config_of_options(bad))
 
 
 def test_the_glue_official_board_ranks_only_official_rows(tmp_path):

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import typer
 
 from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, console
 from antlm_bench.cli.paths import input_folder, output_folder
-from antlm_bench.options import parse_seeds
-from antlm_bench.registry import add_include_path
-
-if TYPE_CHECKING:
-    from antlm_bench.pipeline import RunConfig
 
 FINAL_SCORING_HELP = ("Method of the final minimal-pair evaluation: auto (the last phase's: CLM -> clm, MLM -> "
                       "pll), clm or pll for every run. Schedules that end in different objectives are compared "
@@ -78,10 +72,10 @@ def run(
     """Train a model under a schedule, score each phase its own way, evaluate the final model, and print a Table-2-style summary (BLiMP, supplement, EWoK, GLUE, macro, with 95% intervals).
 
     Re-running the same command reuses finished training and evaluations and resumes unfinished ones."""
-    from antlm_bench.pipeline import run_benchmark
+    from antlm_bench.pipeline import run_benchmark, run_config_of_options
     from antlm_bench.results.leaderboard import build_leaderboard, read_results, render_terminal
 
-    config = run_config(ctx.params)
+    config = run_config_of_options(ctx.params)
     from antlm_bench.training.trainer import TrainingInterrupted
 
     try:
@@ -107,32 +101,6 @@ def run(
             console.print(f"curves over words seen (fast suite): {curves}")
     console.print(f"tables: {', '.join(str(r.folder) for r in summary.runs)}")
     console.print(f"compare schedules: antlm-bench leaderboard {summary.output}")
-
-
-def run_config(params: dict[str, Any]) -> RunConfig:
-    """The ``RunConfig`` of ``run``'s parsed options (``sweep`` builds each cell's with it, to skip finished ones);
-    adds the ``--include-path`` folders."""
-    from antlm_bench.pipeline import RunConfig
-
-    for folder in params.get("include_path") or []:
-        add_include_path(folder)
-    glue: dict[str, object] = {}
-    if params["glue_epochs"] is not None:
-        glue["epochs"] = params["glue_epochs"]
-    if params["glue_max_train_examples"] is not None:
-        glue["max_train_examples"] = params["glue_max_train_examples"]
-    if params["probe"]:
-        glue["probe"] = True
-    if params.get("precision", "auto") != "auto":  # GLUE fine-tunes by the rule training follows
-        glue["precision"] = params["precision"]
-    if params.get("glue_protocol") is not None:
-        from antlm_bench.adapters.glue.protocol import glue_protocol
-
-        glue["protocol"] = glue_protocol(params["glue_protocol"]).name
-    names = ("model", "tasks", "preset", "schedule", "output", "data_dir", "corpus", "max_words", "eval_limit", "limit",
-             "eval_every", "save_at_words", "device", "precision", "threads", "convention", "final_scoring")
-    return RunConfig(**{name: params[name] for name in names}, seeds=parse_seeds(params["seeds"]), glue=glue,
-                     progress=not params["quiet"])
 
 
 def score_explanation(column: str) -> str | None:

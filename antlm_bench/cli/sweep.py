@@ -1,16 +1,16 @@
 """``antlm-bench sweep``: a grid of ``run`` cells (recipes x presets x schedules x seeds) on local worker processes
 or a SLURM job array, and ``--until-decided``: seeds added in rounds until each schedule is decided against the
-baseline. The options (or a YAML file) are validated and resolved here; ``antlm_bench.sweep`` runs the sweep."""
+baseline. The options (over a YAML file's values) become one ``SweepSettings``; ``antlm_bench.sweep`` plans and runs
+the sweep, with ``run``'s own option parser lent to it (:class:`RunCommandParser`)."""
 
 from __future__ import annotations
 
-import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import typer
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from antlm_bench.cli.app import IncludePathOption, app, console, err_console
 from antlm_bench.cli.paths import check_output_folder, input_file, output_folder
@@ -18,209 +18,32 @@ from antlm_bench.errors import UserError
 from antlm_bench.registry import add_include_path
 
 if TYPE_CHECKING:
-    from antlm_bench.pipeline import RunConfig
-    from antlm_bench.sweep import Cell, Executor, PendingCheck, SweepFolder, SweepInterrupted, SweepOutcome, SweepPlan
-    from antlm_bench.sweep.record import SweepRecord
-
-# ``run`` options the grid sets for each cell: they are axes of the sweep, not pass-through options
-GRID_OPTIONS = {"model", "preset", "schedule", "seeds", "output", "quiet"}
+    from antlm_bench.sweep import PreparedSweep, RunOption
 
 
-class SlurmSettings(BaseModel):
-    """``slurm:`` in a sweep file (or the --partition ... flags): each array task's resources."""
+class RunCommandParser:
+    """``antlm-bench run``'s own option parser (its typer command), lent to the sweep: each cell is a ``run``, so its
+    options are named and checked as ``run`` names and checks them (``antlm_bench.sweep.RunParser``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    def __init__(self) -> None:
+        import typer.main
 
-    partition: str | None = None
-    time_min: int = Field(60, gt=0)
-    cpus_per_task: int = Field(1, gt=0)
-    gpus_per_task: int = Field(0, ge=0)
-    mem_gb: float | None = Field(None, gt=0)
-    array_parallelism: int | None = Field(None, gt=0)
-    extra: dict[str, str] = Field(default_factory=dict)  # any other sbatch option, e.g. {account: proj, qos: low}
-    cluster: Literal["slurm", "local"] = "slurm"  # local: submitit's local executor (try the array on this machine)
+        self.command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
 
-    @field_validator("partition", "extra")
-    @classmethod
-    def _one_line(cls, value: Any) -> Any:
-        # each value becomes one `#SBATCH --name=value` line: a line break would add a line of its own
-        texts = [] if value is None else [value] if isinstance(value, str) else [*value.keys(), *value.values()]
-        for text in texts:
-            if any(c in text for c in "\r\n\x00"):
-                raise ValueError(f"{text!r}: an sbatch option name or value is one line")
-        return value
+    def options(self) -> dict[str, RunOption]:
+        from antlm_bench.sweep import RunOption
 
+        return {p.name: RunOption(max(p.opts, key=len), bool(getattr(p, "is_flag", False)))
+                for p in self.command.params if p.opts}
 
-class UntilDecidedSettings(BaseModel):
-    """``until_decided:`` in a sweep file (or --until-decided --baseline ...)."""
+    def parse(self, argv: Sequence[str]) -> dict[str, Any]:
+        import click
 
-    model_config = ConfigDict(extra="forbid")
-
-    baseline: str
-    max_seeds: int = Field(12, ge=2)
-    tolerance: float | None = Field(None, gt=0)  # points
-    round_seeds: int = Field(1, ge=1)
-    alpha: float = Field(0.05, gt=0, lt=1)
-
-
-class SweepSettings(BaseModel):
-    """A sweep file (YAML), or the command line, validated."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    models: list[str] = Field(default_factory=lambda: ["antlm-babyllama"])
-    schedules: list[str] | None = None  # None: each recipe's default
-    seeds: list[int] = Field(default_factory=lambda: [1, 2, 3])
-    presets: list[str] | None = None  # None: paper with CUDA, tiny otherwise
-    output: Path = Path("results")
-    run: dict[str, Any] = Field(default_factory=dict)  # any other `antlm-bench run` option, by its long name
-    executor: Literal["local", "slurm"] = "local"
-    jobs: int | None = Field(None, gt=0)
-    per_device: int = Field(1, gt=0)
-    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
-    until_decided: UntilDecidedSettings | None = None
-
-    @field_validator("models", "presets", mode="before")
-    @classmethod
-    def _comma_list(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-        return value
-
-    @field_validator("schedules", mode="before")
-    @classmethod
-    def _schedule_list(cls, value: Any) -> Any:
-        from antlm_bench.sweep import split_top_level
-
-        return split_top_level(value) if isinstance(value, str) else value
-
-    @field_validator("models", "schedules", "presets")
-    @classmethod
-    def _not_empty(cls, value: Any) -> Any:
-        if value is not None and len(value) == 0:
-            raise ValueError("an empty list; give at least one, or leave the field out for the default")
-        return value
-
-    @field_validator("seeds", mode="before")
-    @classmethod
-    def _seed_list(cls, value: Any) -> Any:
-        from antlm_bench.sweep import parse_seeds
-
-        return parse_seeds(value)
-
-
-def _validation_line(err: ValidationError, where: str) -> str:
-    first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    return f"{where}: field {field}: {first['msg']} (got {first.get('input')!r})"
-
-
-def load_sweep_file(path: Path) -> dict[str, Any]:
-    """A sweep file's mapping (validated with the command line's values, in :func:`settings_of`)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such sweep file") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise UserError(f"{where}: not valid YAML ({getattr(err, 'problem', None) or err})") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: a sweep file is a mapping (models:, schedules:, seeds:, ...), not a "
-                        f"{type(data).__name__}")
-    return data
-
-
-def settings_of(file_values: dict[str, Any], cli_values: dict[str, Any], source: str) -> SweepSettings:
-    """The command line's values over the file's (nested mappings merged one level down)."""
-    merged = dict(file_values)
-    for key, value in cli_values.items():
-        if value is None or value == {} or value is False:
-            continue
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = {**merged[key], **value}
-        else:
-            merged[key] = value
-    try:
-        return SweepSettings(**merged)
-    except ValidationError as err:
-        raise UserError(_validation_line(err, source)) from None
-
-
-# ----------------------------------------------------------------------------------------------------------
-# the cells' `run` options, parsed by `run` itself
-
-
-def _run_command() -> Any:
-    import typer.main
-
-    return typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
-
-
-def run_words(options: dict[str, Any]) -> tuple[str, ...]:
-    """``{"max-words": 20000, "probe": true}`` -> ``("--max-words", "20000", "--probe")``, each name checked
-    against ``run``'s options (a bad one is one line naming it)."""
-    params = {p.name: p for p in _run_command().params}
-    words: list[str] = []
-    for raw_name, value in options.items():
-        name = str(raw_name).lstrip("-").replace("-", "_")
-        if name in GRID_OPTIONS:
-            raise UserError(f"run option {raw_name}: set by the sweep's grid; use the sweep's own --"
-                            f"{'model' if name == 'model' else name.replace('_', '-')} (or its key in the file)")
-        param = params.get(name)
-        if param is None or not param.opts:
-            known = ", ".join(sorted(p.name.replace("_", "-") for p in params.values() if p.opts
-                                     and p.name not in GRID_OPTIONS))
-            raise UserError(f"run option {raw_name}: `antlm-bench run` has no such option (it has {known})")
-        flag = max(param.opts, key=len)
-        if getattr(param, "is_flag", False):
-            if not isinstance(value, bool):
-                raise UserError(f"run option {raw_name}: a switch; give true or false (got {value!r})")
-            if value:
-                words.append(flag)
-            continue
-        for item in value if isinstance(value, list) else [value]:
-            words += [flag, str(item)]
-    return tuple(words)
-
-
-def run_params(argv: list[str]) -> dict[str, Any]:
-    """``run``'s own parse of a cell's words (types and choices checked as ``run`` checks them)."""
-    import click
-
-    try:
-        context = _run_command().make_context("run", list(argv))
-    except click.exceptions.UsageError as err:
-        raise UserError(f"run option: {err.format_message()}") from None
-    return context.params
-
-
-def pending_check(output: Path) -> PendingCheck:
-    """The cells ``run`` would still train or evaluate (``pipeline.pending_seeds``), one check per configuration."""
-    from antlm_bench.cli.run import run_config
-    from antlm_bench.pipeline import pending_seeds
-
-    def pending(cells: list[Cell]) -> list[Cell]:
-        groups: dict[tuple[str, str, str, tuple[str, ...]], list[Cell]] = {}
-        for cell in cells:
-            groups.setdefault((cell.recipe, cell.preset, cell.schedule, cell.run_args), []).append(cell)
-        todo: set[str] = set()
-        for group in groups.values():
-            argv = group[0].argv(output)[3:]
-            argv[argv.index("--seeds") + 1] = ",".join(str(c.seed) for c in group)
-            left = set(pending_seeds(run_config(run_params(argv))))
-            todo.update(c.name for c in group if c.seed in left)
-        return [cell for cell in cells if cell.name in todo]
-
-    return pending
-
-
-# ----------------------------------------------------------------------------------------------------------
-# the command
+        try:
+            context = self.command.make_context("run", list(argv))
+        except click.exceptions.UsageError as err:
+            raise UserError(f"run option: {err.format_message()}") from None
+        return dict(context.params)
 
 
 @app.command("sweep")
@@ -290,8 +113,9 @@ def sweep_command(
     Each cell is exactly the `run` cell of the same options: the same run folder under --output, the same content
     hashes, so a second sweep (or a `run` by hand) reuses what is finished. Compare the results with
     `antlm-bench leaderboard OUTPUT`."""
-    from antlm_bench.locking import folder_lock
-    from antlm_bench.sweep import SweepFolder, SweepInterrupted, SweepRecord
+
+    from antlm_bench.sweep import SweepInterrupted, load_sweep_file, prepare_sweep, settings_of
+    from antlm_bench.sweep.record import DONE, REUSED
 
     for folder in include_path or []:
         add_include_path(folder)
@@ -317,56 +141,39 @@ def sweep_command(
         "models": model, "schedules": schedule, "seeds": seeds, "presets": preset, "output": output,
         "run": run_values, "executor": executor, "jobs": jobs, "per_device": per_device, "slurm": slurm_values,
         "until_decided": decided if until_decided or decided else None}, source)
+    check_output_folder(settings.output.expanduser(), "output")  # a sweep file's output:, checked as --output is
 
-    plan, run_config_of_first = _plan(settings)
-    sweep_folder = SweepFolder(plan.output)
-    cells = plan.grid.cells(plan.seeds, plan.default_schedule)
-    chosen = _executor(settings, plan, sweep_folder, run_config_of_first)
-    grid_text = (f"{len(plan.grid.recipes)} recipe(s) x {len(plan.grid.presets)} preset(s) x "
-                 f"{len({c.schedule for c in cells})} schedule(s) x {len(plan.seeds)} seed(s)")
-    console.print(f"sweep: {len(cells)} cells ({grid_text}) into {plan.output}; {chosen.describe()}",
-                  highlight=False, markup=False, soft_wrap=True)
-    if plan.rule is not None:
-        r = plan.rule
-        console.print(f"until decided: every schedule against {r.baseline}, first round seeds "
-                      f"{','.join(map(str, plan.seeds))}, +{r.round_seeds} a round, at most {r.max_seeds}; alpha "
-                      f"{r.alpha} for the whole family; equivalence margin "
-                      f"{'none' if r.tolerance is None else f'+-{r.tolerance:g} pp'}", highlight=False, markup=False,
-                      soft_wrap=True)
-    for line in _untestable(plan, cells, run_config_of_first):
-        console.print(f"note: {line}", highlight=False, markup=False, soft_wrap=True)
+    sweep = prepare_sweep(settings, RunCommandParser(), sys.executable)
+    for line in sweep.describe():
+        _say(line)
     if dry_run:
-        _dry_run(chosen, cells, plan)
+        _dry_run(sweep)
         return
 
-    chosen.check_ready()
-    sweep_folder.make()
-    with folder_lock(sweep_folder.folder, "sweep"):
-        record = SweepRecord.continuing(sweep_folder, {"command": sys.argv,
-                                                       "settings": settings.model_dump(mode="json")})
-        outcome = _run(plan, chosen, record)
-        if isinstance(outcome, SweepInterrupted):
-            left = record.unfinished()
-            console.print(f"sweep stopped ({outcome}): {len(left)} cell(s) left to do: "
-                          + ", ".join(state.cell.name for state in left), highlight=False, markup=False,
-                          soft_wrap=True)
-            console.print("run the same command again to resume them (finished cells are reused, interrupted ones "
-                          "resume from their resume point)", highlight=False, markup=False)
-            raise typer.Exit(outcome.exit_code)
-    from antlm_bench.sweep.record import DONE, REUSED
-
-    console.print(f"sweep: {record.count(DONE)} cell(s) run, {record.count(REUSED)} reused, {len(outcome.failed)} "
-                  f"failed; record {sweep_folder.record_file}", highlight=False, markup=False, soft_wrap=True)
+    record, outcome = sweep.run(sys.argv, _say, sys.stderr)
+    if isinstance(outcome, SweepInterrupted):
+        left = record.unfinished()
+        _say(f"sweep stopped ({outcome}): {len(left)} cell(s) left to do: "
+             + ", ".join(state.cell.name for state in left))
+        console.print("run the same command again to resume them (finished cells are reused, interrupted ones "
+                      "resume from their resume point)", highlight=False, markup=False)
+        raise typer.Exit(outcome.exit_code)
+    folder, output = sweep.folder, sweep.plan.output
+    _say(f"sweep: {record.count(DONE)} cell(s) run, {record.count(REUSED)} reused, {len(outcome.failed)} failed; "
+         f"record {folder.record_file}")
     for cell in outcome.failed:
-        state = record.states[cell.name]
-        err_console.print(f"failed: {cell.name} (exit status {state.returncode}); log {sweep_folder.log_of(cell)}",
-                          highlight=False, markup=False, soft_wrap=True)
-    if plan.rule is not None and not outcome.failed:
-        console.print(f"decision: {outcome.status}; stored in {sweep_folder.decision_file}", highlight=False,
-                      markup=False, soft_wrap=True)
-    console.print(f"compare: antlm-bench leaderboard {plan.output}", highlight=False, markup=False)
+        err_console.print(f"failed: {cell.name} (exit status {record.states[cell.name].returncode}); log "
+                          f"{folder.log_of(cell)}", highlight=False, markup=False, soft_wrap=True)
+    if sweep.plan.rule is not None and not outcome.failed:
+        _say(f"decision: {outcome.status}; stored in {folder.decision_file}")
+    console.print(f"compare: antlm-bench leaderboard {output}", highlight=False, markup=False)
     if outcome.failed:
         raise typer.Exit(1)
+
+
+def _say(line: str) -> None:
+    """One line as it is: no markup, no highlighting, wrapped only by the terminal."""
+    console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _run_option_pairs(pairs: list[str]) -> dict[str, Any]:
@@ -380,127 +187,20 @@ def _run_option_pairs(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def _plan(settings: SweepSettings) -> tuple[SweepPlan, RunConfig]:
-    """The resolved grid (canonical schedules, presets decided, run options checked by `run`'s own parser) and the
-    first cell's RunConfig (for the thread and device decisions)."""
-    from antlm_bench.cli.run import run_config
-    from antlm_bench.pipeline import default_preset
-    from antlm_bench.recipes import load_recipe
-    from antlm_bench.sweep import Grid, Rule, SweepPlan, canonical_schedules
-    from antlm_bench.tasks import resolve_tasks
-
-    recipes = [load_recipe(name) for name in settings.models]
-    if len({r.name for r in recipes}) != len(recipes):
-        raise UserError(f"--model {','.join(settings.models)}: a recipe named twice")
-    presets = settings.presets or [default_preset()[0]]
-    for recipe in recipes:
-        for preset in presets:
-            recipe.preset(preset)  # an unknown preset: one line now, not a failed cell later
-    schedules = canonical_schedules(settings.schedules) if settings.schedules else None
-    default_schedule = {r.name: canonical_schedules([r.default_schedule])[0] for r in recipes}
-    words = run_words(settings.run)
-    grid = Grid(tuple(r.name for r in recipes), tuple(presets), schedules, words)
-    output = check_output_folder(settings.output.expanduser(), "output")
-    first = grid.cells(settings.seeds[:1], default_schedule)[0]
-    config = run_config(run_params(first.argv(output)[3:]))  # every pass-through option checked by `run`
-    rule = None
-    if settings.until_decided is not None:
-        u = settings.until_decided
-        baseline = canonical_schedules([u.baseline])[0]
-        all_schedules = set(schedules or default_schedule.values())
-        if baseline not in all_schedules:
-            raise UserError(f"--baseline {u.baseline}: not among the sweep's schedules "
-                            f"({', '.join(sorted(all_schedules))})")
-        if len(all_schedules) < 2:
-            raise UserError("--until-decided compares schedules with the baseline: give at least two schedules")
-        rule = Rule(baseline, u.alpha, u.tolerance, u.max_seeds, u.round_seeds)
-    tasks = [request.name for request in resolve_tasks(config.tasks)]
-    if rule is not None:
-        from antlm_bench.results.stats.sequential import fewest_seeds
-
-        # the largest family the decision may test: every other schedule x every task's accuracy and margin, and
-        # the macro
-        others = len(schedules or default_schedule.values()) - 1
-        family = len(grid.recipes) * len(presets) * others * (2 * len(tasks) + 1)
-        needed = fewest_seeds(rule.alpha_each(family))
-        if rule.max_seeds < needed:
-            raise UserError(f"--max-seeds {rule.max_seeds}: the anytime-valid interval bounds nothing below {needed} "
-                            f"seeds at alpha {rule.alpha} over up to {family} comparisons; allow more seeds")
-    return SweepPlan(grid, list(settings.seeds), default_schedule, output, rule), config
-
-
-def _untestable(plan: SweepPlan, cells: list[Cell], config: RunConfig) -> list[str]:
-    """The comparisons the sweep's board will not test (``sweep.instruments``), said before anything runs."""
-    from antlm_bench.sweep.instruments import untestable_comparisons
-    from antlm_bench.tasks import resolve_tasks
-
-    scored = [r.name for r in resolve_tasks(config.tasks) if r.adapter().needs_scoring_model]
-    schedules = list(dict.fromkeys(cell.schedule for cell in cells))
-    return untestable_comparisons(schedules, config.final_scoring, scored,
-                                  plan.rule.baseline if plan.rule is not None else None)
-
-
-def _visible_gpus(device: str) -> list[str]:
-    """The GPUs cells are spread over: with --device auto or cuda and CUDA present, each visible one (as
-    CUDA_VISIBLE_DEVICES names it); none otherwise (--device cuda:N pins every cell to that one)."""
-    import torch
-
-    if device not in ("auto", "cuda") or not torch.cuda.is_available():
-        return []
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible:
-        return [v.strip() for v in visible.split(",") if v.strip()][:torch.cuda.device_count()]
-    return [str(i) for i in range(torch.cuda.device_count())]
-
-
-def _executor(settings: SweepSettings, plan: SweepPlan, folder: SweepFolder, config: RunConfig) -> Executor:
-    from antlm_bench.models import count_parameters
-    from antlm_bench.models.threads import choose_threads, training_device
-    from antlm_bench.recipes import load_recipe
-    from antlm_bench.sweep import LocalExecutor, SlurmExecutor, SlurmResources, local_slots
-
-    if settings.executor == "slurm":
-        s = settings.slurm
-        resources = SlurmResources(s.partition, s.time_min, s.cpus_per_task, s.gpus_per_task, s.mem_gb,
-                                   s.array_parallelism, extra=s.extra)
-        return SlurmExecutor(sys.executable, plan.output, folder, resources, cluster=settings.slurm.cluster)
-    device = training_device(config.device)
-    threads_per_run = max(choose_threads(config.threads, count_parameters(load_recipe(r), p), device)[0]
-                          for r in plan.grid.recipes for p in plan.grid.presets)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    slots, why = local_slots(settings.jobs, cores, threads_per_run, _visible_gpus(config.device), settings.per_device)
-    return LocalExecutor(sys.executable, plan.output, folder, slots, why=why)
-
-
-def _dry_run(chosen: Executor, cells: list[Cell], plan: SweepPlan) -> None:
+def _dry_run(sweep: PreparedSweep) -> None:
     import shlex
 
     from antlm_bench.sweep import SlurmExecutor
 
-    pending = pending_check(plan.output)(cells)
-    console.print(f"{len(pending)} of {len(cells)} cell(s) still to run (the others are finished and would be "
-                  "reused)" + ("; with --until-decided, later rounds add seeds" if plan.rule else ""),
+    pending = sweep.pending(sweep.cells)
+    output = sweep.plan.output
+    console.print(f"{len(pending)} of {len(sweep.cells)} cell(s) still to run (the others are finished and would be "
+                  "reused)" + ("; with --until-decided, later rounds add seeds" if sweep.plan.rule else ""),
                   highlight=False, markup=False)
     for index, cell in enumerate(pending):
-        console.print(f"  [{index}] {shlex.join([sys.executable, *cell.argv(plan.output)])}", highlight=False,
-                      markup=False, soft_wrap=True)
-    if isinstance(chosen, SlurmExecutor) and pending:
+        _say(f"  [{index}] {shlex.join([sys.executable, *cell.argv(output)])}")
+    if isinstance(sweep.executor, SlurmExecutor) and pending:
         console.print(f"the sbatch file submitit would submit (a job array of {len(pending)} task(s); task i runs "
                       "cell [i] above through submitit's pickled call, logs in <output>/sweep/logs/):",
                       highlight=False, markup=False)
-        console.print(chosen.sbatch_script(len(pending)), highlight=False, markup=False, soft_wrap=True)
-
-
-def _run(plan: SweepPlan, chosen: Executor, record: SweepRecord) -> SweepOutcome | SweepInterrupted:
-    from antlm_bench.sweep import Progress, SweepInterrupted, run_sweep
-
-    progress = Progress(record, chosen.parallel, stream=sys.stderr)
-
-    def say(line: str) -> None:
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
-
-    try:
-        return run_sweep(plan, chosen, record, progress, pending_check(plan.output), say)
-    except SweepInterrupted as stop:
-        progress.finish()
-        return stop
+        _say(sweep.executor.sbatch_script(len(pending)))

@@ -27,6 +27,7 @@ from antlm_bench.results.stats.sequential import (
     UNDECIDED,
     confidence_sequence,
     decide,
+    fewest_seeds,
     prior_precision,
 )
 from antlm_bench.results.store import store_digest
@@ -55,6 +56,17 @@ class Rule:
 
     def prior_precision(self, comparisons: int) -> float:
         return prior_precision(self.max_seeds, self.alpha_each(comparisons))
+
+
+def require_enough_seeds(rule: Rule, recipes: int, presets: int, schedules: int, tasks: int) -> None:
+    """Refuse, before anything runs, a --max-seeds below which the anytime-valid interval bounds nothing for the
+    largest family the decision may test: every other schedule x every task's accuracy and margin, and the macro,
+    per recipe and preset."""
+    family = recipes * presets * (schedules - 1) * (2 * tasks + 1)
+    needed = fewest_seeds(rule.alpha_each(family))
+    if rule.max_seeds < needed:
+        raise UserError(f"--max-seeds {rule.max_seeds}: the anytime-valid interval bounds nothing below {needed} "
+                        f"seeds at alpha {rule.alpha} over up to {family} comparisons; allow more seeds")
 
 
 @dataclass(frozen=True)
@@ -373,4 +385,4 @@ def _seed_text(seeds: Sequence[int]) -> str:
 
 
 __all__ = ["METHOD", "NOT_TESTED", "Comparison", "DecisionRecord", "Rule", "compare_round", "decision_lines",
-           "decision_reference", "read_decision", "verify_decision", "write_decision"]
+           "decision_reference", "read_decision", "require_enough_seeds", "verify_decision", "write_decision"]

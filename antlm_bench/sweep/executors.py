@@ -18,12 +18,18 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from antlm_bench.errors import UserError
-from antlm_bench.sweep.grid import Cell
+from antlm_bench.pipeline import run_threads
+from antlm_bench.recipes import load_recipe
+from antlm_bench.sweep.grid import Cell, Grid
 from antlm_bench.sweep.progress import Progress
 from antlm_bench.sweep.record import DONE, FAILED, INTERRUPTED, RUNNING, SweepFolder, SweepRecord, open_append_no_link
+
+if TYPE_CHECKING:
+    from antlm_bench.pipeline import RunConfig
+    from antlm_bench.sweep.settings import SweepSettings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -96,6 +102,19 @@ def local_slots(jobs: int | None, cores: int, threads_per_run: int, gpus: Sequen
     threads = max(1, min(threads_per_run, cores // n))
     why = ("--jobs" if jobs is not None else f"{cores} cores / {threads_per_run} thread(s) per run")
     return [Slot(f"cpu {i + 1}", {"OMP_NUM_THREADS": str(threads)}) for i in range(n)], f"{why}, {threads} thread(s) each"
+
+
+def visible_gpus(device: str) -> list[str]:
+    """The GPUs cells are spread over: with --device auto or cuda and CUDA present, each visible one (as
+    CUDA_VISIBLE_DEVICES names it); none otherwise (--device cuda:N pins every cell to that one)."""
+    import torch
+
+    if device not in ("auto", "cuda") or not torch.cuda.is_available():
+        return []
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        return [v.strip() for v in visible.split(",") if v.strip()][:torch.cuda.device_count()]
+    return [str(i) for i in range(torch.cuda.device_count())]
 
 
 class LocalExecutor(Executor):
@@ -347,5 +366,22 @@ class SlurmExecutor(Executor):
             raise SweepInterrupted(stops[0])
 
 
-__all__ = ["Executor", "LocalExecutor", "SlurmExecutor", "SlurmResources", "Slot", "SweepInterrupted", "local_slots",
-           "run_cell"]
+def choose_executor(settings: SweepSettings, grid: Grid, output: Path, folder: SweepFolder, first: RunConfig,
+                    python: str) -> Executor:
+    """The settings' executor: a SLURM array with their resources, or local workers, as many as the GPUs (x
+    --per-device) or the cores over the most threads a cell of the grid takes (``first``, the first cell's
+    RunConfig, holds the --device and --threads every cell shares)."""
+    if settings.executor == "slurm":
+        s = settings.slurm
+        resources = SlurmResources(s.partition, s.time_min, s.cpus_per_task, s.gpus_per_task, s.mem_gb,
+                                   s.array_parallelism, extra=s.extra)
+        return SlurmExecutor(python, output, folder, resources, cluster=s.cluster)
+    threads_per_run = max(run_threads(first, load_recipe(recipe), preset)[0]
+                          for recipe in grid.recipes for preset in grid.presets)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    slots, why = local_slots(settings.jobs, cores, threads_per_run, visible_gpus(first.device), settings.per_device)
+    return LocalExecutor(python, output, folder, slots, why=why)
+
+
+__all__ = ["Executor", "LocalExecutor", "SlurmExecutor", "SlurmResources", "Slot", "SweepInterrupted",
+           "choose_executor", "local_slots", "run_cell", "visible_gpus"]

@@ -17,6 +17,9 @@ from antlm_bench.options import parse_seeds  # the one seeds grammar (re-exporte
 from antlm_bench.pipeline import run_folder_name
 from antlm_bench.runs.schedule import parse_schedule
 
+# the `run` options every cell's words set (Cell.argv): axes of the grid, never pass-through options
+GRID_OPTIONS = frozenset({"model", "preset", "schedule", "seeds", "output", "quiet"})
+
 
 def split_top_level(text: str, what: str = "--schedule") -> list[str]:
     """``"A,MIX(CLM:1,MLM:15),B"`` -> ``["A", "MIX(CLM:1,MLM:15)", "B"]``: commas inside parentheses belong to a
@@ -98,4 +101,4 @@ def canonical_schedules(texts: Sequence[str]) -> tuple[str, ...]:
     return canonical
 
 
-__all__ = ["Cell", "Grid", "canonical_schedules", "next_seeds", "parse_seeds", "split_top_level"]
+__all__ = ["GRID_OPTIONS", "Cell", "Grid", "canonical_schedules", "next_seeds", "parse_seeds", "split_top_level"]

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 from antlm_bench.pipeline import final_method
+
+if TYPE_CHECKING:
+    from antlm_bench.pipeline import RunConfig
+    from antlm_bench.sweep.grid import Cell
 
 
 def untestable_comparisons(schedules: Sequence[str], final_scoring: str, scored_tasks: Sequence[str],
@@ -36,4 +41,14 @@ def untestable_comparisons(schedules: Sequence[str], final_scoring: str, scored_
     return lines
 
 
-__all__ = ["untestable_comparisons"]
+def untestable_in_cells(cells: Sequence[Cell], config: RunConfig, baseline: str | None = None) -> list[str]:
+    """:func:`untestable_comparisons` of a sweep's cells, whose tasks and final scoring are ``config``'s (every cell
+    shares them; only the grid's axes differ)."""
+    from antlm_bench.tasks import resolve_tasks
+
+    scored = [r.name for r in resolve_tasks(config.tasks) if r.adapter().needs_scoring_model]
+    schedules = list(dict.fromkeys(cell.schedule for cell in cells))
+    return untestable_comparisons(schedules, config.final_scoring, scored, baseline)
+
+
+__all__ = ["untestable_comparisons", "untestable_in_cells"]

@@ -15,7 +15,7 @@ from antlm_bench.sweep.grid import Cell, Grid, next_seeds
 from antlm_bench.sweep.progress import Progress
 from antlm_bench.sweep.record import FAILED, FINISHED, REUSED, SweepFolder, SweepRecord
 
-# the cells that still have training or an evaluation to do (``pipeline.pending_seeds`` through the CLI)
+# the cells that still have training or an evaluation to do (``plan.pending_check``: ``pipeline.pending_seeds``)
 PendingCheck = Callable[[Sequence[Cell]], list[Cell]]
 
 

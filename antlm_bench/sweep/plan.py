@@ -1,0 +1,184 @@
+"""From a sweep's settings to a sweep ready to run, decided before anything is trained: the grid resolved (canonical
+schedules, presets decided, every pass-through option checked by ``run``'s own parser), ``--until-decided``'s rule
+and the fewest seeds it needs, the executor, and the check that skips finished cells (``pipeline.pending_seeds``).
+
+Each cell is an ``antlm-bench run``, so its options are named and checked by ``run``'s own option parser. The sweep
+package never imports the commands: the command layer lends it that parser as a :class:`RunParser`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from antlm_bench.errors import UserError
+from antlm_bench.locking import folder_lock
+from antlm_bench.pipeline import RunConfig, default_preset, pending_seeds, run_config_of_options
+from antlm_bench.recipes import load_recipe
+from antlm_bench.sweep.decision import Rule, require_enough_seeds
+from antlm_bench.sweep.executors import Executor, SweepInterrupted, choose_executor
+from antlm_bench.sweep.grid import GRID_OPTIONS, Cell, Grid, canonical_schedules
+from antlm_bench.sweep.instruments import untestable_in_cells
+from antlm_bench.sweep.loop import PendingCheck, SweepOutcome, SweepPlan, run_sweep
+from antlm_bench.sweep.progress import Progress
+from antlm_bench.sweep.record import SweepFolder, SweepRecord
+from antlm_bench.sweep.settings import SweepSettings
+from antlm_bench.tasks import resolve_tasks
+
+
+@dataclass(frozen=True)
+class RunOption:
+    """One option of ``antlm-bench run``, as its parser knows it."""
+
+    flag: str  # its longest spelling: --max-words
+    switch: bool  # on or off, without a value: --probe
+
+
+class RunParser(Protocol):
+    """``antlm-bench run``'s own option parser."""
+
+    def options(self) -> dict[str, RunOption]:
+        """``run``'s options by their parameter names (``max_words``)."""
+
+    def parse(self, argv: Sequence[str]) -> dict[str, Any]:
+        """``run``'s values of a cell's words, types and choices checked; a bad one is a UserError."""
+
+
+def run_words(options: Mapping[str, Any], parser: RunParser) -> tuple[str, ...]:
+    """``{"max-words": 20000, "probe": true}`` -> ``("--max-words", "20000", "--probe")``, each name checked
+    against ``run``'s options (a bad one is one line naming it)."""
+    known_options = parser.options()
+    words: list[str] = []
+    for raw_name, value in options.items():
+        name = str(raw_name).lstrip("-").replace("-", "_")
+        if name in GRID_OPTIONS:
+            raise UserError(f"run option {raw_name}: set by the sweep's grid; use the sweep's own --"
+                            f"{'model' if name == 'model' else name.replace('_', '-')} (or its key in the file)")
+        option = known_options.get(name)
+        if option is None:
+            known = ", ".join(sorted(n.replace("_", "-") for n in known_options if n not in GRID_OPTIONS))
+            raise UserError(f"run option {raw_name}: `antlm-bench run` has no such option (it has {known})")
+        if option.switch:
+            if not isinstance(value, bool):
+                raise UserError(f"run option {raw_name}: a switch; give true or false (got {value!r})")
+            if value:
+                words.append(option.flag)
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            words += [option.flag, str(item)]
+    return tuple(words)
+
+
+def _run_config(argv: Sequence[str], parser: RunParser) -> RunConfig:
+    """The RunConfig of ``run``'s words (``Cell.argv`` after ``-m antlm_bench run``)."""
+    return run_config_of_options(parser.parse(argv))
+
+
+def pending_check(output: Path, parser: RunParser) -> PendingCheck:
+    """The cells ``run`` would still train or evaluate (``pipeline.pending_seeds``), one check per configuration."""
+
+    def pending(cells: Sequence[Cell]) -> list[Cell]:
+        groups: dict[tuple[str, str, str, tuple[str, ...]], list[Cell]] = {}
+        for cell in cells:
+            groups.setdefault((cell.recipe, cell.preset, cell.schedule, cell.run_args), []).append(cell)
+        todo: set[str] = set()
+        for group in groups.values():
+            argv = group[0].argv(output)[3:]
+            argv[argv.index("--seeds") + 1] = ",".join(str(c.seed) for c in group)
+            left = set(pending_seeds(_run_config(argv, parser)))
+            todo.update(c.name for c in group if c.seed in left)
+        return [cell for cell in cells if cell.name in todo]
+
+    return pending
+
+
+def plan_sweep(settings: SweepSettings, parser: RunParser) -> tuple[SweepPlan, RunConfig]:
+    """The resolved grid (canonical schedules, presets decided, run options checked by ``run``'s own parser) and the
+    first cell's RunConfig (its tasks, device, threads and final scoring are every cell's). ``settings.output`` is
+    the command layer's to check (as ``--output`` is)."""
+    recipes = [load_recipe(name) for name in settings.models]
+    if len({r.name for r in recipes}) != len(recipes):
+        raise UserError(f"--model {','.join(settings.models)}: a recipe named twice")
+    presets = settings.presets or [default_preset()[0]]
+    for recipe in recipes:
+        for preset in presets:
+            recipe.preset(preset)  # an unknown preset: one line now, not a failed cell later
+    schedules = canonical_schedules(settings.schedules) if settings.schedules else None
+    default_schedule = {r.name: canonical_schedules([r.default_schedule])[0] for r in recipes}
+    grid = Grid(tuple(r.name for r in recipes), tuple(presets), schedules, run_words(settings.run, parser))
+    output = settings.output.expanduser()
+    first = grid.cells(settings.seeds[:1], default_schedule)[0]
+    config = _run_config(first.argv(output)[3:], parser)  # every pass-through option checked by `run`
+    tasks = resolve_tasks(config.tasks)  # an unknown task: one line now, not a failed cell later
+    rule = None
+    if settings.until_decided is not None:
+        u = settings.until_decided
+        baseline = canonical_schedules([u.baseline])[0]
+        all_schedules = set(schedules or default_schedule.values())
+        if baseline not in all_schedules:
+            raise UserError(f"--baseline {u.baseline}: not among the sweep's schedules "
+                            f"({', '.join(sorted(all_schedules))})")
+        if len(all_schedules) < 2:
+            raise UserError("--until-decided compares schedules with the baseline: give at least two schedules")
+        rule = Rule(baseline, u.alpha, u.tolerance, u.max_seeds, u.round_seeds)
+        require_enough_seeds(rule, len(grid.recipes), len(presets), len(schedules or default_schedule.values()),
+                             len(tasks))
+    return SweepPlan(grid, list(settings.seeds), default_schedule, output, rule), config
+
+
+@dataclass
+class PreparedSweep:
+    """A sweep planned, its executor chosen, nothing written yet."""
+
+    settings: SweepSettings
+    plan: SweepPlan
+    first_config: RunConfig  # the first cell's: tasks, device, threads and final scoring are every cell's
+    folder: SweepFolder
+    cells: list[Cell]  # every cell of a plain sweep; the first round's with --until-decided
+    executor: Executor
+    pending: PendingCheck
+
+    def describe(self) -> list[str]:
+        """What will run, said before anything runs: the grid, the executor, the stopping rule, and the
+        comparisons the board will not test."""
+        plan, rule = self.plan, self.plan.rule
+        grid_text = (f"{len(plan.grid.recipes)} recipe(s) x {len(plan.grid.presets)} preset(s) x "
+                     f"{len({c.schedule for c in self.cells})} schedule(s) x {len(plan.seeds)} seed(s)")
+        lines = [f"sweep: {len(self.cells)} cells ({grid_text}) into {plan.output}; {self.executor.describe()}"]
+        if rule is not None:
+            lines.append(f"until decided: every schedule against {rule.baseline}, first round seeds "
+                         f"{','.join(map(str, plan.seeds))}, +{rule.round_seeds} a round, at most {rule.max_seeds}; "
+                         f"alpha {rule.alpha} for the whole family; equivalence margin "
+                         f"{'none' if rule.tolerance is None else f'+-{rule.tolerance:g} pp'}")
+        baseline = rule.baseline if rule is not None else None
+        return lines + [f"note: {line}" for line in untestable_in_cells(self.cells, self.first_config, baseline)]
+
+    def run(self, command: Sequence[str], say: Callable[[str], None],
+            progress_stream: TextIO) -> tuple[SweepRecord, SweepOutcome | SweepInterrupted]:
+        """Run it, recorded in ``<output>/sweep/`` under that folder's lock (one live sweep per output folder): the
+        record and the outcome, or SweepInterrupted once a SIGINT or SIGTERM has stopped every running cell."""
+        self.executor.check_ready()
+        self.folder.make()
+        with folder_lock(self.folder.folder, "sweep"):
+            record = SweepRecord.continuing(self.folder, {"command": list(command),
+                                                          "settings": self.settings.model_dump(mode="json")})
+            progress = Progress(record, self.executor.parallel, stream=progress_stream)
+            try:
+                return record, run_sweep(self.plan, self.executor, record, progress, self.pending, say)
+            except SweepInterrupted as stop:
+                progress.finish()
+                return record, stop
+
+
+def prepare_sweep(settings: SweepSettings, parser: RunParser, python: str) -> PreparedSweep:
+    """The sweep of ``settings``, each cell run by the interpreter ``python``."""
+    plan, first_config = plan_sweep(settings, parser)
+    folder = SweepFolder(plan.output)
+    cells = plan.grid.cells(plan.seeds, plan.default_schedule)
+    executor = choose_executor(settings, plan.grid, plan.output, folder, first_config, python)
+    return PreparedSweep(settings, plan, first_config, folder, cells, executor, pending_check(plan.output, parser))
+
+
+__all__ = ["PreparedSweep", "RunOption", "RunParser", "pending_check", "plan_sweep", "prepare_sweep", "run_words"]

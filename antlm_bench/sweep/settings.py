@@ -1,0 +1,137 @@
+"""A sweep's settings: the sweep file (YAML) and the command line's values over it, validated as one
+``SweepSettings`` (a bad field is one line naming it and the file, or the command line)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from antlm_bench.errors import UserError
+from antlm_bench.options import parse_seeds
+from antlm_bench.sweep.grid import split_top_level
+
+
+class SlurmSettings(BaseModel):
+    """``slurm:`` in a sweep file (or the --partition ... flags): each array task's resources."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    partition: str | None = None
+    time_min: int = Field(60, gt=0)
+    cpus_per_task: int = Field(1, gt=0)
+    gpus_per_task: int = Field(0, ge=0)
+    mem_gb: float | None = Field(None, gt=0)
+    array_parallelism: int | None = Field(None, gt=0)
+    extra: dict[str, str] = Field(default_factory=dict)  # any other sbatch option, e.g. {account: proj, qos: low}
+    cluster: Literal["slurm", "local"] = "slurm"  # local: submitit's local executor (try the array on this machine)
+
+    @field_validator("partition", "extra")
+    @classmethod
+    def _one_line(cls, value: Any) -> Any:
+        # each value becomes one `#SBATCH --name=value` line: a line break would add a line of its own
+        texts = [] if value is None else [value] if isinstance(value, str) else [*value.keys(), *value.values()]
+        for text in texts:
+            if any(c in text for c in "\r\n\x00"):
+                raise ValueError(f"{text!r}: an sbatch option name or value is one line")
+        return value
+
+
+class UntilDecidedSettings(BaseModel):
+    """``until_decided:`` in a sweep file (or --until-decided --baseline ...)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    baseline: str
+    max_seeds: int = Field(12, ge=2)
+    tolerance: float | None = Field(None, gt=0)  # points
+    round_seeds: int = Field(1, ge=1)
+    alpha: float = Field(0.05, gt=0, lt=1)
+
+
+class SweepSettings(BaseModel):
+    """A sweep file (YAML), or the command line, validated."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    models: list[str] = Field(default_factory=lambda: ["antlm-babyllama"])
+    schedules: list[str] | None = None  # None: each recipe's default
+    seeds: list[int] = Field(default_factory=lambda: [1, 2, 3])
+    presets: list[str] | None = None  # None: paper with CUDA, tiny otherwise
+    output: Path = Path("results")
+    run: dict[str, Any] = Field(default_factory=dict)  # any other `antlm-bench run` option, by its long name
+    executor: Literal["local", "slurm"] = "local"
+    jobs: int | None = Field(None, gt=0)
+    per_device: int = Field(1, gt=0)
+    slurm: SlurmSettings = Field(default_factory=SlurmSettings)
+    until_decided: UntilDecidedSettings | None = None
+
+    @field_validator("models", "presets", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
+
+    @field_validator("schedules", mode="before")
+    @classmethod
+    def _schedule_list(cls, value: Any) -> Any:
+        return split_top_level(value) if isinstance(value, str) else value
+
+    @field_validator("models", "schedules", "presets")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        if value is not None and len(value) == 0:
+            raise ValueError("an empty list; give at least one, or leave the field out for the default")
+        return value
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seed_list(cls, value: Any) -> Any:
+        return parse_seeds(value)
+
+
+def _validation_line(err: ValidationError, where: str) -> str:
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    return f"{where}: field {field}: {first['msg']} (got {first.get('input')!r})"
+
+
+def load_sweep_file(path: Path) -> dict[str, Any]:
+    """A sweep file's mapping (validated with the command line's values, in :func:`settings_of`)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such sweep file") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise UserError(f"{where}: not valid YAML ({getattr(err, 'problem', None) or err})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a sweep file is a mapping (models:, schedules:, seeds:, ...), not a "
+                        f"{type(data).__name__}")
+    return data
+
+
+def settings_of(file_values: dict[str, Any], cli_values: dict[str, Any], source: str) -> SweepSettings:
+    """The command line's values over the file's (nested mappings merged one level down)."""
+    merged = dict(file_values)
+    for key, value in cli_values.items():
+        if value is None or value == {} or value is False:
+            continue
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    try:
+        return SweepSettings(**merged)
+    except ValidationError as err:
+        raise UserError(_validation_line(err, source)) from None
+
+
+__all__ = ["SlurmSettings", "SweepSettings", "UntilDecidedSettings", "load_sweep_file", "settings_of"]
