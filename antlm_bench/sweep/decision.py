@@ -103,7 +103,7 @@ class Comparison:
         better = (self.mean < 0) if self.lower_is_better else (self.mean > 0)
         verdict = {DIFFERENCE: f"decided: {'better' if better else 'worse'} than the baseline",
                    EQUIVALENT: "decided: equivalent within the margin", UNDECIDED: "undecided",
-                   NOT_TESTED: "not tested: different scoring methods, different instruments"}[self.decision]
+                   NOT_TESTED: "not tested: different instruments (scoring method, tokens or items)"}[self.decision]
         first = (f", first decided at {self.first_decided_at} seeds"
                  if self.first_decided_at is not None and self.decision in (DIFFERENCE, EQUIVALENT) else "")
         return (f"{self.schedule} - baseline on {self.column}: {self.mean:+.3g} {self.unit} {interval}, {verdict} "
