@@ -6,7 +6,7 @@ The CLI prints it without a traceback and exits with status 2; library callers c
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
@@ -20,16 +20,18 @@ class UserError(Exception):
         super().__init__(" ".join(message.split("\n")))
 
 
-def validation_line(err: Any, *, option: bool = False) -> str:
+def validation_line(err: Any, *, option: bool = False, flags: Mapping[str, str] | None = None) -> str:
     """The first problem of a pydantic ``ValidationError`` as one line: ``field a.b.0: message (got value)`` for a
-    file's field, or ``--name: message (got value)`` for a command's option (``option=True``). The one wording of
-    a rejected value, whichever edge rejected it."""
+    file's field, or ``--name: message (got value)`` for a command's option (``option=True``; ``flags`` maps a
+    field to its flag where that is not ``--<field>``). The one wording of a rejected value, whichever edge
+    rejected it."""
     first = err.errors()[0]
     shown = repr(first.get("input"))
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
     if option:
-        name = str(first["loc"][0]).replace("_", "-") if first["loc"] else "option"
-        return f"--{name}: {first['msg']} (got {shown})"
+        field = str(first["loc"][0]) if first["loc"] else "option"
+        flag = (flags or {}).get(field) or "--" + field.replace("_", "-")
+        return f"{flag}: {first['msg']} (got {shown})"
     field = ".".join(str(part) for part in first["loc"]) or "(top level)"
     return f"field {field}: {first['msg']} (got {shown})"
 

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, InstanceOf, ValidationError, model_v
 
 from antlm_bench import __version__
 from antlm_bench.adapters.base import EvalContext
+from antlm_bench.adapters.glue.options import GlueOptions
 from antlm_bench.conventions import DEFAULT_CONVENTION, resolve_convention
 from antlm_bench.data import atomic_write_bytes, resolve_data_dir
 from antlm_bench.errors import UserError
@@ -68,7 +69,7 @@ class EvalConfig(BaseModel):
     run_info: InstanceOf[RunInfo] | None = None  # the rows' run columns (default: from the checkpoint's record)
     checkpoint_info: InstanceOf[CheckpointInfo] | None = None  # the rows' checkpoint columns (likewise)
     convention: str = DEFAULT_CONVENTION  # antlm_bench.conventions: babylm-2025 or babylm-2024 (leading space)
-    options: dict[str, Any] | None = None  # adapter settings (GLUE hyper-parameters)
+    options: GlueOptions | None = None  # GLUE's settings (a dict of its fields is validated into them)
     progress: Any = True  # True: a progress bar on stderr; a rich Progress; False
     model_path: Path | None = None  # the checkpoint folder of an in-memory model (its record; GLUE reads it)
     seeds: list[int] | None = None  # GLUE fine-tuning seeds (default [42])
@@ -103,10 +104,11 @@ def eval_config(config: EvalConfig | str | list[str] | None = None, **fields: An
         return EvalConfig.model_validate({**dict(config), **fields}) if fields else config
     except ValidationError as err:
         first = err.errors()[0]
-        name = str(first["loc"][0]) if first["loc"] else "config"
+        name = ".".join(str(part) for part in first["loc"]) or "config"
         if first["type"] == "value_error":  # our validators' messages name the option already
             raise UserError(str(first["ctx"]["error"])) from None
-        problem = {"extra_forbidden": f"unknown field {name}; the fields are {', '.join(EvalConfig.model_fields)}",
+        fields_of = GlueOptions if first["loc"][:1] == ("options",) else EvalConfig
+        problem = {"extra_forbidden": f"unknown field {name}; the fields are {', '.join(fields_of.model_fields)}",
                    "missing": f"field {name} is required"}.get(first["type"])
         problem = problem or f"field {name}: {first['msg']} (got {first.get('input')!r})"
         raise UserError(f"evaluate(): {problem}") from None
@@ -414,7 +416,7 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
         model_path=path, data_dir=folder, model=module, tokenizer=tokenizer,
         scoring=method, limit=config.limit, log_samples=config.log_samples, batch_tokens=config.batch_tokens,
         device=device, dtype=dtype, convention=convention, seeds=list(config.seeds or [42]),
-        options=dict(config.options or {}), work_dir=config.work_dir, progress=_progress_bar(progress),
+        options=config.options, work_dir=config.work_dir, progress=_progress_bar(progress),
         eval_set="fast" if config.fast else "full",
     )
     started = now_utc()
@@ -431,7 +433,8 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
             "scoring_requested": config.scoring, "scoring": method, "scoring_reason": why, "limit": config.limit,
             "eval_set": ctx.eval_set, "convention": convention.name, "log_samples": config.log_samples,
             "batch_tokens": config.batch_tokens, "device": device, "dtype": dtype, "leading_space": convention.leading_space,
-            "reduction": "sum", "seeds": ctx.seeds, "options": ctx.options, "data_dir": str(folder),
+            "reduction": "sum", "seeds": ctx.seeds,
+            "options": ctx.options.given() if ctx.options is not None else {}, "data_dir": str(folder),
             "torch_threads": n_threads, "torch_threads_reason": threads_why,
         },
         "versions": _versions(), "data": data, "state": record.to_json() if record is not None else None, "timing": timing, "notes": notes,

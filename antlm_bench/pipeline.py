@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from antlm_bench.adapters.glue.options import GlueOptions
 from antlm_bench.data import atomic_write_bytes, hash_files
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
@@ -80,7 +81,7 @@ class RunConfig(BaseModel):
         return self
     eval_limit: int | None = Field(None, gt=0)  # per-phase scoring; default: the preset's eval_limit
     limit: int | None = Field(None, gt=0)  # final minimal-pair evaluation: first N items per subtask
-    glue: dict[str, Any] = Field(default_factory=dict)  # GLUE options (epochs, max_train_examples, probe, ...)
+    glue: GlueOptions = Field(default_factory=GlueOptions)  # GLUE's options (epochs, max_train_examples, probe, ...)
     batch_tokens: int = Field(4096, gt=0)
     device: str = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # training's (models.precision); recorded in run.json
@@ -120,21 +121,16 @@ _SAME_NAMED_OPTIONS = ("model", "tasks", "preset", "schedule", "output", "data_d
 def run_config_of_options(options: Mapping[str, Any]) -> RunConfig:
     """The ``RunConfig`` of ``antlm-bench run``'s parsed option values (by the options' names), for ``run`` and for
     each cell of ``antlm-bench sweep`` (to skip finished ones); adds the ``--include-path`` folders."""
-    from antlm_bench.adapters.glue.protocol import glue_protocol
-
     for folder in options.get("include_path") or []:
         add_include_path(folder)
-    glue: dict[str, object] = {}
-    if options["glue_epochs"] is not None:
-        glue["epochs"] = options["glue_epochs"]
-    if options["glue_max_train_examples"] is not None:
-        glue["max_train_examples"] = options["glue_max_train_examples"]
-    if options["probe"]:
-        glue["probe"] = True
-    if options.get("precision", "auto") != "auto":  # GLUE fine-tunes by the rule training follows
-        glue["precision"] = options["precision"]
-    if options.get("glue_protocol") is not None:
-        glue["protocol"] = glue_protocol(options["glue_protocol"]).name
+    precision = options.get("precision", "auto")
+    glue = GlueOptions.of_flags(
+        {"epochs": options["glue_epochs"], "max_train_examples": options["glue_max_train_examples"],
+         "probe": options["probe"] or None, "protocol": options.get("glue_protocol"),
+         # GLUE fine-tunes by the rule training follows
+         "precision": precision if precision != "auto" else None},
+        flags={"epochs": "--glue-epochs", "max_train_examples": "--glue-max-train-examples",
+               "protocol": "--glue-protocol"})
     return RunConfig(**{name: options[name] for name in _SAME_NAMED_OPTIONS}, seeds=parse_seeds(options["seeds"]),
                      glue=glue, progress=not options["quiet"])
 
@@ -253,10 +249,19 @@ def _final_scoring_arg(config: RunConfig, schedule: str, request: Any) -> str:
     return "auto" if final_method(schedule, "auto") == config.final_scoring else config.final_scoring
 
 
-def _eval_settings(config: RunConfig, request: Any, glue_options: dict[str, Any], seed: int,
+def _eval_settings(config: RunConfig, request: Any, task_options: GlueOptions, seed: int,
                    schedule: str) -> dict[str, Any]:
-    return {"scoring": _final_scoring_arg(config, schedule, request), "limit": config.limit, "batch_tokens": config.batch_tokens,
-            "glue": glue_options if request.name == "glue" else None, "seed": seed, "convention": config.convention}
+    """What a final evaluation's marker hashes besides weights and task (the key ``glue`` holds the options of a
+    task that takes them, under that name so that markers written before keep their hash)."""
+    takes_options = request.adapter().takes_options
+    return {"scoring": _final_scoring_arg(config, schedule, request), "limit": config.limit,
+            "batch_tokens": config.batch_tokens, "glue": task_options.given() if takes_options else None,
+            "seed": seed, "convention": config.convention}
+
+
+def _task_options(config: RunConfig, recipe: Recipe, preset: str) -> GlueOptions:
+    """The run's task options over its preset's budget (``glue_budget``): what every evaluation of the run takes."""
+    return config.glue.under(recipe.preset(preset).glue_budget, f"recipe {recipe.name} preset {preset}: glue_budget")
 
 
 def _eval_key(weights: str, request: Any, settings: dict[str, Any]) -> str:
@@ -275,7 +280,7 @@ def pending_seeds(config: RunConfig) -> list[int]:
     recipe = load_recipe(config.model)
     schedule = parse_schedule(config.schedule or recipe.default_schedule).canonical
     requests = resolve_tasks(config.tasks)
-    glue_options = {**recipe.preset(preset).glue_budget, **config.glue}
+    task_options = _task_options(config, recipe, preset)
     pending = []
     for seed in config.seeds:
         layout = RunLayout(config.output.expanduser() / run_folder_name(recipe.name, preset, schedule, seed))
@@ -288,7 +293,7 @@ def pending_seeds(config: RunConfig) -> list[int]:
             pending.append(seed)
             continue
         weights = checkpoint_hash(final)
-        if not all(_eval_marker(layout, r.name, _eval_key(weights, r, _eval_settings(config, r, glue_options, seed,
+        if not all(_eval_marker(layout, r.name, _eval_key(weights, r, _eval_settings(config, r, task_options, seed,
                                                                                     schedule)))
                    .exists() for r in requests):
             pending.append(seed)
@@ -313,12 +318,13 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     preset_spec = recipe.preset(preset)
     schedule = parse_schedule(config.schedule or recipe.default_schedule).canonical
     requests = resolve_tasks(config.tasks)  # fail on a bad task name before any training
-    minimal_pair_tasks = [r.name for r in requests if r.name != "glue"]
+    minimal_pair_tasks = [r.name for r in requests if r.adapter().needs_scoring_model]
     eval_limit = config.eval_limit or preset_spec.eval_limit
-    glue_options = {**preset_spec.glue_budget, **config.glue}
+    task_options = _task_options(config, recipe, preset)
     notes = []
-    if preset_spec.glue_budget and any(r.name == "glue" for r in requests):
-        applied = {k: v for k, v in preset_spec.glue_budget.items() if k not in config.glue}
+    if preset_spec.glue_budget and any(r.adapter().takes_options for r in requests):
+        given = config.glue.given()
+        applied = {k: v for k, v in preset_spec.glue_budget.items() if k not in given}
         if applied:
             notes.append(f"preset {preset}: GLUE budget " + ", ".join(f"{k}={v}" for k, v in applied.items())
                          + " (override with --glue-epochs / --glue-max-train-examples)")
@@ -361,7 +367,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
             seed_run = SeedRun(seed, folder, status)
             weights = checkpoint_hash(final)
             for request in requests:
-                settings = _eval_settings(config, request, glue_options, seed, schedule)
+                settings = _eval_settings(config, request, task_options, seed, schedule)
                 key = _eval_key(weights, request, settings)
                 marker = _eval_marker(layout, request.name, key)
                 if marker.exists():
@@ -376,7 +382,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                     # the final rows join the run and replace the last phase's quick look
                     run_info=replace(run_info_from_record(record, final), run_id=folder.name),
                     checkpoint_info=checkpoint_info_from_record(record, final.relative_to(folder)),
-                    options=glue_options, progress=config.progress, seeds=[seed], work_dir=layout.work_dir,
+                    options=task_options, progress=config.progress, seeds=[seed], work_dir=layout.work_dir,
                     convention=config.convention, threads=config.threads,
                 ))
                 # scores and items are one event of the run folder's store; the marker comes after the commit, so a

@@ -11,8 +11,11 @@ ratio is printed beside it.
 
 - ceilings: GFLOP/s of a float32 and a bf16 matmul at three sizes (the largest is each dtype's ceiling for MFU).
 - train: ``StepRunner.gradients`` + the optimizer step of the real trainer, fp32 against ``--precision bf16``
-  (autocast, float32 master weights), per recipe, preset and objective. MFU = 6 x parameters x tokens/s over the
-  dtype's measured ceiling (attention's own FLOPs left out, as nanoGPT does).
+  (autocast, float32 master weights), per recipe, preset and objective. MFU = the step's matmul FLOPs per token x
+  tokens/s over the dtype's measured ceiling, where FLOPs per token = 6 x (parameters in matmuls) with the output
+  projection counted at the positions it runs on: every position under CLM, the 15% labelled ones under MLM (the
+  head runs only there, models/loss.py); the input embedding (a lookup) and attention's own FLOPs (scores and
+  mixing, small at sequence 128) are left out, as in the PaLM/nanoGPT estimate.
 - score: pairs/s of ``score_texts`` (clm and pll) on BLiMP-like sentence pairs, weights in float32 against
   weights in bfloat16 (``eval --dtype bfloat16``); the parity of the two on the real tasks is docs/precision.md.
 - options: at the small preset in bf16, torch.compile of the model, AdamW foreach against fused, and the
@@ -90,6 +93,7 @@ class Side:
         self.batches = [self.trainer.steps.build(i) for i in range(8)]
         self.tokens = spec.global_batch_size * spec.max_seq_len
         self.parameters = sum(p.numel() for p in self.trainer.model.parameters())
+        self.flops_per_token = matmul_flops_per_token(self.trainer.model, objective)
         self.step_index = 0
         self.round(2)  # warm-up (and compilation)
 
@@ -103,6 +107,15 @@ class Side:
             self.step_index += 1
         cpu1, wall1 = clocks()
         return steps * self.tokens / (cpu1 - cpu0), steps * self.tokens / (wall1 - wall0)
+
+
+def matmul_flops_per_token(model: torch.nn.Module, objective: str, mask_fraction: float = 0.15) -> float:
+    """Training FLOPs per token of the model's matmuls: 6 x the parameters that multiply every token, plus 6 x the
+    output projection's at the fraction of positions the loss runs it on (all under CLM, the masked under MLM)."""
+    head = model.get_output_embeddings().weight
+    lookup = model.get_input_embeddings().weight
+    others = sum(p.numel() for p in model.parameters() if p is not head and p is not lookup)
+    return 6 * others + 6 * head.numel() * (1.0 if objective == "CLM" else mask_fraction)
 
 
 def race(sides: dict[str, Side], rounds: int, steps: int) -> dict[str, tuple[float, float]]:
@@ -123,8 +136,8 @@ def train_part(presets: list[str], rounds: int, ceiling: dict[str, float], tmp: 
             for objective in ("CLM", "MLM"):
                 sides = {p: Side(recipe, preset, objective, p, tmp) for p in ("fp32", "bf16")}
                 result = race(sides, rounds, steps)
-                n = sides["fp32"].parameters
-                mfu = {p: 6 * n * result[p][0] / ceiling[p] for p in result}
+                n, flops = sides["fp32"].parameters, sides["fp32"].flops_per_token
+                mfu = {p: flops * result[p][0] / ceiling[p] for p in result}
                 print(f"{recipe:<17}{preset:<7}{objective:<5}{n / 1e6:>7.2f}M{result['fp32'][0]:>12,.0f}"
                       f"{result['bf16'][0]:>12,.0f}{result['bf16'][0] / result['fp32'][0]:>9.2f}x"
                       f"{result['bf16'][1] / result['fp32'][1]:>7.2f}x{mfu['fp32']:>10.1%}{mfu['bf16']:>10.1%}",

@@ -25,7 +25,9 @@ from antlm_bench.adapters.glue.finetune import (
 )
 from antlm_bench.adapters.glue.model import Backbone, SequenceClassifier, fresh_copy
 from antlm_bench.adapters.glue.probe import probe
+from antlm_bench.adapters.glue.options import GlueOptions
 from antlm_bench.errors import UserError
+from antlm_bench.evaluate import eval_config
 from antlm_bench.results.stats import bootstrap_classification
 from antlm_bench.results.tables import CheckpointInfo, RunInfo, score_table
 from antlm_bench.tasks import resolve_tasks
@@ -204,7 +206,7 @@ def test_adapter_reads_reported_split_only_after_selection(tmp_path, monkeypatch
     monkeypatch.setattr(task, "load_member", load_member)
     monkeypatch.setattr(glue_module, "finetune", guarded)
     context = EvalContext(model_path=None, data_dir=data_dir, model=model, tokenizer=tokenizer,
-                          options={**FAST, "epochs": 2, "quiet": True})
+                          options=GlueOptions(**{**FAST, "epochs": 2}, quiet=True))
     result = task.run(context)
     assert set(wires) == {"rte", "boolq"} and all(w.reads > 0 for w in wires.values())
     assert {r.subtask for r in result.rows} == {"rte", "boolq", ""}
@@ -324,7 +326,7 @@ def test_adapter_rows_seeds_and_samples(tmp_path):
     model, tokenizer = backbones()["hf-bert"]
     task = resolve_tasks("glue:rte,boolq")[0].adapter()
     context = EvalContext(model_path=None, data_dir=data_dir, model=model, tokenizer=tokenizer, seeds=[1, 2],
-                          log_samples=True, options={**FAST, "epochs": 2, "quiet": True, "not_ours": 5})
+                          log_samples=True, options=GlueOptions(**{**FAST, "epochs": 2}, quiet=True))
     result = task.run(context)
     by = {(r.subtask, r.metric, r.seed): r for r in result.rows}
     assert set(by) == {(m, k, s) for s in (1, 2) for m, k in [("rte", "accuracy"), ("boolq", "accuracy"),
@@ -350,7 +352,7 @@ def test_adapter_probe_rows_are_labelled(tmp_path):
     model, tokenizer = backbones()["hf-bert"]
     task = resolve_tasks("glue:rte")[0].adapter()
     context = EvalContext(model_path=None, data_dir=data_dir, model=model, tokenizer=tokenizer,
-                          options={"probe": True, "max_length": 64, "quiet": True})
+                          options=GlueOptions(probe=True, max_length=64, quiet=True))
     result = task.run(context)
     assert {r.scoring for r in result.rows} == {"probe"}
     assert any("probe" in note for note in result.notes)
@@ -363,7 +365,7 @@ def test_options_override_member_settings_which_override_defaults():
     assert task.settings("wsc", task.options(context), context).epochs == 30
     assert task.settings("rte", task.options(context), context).epochs == 10
     assert task.settings("mrpc", task.options(context), context).selection_metric == "f1"
-    context.options = {"epochs": 2, "batch_size": 8, "lr": None}
+    context.options = GlueOptions(epochs=2, batch_size=8, lr=None)
     assert task.settings("wsc", task.options(context), context).epochs == 2
     assert task.settings("boolq", task.options(context), context).batch_size == 8
     assert task.settings("boolq", task.options(context), context).lr == 3e-5
@@ -397,8 +399,11 @@ def test_missing_split_and_unknown_label_give_one_clear_line(tmp_path):
     (data_dir / "glue_filtered" / "mrpc.train.jsonl").write_text('{"sentence1": "a", "label": 0, "idx": 0}\n')
     message = _one_line_error(lambda: task.load_member(data_dir, "mrpc"))
     assert "sentence2" in message and "record 1" in message
-    bad = EvalContext(model_path=None, data_dir=data_dir, options={"lr": -1})
-    assert "lr" in _one_line_error(lambda: task.options(bad))
+    assert _one_line_error(lambda: GlueOptions.of_flags({"lr": -1})).startswith("--lr: ")
+    assert _one_line_error(lambda: GlueOptions.of_flags({"epochs": 0}, flags={"epochs": "--glue-epochs"})
+                           ).startswith("--glue-epochs: ")
+    assert "unknown field options.not_ours" in _one_line_error(
+        lambda: eval_config("glue", options={"not_ours": 5}))
 
 
 def test_member_selection_resolves():
@@ -487,7 +492,7 @@ def test_progress_lines_name_the_metric_and_the_majority_score(real_data_dir, ca
     model, tokenizer = backbones()["hf-bert"]
     task = resolve_tasks("glue:mrpc,rte")[0].adapter()
     context = EvalContext(model_path=None, data_dir=real_data_dir, model=model, tokenizer=tokenizer, seeds=[1],
-                          limit=40, options={**FAST, "epochs": 1, "max_train_examples": 48})
+                          limit=40, options=GlueOptions(**{**FAST, "epochs": 1, "max_train_examples": 48}))
     result = task.run(context)
     err = capsys.readouterr().err
     assert "dev f1 " in err and "(best " in err and "@ epoch 1)" in err  # mrpc selects by F1 and says so

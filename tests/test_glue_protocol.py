@@ -14,6 +14,7 @@ from leaderboard_tables import correctness, write_run
 from antlm_bench.adapters.base import EvalContext
 from antlm_bench.adapters.glue.encoding import Encoded, collate, pad_token_id
 from antlm_bench.adapters.glue.finetune import FinetuneSettings, finetune
+from antlm_bench.adapters.glue.options import GlueOptions
 from antlm_bench.adapters.glue.model import Backbone, SequenceClassifier, fresh_copy
 from antlm_bench.adapters.glue.protocol import BABYLM_OFFICIAL, DEFAULT, PROTOCOLS, glue_protocol
 from antlm_bench.errors import UserError
@@ -142,7 +143,7 @@ def test_adapter_rows_record_the_protocol(tmp_path):
     model, tokenizer = backbones()["hf-llama"]
     task = resolve_tasks("glue:rte,boolq")[0].adapter()
     context = EvalContext(model_path=None, data_dir=data_dir, model=model, tokenizer=tokenizer, log_samples=True,
-                          options={**FAST, "epochs": 2, "quiet": True, "protocol": "babylm-official"})
+                          options=GlueOptions(**{**FAST, "epochs": 2}, quiet=True, protocol="babylm-official"))
     result = task.run(context)
     assert {r.scoring for r in result.rows} == {"finetune-official"}
     assert {i["scoring"] for i in result.items} == {"finetune-official"}
@@ -153,7 +154,7 @@ def test_adapter_rows_record_the_protocol(tmp_path):
     assert rte.n == 40  # the whole reported split, none of it held out
     assert any("glue protocol babylm-official" in note for note in result.notes)
 
-    context.options = {**FAST, "epochs": 1, "quiet": True, "max_train_examples": 30}
+    context.options = GlueOptions(**{**FAST, "epochs": 1, "max_train_examples": 30}, quiet=True)
     plain = task.run(context)
     assert {r.scoring for r in plain.rows} == {"finetune"}
     assert all("glue protocol default" in r.notes for r in plain.rows)
@@ -167,10 +168,9 @@ def test_task_spec_defaults_name_the_protocol_and_options_override_it(tmp_path):
     task.defaults = task.defaults.model_copy(update={"protocol": "babylm-official"})
     assert task.protocol(task.options(context)) is BABYLM_OFFICIAL
     assert task.settings("rte", task.options(context), context).scoring == "finetune-official"
-    context.options = {"protocol": "default"}
+    context.options = GlueOptions(protocol="default")
     assert task.protocol(task.options(context)) is DEFAULT
-    context.options = {"protocol": "nope"}
-    assert "nope" in _one_line(lambda: task.options(context))
+    assert "nope" in _one_line(lambda: GlueOptions(protocol="nope"))
 
 
 # ------------------------------------------------------------------------------------------------ board, check
@@ -265,8 +265,8 @@ def test_run_passes_the_protocol_to_the_glue_options():
 
     command = typer.main.get_command(app).commands["run"]
     params = command.make_context("run", ["--glue-protocol", "babylm-official"]).params
-    assert run_config_of_options(params).glue["protocol"] == "babylm-official"
-    assert "protocol" not in run_config_of_options(command.make_context("run", []).params).glue
+    assert run_config_of_options(params).glue.protocol == "babylm-official"
+    assert run_config_of_options(command.make_context("run", []).params).glue.protocol is None
     bad = command.make_context("run", ["--glue-protocol", "official"]).params
     assert "babylm-official" in _one_line(lambda: run_config_of_options(bad))
 

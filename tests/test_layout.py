@@ -49,10 +49,10 @@ ALLOWED: dict[str, set[str]] = {
                              "antlm_bench.results.tables", "antlm_bench.results.store"},
     # a checkpoint as a plain Hugging Face model folder
     "antlm_bench.export": {"antlm_bench.models", "antlm_bench.data"},
-    # `antlm-bench run`: train per seed, evaluate, reuse what is finished; a RunConfig of run's options resolves
-    # --glue-protocol's name (adapters.glue.protocol) there, so that run and each sweep cell refuse a bad one alike
+    # `antlm-bench run`: train per seed, evaluate, reuse what is finished; a RunConfig of run's options builds GLUE's
+    # typed options (adapters.glue.options) there, so that run and each sweep cell refuse a bad one alike
     "antlm_bench.pipeline": {"antlm_bench.training", "antlm_bench.evaluate", "antlm_bench.models", "antlm_bench.data",
-                             "antlm_bench.results", "antlm_bench.adapters.glue.protocol"},
+                             "antlm_bench.results", "antlm_bench.adapters.glue.options"},
     # `antlm-bench sweep`: a grid of `run` cells (each its own process), its executors and --until-decided's rounds
     "antlm_bench.sweep": {"antlm_bench.pipeline", "antlm_bench.results", "antlm_bench.results.leaderboard",
                           "antlm_bench.data"},

@@ -17,11 +17,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from antlm_bench.conventions import CONVENTIONS, DEFAULT_CONVENTION, Convention
 from antlm_bench.results.tables import ScoreRow
 from antlm_bench.tasks import TaskSpec
+
+if TYPE_CHECKING:  # the GLUE package imports this module
+    from antlm_bench.adapters.glue.options import GlueOptions
 
 
 @dataclass
@@ -40,7 +43,8 @@ class EvalContext:
     dtype: str = "float32"
     convention: Convention = CONVENTIONS[DEFAULT_CONVENTION]  # resolved by evaluate()
     seeds: list[int] = field(default_factory=lambda: [42])
-    options: dict[str, Any] = field(default_factory=dict)  # adapter-specific settings (GLUE hyper-parameters)
+    # the settings of a task that takes options (``TaskAdapter.takes_options``: GLUE's hyper-parameters), typed
+    options: GlueOptions | None = None  # None: none given
     work_dir: Path | None = None  # scratch space (fine-tuned heads, caches)
     progress: Any = None  # a rich Progress to add tasks to, or None
     eval_set: str = "full"  # "fast": the official BabyLM 2025 fast subsets (--fast)
@@ -62,6 +66,8 @@ class TaskAdapter(ABC):
     # ``task:subtask`` selects subtasks found in the data (``blimp:adjunct_island``), checked when the data is read;
     # a spec with a ``members`` list (GLUE) is checked against it instead
     selects_subtasks: ClassVar[bool] = False
+    # reads ``EvalContext.options`` (GLUE): a run's evaluation marker then hashes them, and a preset's budget applies
+    takes_options: ClassVar[bool] = False
     eval_set: str = "full"  # evaluate() sets "fast" under --fast on a task with a fast subset
     data_hash: str = ""  # sha256 of the data files read (check_data or run sets it), for the run's record
     data_files: Sequence[str] = ()  # those files
@@ -73,6 +79,11 @@ class TaskAdapter(ABC):
 
     def check_data(self, data_dir: Path) -> None:  # noqa: B027  (a hook: most tasks read their data in run)
         """Refuse missing or broken data with one line, before any model is loaded (default: nothing to check)."""
+
+    def score_explanation(self) -> str | None:
+        """How the task's score is made where it is not the mean of one metric over subtasks (GLUE: each member's
+        own metric), for ``run``'s summary; None: nothing to explain."""
+        return None
 
     @abstractmethod
     def run(self, context: EvalContext) -> TaskResult:

@@ -103,22 +103,23 @@ def eval_command(
     Accuracy = (wins + ties / 2) / n per subtask; a task's score is the unweighted mean over its subtasks, with a
     95% bootstrap interval.
     """
-    from antlm_bench.adapters.glue.protocol import glue_protocol
+    from antlm_bench.adapters.glue.options import GlueOptions
     from antlm_bench.evaluate import eval_config, evaluate
     from antlm_bench.training.step import check_device
 
     for folder in include_path or []:
         add_include_path(folder)
-    glue_options = {"lr": lr, "batch_size": batch_size, "epochs": epochs, "max_length": max_length,
-                    "max_train_examples": max_train_examples, "warmup": warmup, "weight_decay": weight_decay,
-                    "pooling": pooling, "probe": probe or None,
-                    "protocol": protocol and glue_protocol(protocol).name, "precision": glue_precision}
+    glue_options = GlueOptions.of_flags(
+        {"lr": lr, "batch_size": batch_size, "epochs": epochs, "max_length": max_length,
+         "max_train_examples": max_train_examples, "warmup": warmup, "weight_decay": weight_decay, "pooling": pooling,
+         "probe": probe or None, "protocol": protocol, "precision": glue_precision},
+        flags={"precision": "--glue-precision"})
     config = eval_config(
         tasks=tasks, scoring=scoring.value, output_dir=output, limit=limit, log_samples=log_samples,
         batch_tokens=batch_tokens, device=resolve_device(check_device(device)), dtype=dtype.value, data_dir=data_dir,
         threads=threads, fast=fast, skip_export_check=skip_export_check,
         convention=convention, progress=progress,
-        options={k: v for k, v in glue_options.items() if v is not None}, seeds=parse_seeds(seeds),
+        options=glue_options, seeds=parse_seeds(seeds),
     )
     from antlm_bench.runs.layout import model_folder
 

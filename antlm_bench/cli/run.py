@@ -105,7 +105,6 @@ def run(
 
 def score_explanation(column: str) -> str | None:
     """How a multi-member task's score is made (GLUE: the mean of each member's own metric), for the summary."""
-    from antlm_bench.adapters.glue import GlueTask
     from antlm_bench.tasks import resolve_tasks
 
     task = column.split(":")[0]
@@ -114,4 +113,4 @@ def score_explanation(column: str) -> str | None:
         adapter = request.adapter()
     except Exception:  # noqa: BLE001  (a column of another package's task: nothing to explain)
         return None
-    return adapter.score_explanation() if isinstance(adapter, GlueTask) else None
+    return adapter.score_explanation()

@@ -12,6 +12,8 @@ One concept per module; import a name from the module that owns it:
 - ``probe``: frozen pooled features and a logistic regression;
 - ``protocol``: ``default`` (best epoch on a slice of the training split) or ``babylm-official`` (as the BabyLM 2025
   pipeline: best epoch on the reported split, first-position pooling), decided once per task run;
+- ``options``: ``GlueOptions``, the settings a user gives for the whole task, built once at the edge and carried
+  down typed;
 - ``task``: the ``GlueTask`` adapter, its result rows and notes, and its progress on the terminal.
 """
 

@@ -1,8 +1,8 @@
 """The shape of a ``class: GlueTask`` spec (``tasks/glue.yaml``) and of its settings, validated with pydantic.
 
 Hyper-parameters come in three layers of one shape (:class:`Hyper`): the spec's ``defaults``, a member's
-overrides, and the command-line options (``EvalContext.options``; ``None`` means "the spec's value"). The defaults
-and the options also name the GLUE protocol (:class:`TaskSettings`), which a member cannot override.
+overrides, and the command-line options (``None`` means "the spec's value"). The defaults and the options also name
+the GLUE protocol and the fine-tuning arithmetic (``options.GlueOptions``), which a member cannot override.
 """
 
 from __future__ import annotations
@@ -43,19 +43,6 @@ class Hyper(_Strict):
     probe: bool | None = None
     length_grouped: bool | None = None
     seed: int | None = None
-
-
-class TaskSettings(Hyper):
-    """The spec's ``defaults`` and the command-line options: the hyper-parameters, and what holds for the whole task
-    (a member cannot differ in it: the task's score averages its members)."""
-
-    protocol: str | None = None  # a name of protocol.PROTOCOLS (--glue-protocol); None: default
-    # fine-tuning's arithmetic (models.precision, the rule training follows); None: auto
-    precision: Literal["auto", "fp32", "bf16"] | None = None
-
-
-# the keys of EvalContext.options this task reads (the eval/run command-line flags map onto them)
-OPTION_KEYS = tuple(name for name in TaskSettings.model_fields if name != "seed")
 
 
 class MemberSpec(Hyper):

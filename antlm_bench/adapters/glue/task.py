@@ -7,7 +7,8 @@ that ran of F1 (MRPC, QQP) or accuracy (the others), as docs/design.md defines t
 (stratified) bootstrap over the reported examples. The ``scoring`` column says ``finetune``, ``finetune-official``
 (the ``babylm-official`` protocol: ``protocol``) or ``probe``; the ``seed`` column is the fine-tuning seed.
 
-Settings (``EvalContext.options``; ``None`` means "the spec's value"): see :data:`OPTION_KEYS`.
+Settings: ``EvalContext.options``, a :class:`~antlm_bench.adapters.glue.options.GlueOptions` built at the edge
+(``None`` in a field means "the spec's value").
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from antlm_bench.adapters.glue.finetune import (
 from antlm_bench.adapters.glue.model import fresh_copy
 from antlm_bench.adapters.glue.probe import probe
 from antlm_bench.adapters.glue.protocol import GlueProtocol, glue_protocol
-from antlm_bench.adapters.glue.spec import OPTION_KEYS, DataSpec, Hyper, MemberSpec, TaskSettings, validated
+from antlm_bench.adapters.glue.options import GlueOptions
+from antlm_bench.adapters.glue.spec import DataSpec, Hyper, MemberSpec, validated
 from antlm_bench.data import hash_files
 from antlm_bench.errors import UserError
 from antlm_bench.models.precision import Precision, resolve_precision
@@ -43,12 +45,13 @@ from antlm_bench.tasks import TaskSpec
 class GlueTask(TaskAdapter):
     """Adapter for ``class: GlueTask`` specs: members with text fields, labels and metrics."""
 
+    takes_options = True
+
     def __init__(self, spec: TaskSpec, members: list[str] | None = None) -> None:
         super().__init__(spec, members)
         where = f"{spec.source}: "
         self.data = validated(DataSpec, spec.data, f"{where}data")
-        self.defaults = validated(TaskSettings, spec.defaults, f"{where}defaults")
-        glue_protocol(self.defaults.protocol)  # an unknown name fails here, naming the known ones
+        self.defaults = validated(GlueOptions, spec.defaults, f"{where}defaults")  # a bad protocol name too
         self.members = {name: validated(MemberSpec, body, f"{where}members.{name}")
                         for name, body in spec.members.items()}
         if not self.members:
@@ -62,17 +65,15 @@ class GlueTask(TaskAdapter):
     # ------------------------------------------------------------------------------------------------------
     # settings
 
-    def options(self, context: EvalContext) -> TaskSettings:
-        given = {k: v for k, v in (context.options or {}).items() if k in OPTION_KEYS and v is not None}
-        options = validated(TaskSettings, given, "option ")
-        glue_protocol(options.protocol)
-        return options
+    def options(self, context: EvalContext) -> GlueOptions:
+        """The context's options (built and validated at the edge), or none given."""
+        return context.options or GlueOptions()
 
-    def protocol(self, options: TaskSettings) -> GlueProtocol:
+    def protocol(self, options: GlueOptions) -> GlueProtocol:
         """The options' protocol, else the spec's, else the default: one for the whole task run."""
         return glue_protocol(options.protocol or self.defaults.protocol)
 
-    def settings(self, member: str, options: TaskSettings, context: EvalContext,
+    def settings(self, member: str, options: GlueOptions, context: EvalContext,
                  precision: Precision | None = None) -> FinetuneSettings:
         """defaults < member settings < options, under the task's protocol; ``precision`` resolved once per run."""
         merged: dict[str, Any] = {}
@@ -170,7 +171,7 @@ class GlueTask(TaskAdapter):
         """How the task's score is made, with each member's number when ``outcomes`` are given."""
         return explain_score(self.name, self.members, outcomes)
 
-    def _work(self, data: dict[str, MemberData], seeds: list[int], options: TaskSettings, context: EvalContext
+    def _work(self, data: dict[str, MemberData], seeds: list[int], options: GlueOptions, context: EvalContext
               ) -> float:
         """Total work in example-passes, for the overall ETA."""
         total = 0.0
@@ -321,12 +322,12 @@ class _TerminalProgress:
     """Progress per member run and epoch, with the ETA of the run and of the whole task.
 
     With a rich ``Progress`` in the context, a bar per run (its own ETA column shows the run's ETA) and epoch lines
-    above it; otherwise one line per epoch on stderr (nothing when options['quiet'] is set).
+    above it; otherwise one line per epoch on stderr (nothing when the options say ``quiet``).
     """
 
     def __init__(self, context: EvalContext, total_work: float) -> None:
         self.progress = context.progress
-        self.quiet = bool((context.options or {}).get("quiet"))
+        self.quiet = context.options is not None and context.options.quiet
         self.total_work = total_work
         self.done_work = 0.0
         self.started = time.perf_counter()
