@@ -1,5 +1,7 @@
 """Command-line values every stage shares, parsed once at the edge into typed values.
 
+- :func:`parse_device` and :func:`resolve_device`: ``--device`` (auto, cpu, mps, cuda, cuda:N) checked once
+  against this machine, and ``auto`` resolved the one way every command resolves it (CUDA when torch sees one).
 - :func:`parse_seeds`: the one seeds grammar of ``run --seeds``, ``sweep --seeds``, a sweep file's ``seeds:`` and
   ``eval --seeds`` (GLUE fine-tuning seeds): integers and inclusive ranges separated by commas (``42``, ``1-3``,
   ``1,2,5-7``), or a YAML list of those. Repeats count once, the order given is kept. Parsed in time linear in the
@@ -21,6 +23,34 @@ MAX_SEED = 2**31 - 1
 
 _ITEM = re.compile(r"\s*(\d{1,19})\s*(?:-\s*(\d{1,19})\s*)?")
 EXAMPLE = "e.g. 42, 1-3 or 1,2,5-7"
+
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+
+
+def parse_device(name: str, option: str = "--device") -> str:
+    """``name`` as given, if torch can use it here (auto, cpu, mps, cuda or cuda:N); else one :class:`UserError`
+    naming ``option`` and what to use instead."""
+    import torch
+
+    if not _DEVICE.fullmatch(name):
+        raise UserError(f"{option} {name}: unknown; use auto, cpu, cuda or cuda:N")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"{option} {name}: CUDA is not available on this machine; use {option} cpu")
+    if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
+        raise UserError(f"{option} {name}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                        f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise UserError(f"{option} mps: not available on this machine; use {option} cpu")
+    return name
+
+
+def resolve_device(name: str) -> str:
+    """``auto`` -> ``cuda`` when torch sees a CUDA device, else ``cpu``; any other name as given."""
+    if name != "auto":
+        return name
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def parse_seeds(value: str | int | Iterable[int | str], option: str = "--seeds") -> list[int]:
@@ -62,4 +92,4 @@ def parse_seeds(value: str | int | Iterable[int | str], option: str = "--seeds")
     return list(seeds)
 
 
-__all__ = ["MAX_SEED", "MAX_SEEDS", "parse_seeds"]
+__all__ = ["MAX_SEED", "MAX_SEEDS", "parse_device", "parse_seeds", "resolve_device"]

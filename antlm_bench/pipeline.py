@@ -31,8 +31,8 @@ from antlm_bench.data import atomic_write_bytes, hash_files
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
 from antlm_bench.models import count_parameters
-from antlm_bench.models.threads import choose_threads, training_device
-from antlm_bench.options import parse_seeds
+from antlm_bench.models.threads import choose_threads
+from antlm_bench.options import parse_device, parse_seeds, resolve_device
 from antlm_bench.recipes import Recipe, load_recipe
 from antlm_bench.registry import add_include_path
 from antlm_bench.results.store import commit_results, output_folder
@@ -66,6 +66,11 @@ class RunConfig(BaseModel):
     max_words: int | None = Field(None, gt=0)
     eval_every: Literal["none", "phase", "epoch", "words"] = "phase"
     save_at_words: list[int] = Field(default_factory=list)  # checkpoints/chck_<N>M (train --save-at-words)
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, name: str) -> str:
+        return parse_device(name)  # at the edge: a device this machine lacks is refused before any work
 
     @field_validator("save_at_words", mode="before")
     @classmethod
@@ -138,7 +143,7 @@ def run_config_of_options(options: Mapping[str, Any]) -> RunConfig:
 def run_threads(config: RunConfig, recipe: Recipe, preset: str) -> tuple[int, str]:
     """The torch threads a run of ``recipe`` at ``preset`` uses, and why (``models.threads.choose_threads``); the
     sweep asks it too, to share the cores among its worker processes."""
-    return choose_threads(config.threads, count_parameters(recipe, preset), training_device(config.device))
+    return choose_threads(config.threads, count_parameters(recipe, preset), resolve_device(config.device))
 
 
 def default_preset() -> tuple[str, str]:
@@ -376,7 +381,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                 task_arg = request.name + (":" + ",".join(request.members) if request.members else "")
                 out = evaluate(final, EvalConfig(
                     tasks=task_arg, scoring=settings["scoring"], limit=config.limit, log_samples=True,
-                    batch_tokens=config.batch_tokens, device="cuda" if _use_cuda(config.device) else "cpu",
+                    batch_tokens=config.batch_tokens, device="cuda" if resolve_device(config.device).startswith("cuda") else "cpu",
                     data_dir=config.data_dir,
                     # the run's identity and the checkpoint's name as the trainer's per-phase rows give them, so
                     # the final rows join the run and replace the last phase's quick look
@@ -414,10 +419,6 @@ def score_checkpoint(request: ScoreRequest) -> pa.Table:
         fast=request.fast,
     )
     return evaluate(request.model, config, tokenizer=request.tokenizer).scores
-
-
-def _use_cuda(device: str) -> bool:
-    return device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
 
 
 def _final_checkpoint(layout: RunLayout) -> Path:

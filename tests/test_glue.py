@@ -24,8 +24,8 @@ from antlm_bench.adapters.glue.finetune import (
     predict_logits,
 )
 from antlm_bench.adapters.glue.model import Backbone, SequenceClassifier, fresh_copy
-from antlm_bench.adapters.glue.probe import probe
 from antlm_bench.adapters.glue.options import GlueOptions
+from antlm_bench.adapters.glue.probe import probe
 from antlm_bench.errors import UserError
 from antlm_bench.evaluate import eval_config
 from antlm_bench.results.stats import bootstrap_classification

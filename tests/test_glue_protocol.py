@@ -14,8 +14,8 @@ from leaderboard_tables import correctness, write_run
 from antlm_bench.adapters.base import EvalContext
 from antlm_bench.adapters.glue.encoding import Encoded, collate, pad_token_id
 from antlm_bench.adapters.glue.finetune import FinetuneSettings, finetune
-from antlm_bench.adapters.glue.options import GlueOptions
 from antlm_bench.adapters.glue.model import Backbone, SequenceClassifier, fresh_copy
+from antlm_bench.adapters.glue.options import GlueOptions
 from antlm_bench.adapters.glue.protocol import BABYLM_OFFICIAL, DEFAULT, PROTOCOLS, glue_protocol
 from antlm_bench.errors import UserError
 from antlm_bench.results.leaderboard import build_leaderboard, read_results

@@ -105,7 +105,7 @@ def eval_command(
     """
     from antlm_bench.adapters.glue.options import GlueOptions
     from antlm_bench.evaluate import eval_config, evaluate
-    from antlm_bench.training.step import check_device
+    from antlm_bench.options import parse_device, resolve_device
 
     for folder in include_path or []:
         add_include_path(folder)
@@ -116,7 +116,7 @@ def eval_command(
         flags={"precision": "--glue-precision"})
     config = eval_config(
         tasks=tasks, scoring=scoring.value, output_dir=output, limit=limit, log_samples=log_samples,
-        batch_tokens=batch_tokens, device=resolve_device(check_device(device)), dtype=dtype.value, data_dir=data_dir,
+        batch_tokens=batch_tokens, device=resolve_device(parse_device(device)), dtype=dtype.value, data_dir=data_dir,
         threads=threads, fast=fast, skip_export_check=skip_export_check,
         convention=convention, progress=progress,
         options=glue_options, seeds=parse_seeds(seeds),
@@ -133,15 +133,6 @@ def eval_command(
     if output is not None:
         written = ", ".join(["scores.parquet", *(["items.parquet"] if log_samples else []), "eval.json"])
         console.print(f"wrote {written} to {output}", soft_wrap=True)
-
-
-def resolve_device(name: str) -> str:
-    """``auto`` -> cuda when torch sees a CUDA device, else cpu (what run and train pick); others as given."""
-    if name != "auto":
-        return name
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def parse_seeds(text: str | None) -> list[int] | None:

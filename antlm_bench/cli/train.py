@@ -64,23 +64,23 @@ def train_command(
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
     """Train MODEL at PRESET through its schedule; `torchrun --nproc-per-node N` runs it with DDP."""
+    from antlm_bench.options import parse_device, resolve_device
     from antlm_bench.pipeline import score_checkpoint
     from antlm_bench.recipes import load_recipe
     from antlm_bench.registry import add_include_path
-    from antlm_bench.training.step import check_device
     from antlm_bench.training.trainer import TrainConfig, train
 
-    check_device(device)  # before anything is read or written
+    parse_device(device)  # before anything is read or written
     for folder in include_path or []:
         add_include_path(folder)
     if eval_limit is None and eval_every != "none":
         eval_limit = load_recipe(model).preset(preset).eval_limit
     kinds = [kind.strip() for item in report_to or [] for kind in item.split(",") if kind.strip()]
     from antlm_bench.models import count_parameters
-    from antlm_bench.models.threads import choose_threads, training_device
+    from antlm_bench.models.threads import choose_threads
 
     n_threads, threads_why = choose_threads(threads, count_parameters(load_recipe(model), preset),
-                                            training_device(device))
+                                            resolve_device(device))
     try:
         config = TrainConfig(
             model=model, preset=preset, output=output, schedule=schedule, data_dir=data_dir, corpus=corpus,

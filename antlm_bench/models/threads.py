@@ -36,9 +36,4 @@ def choose_threads(threads: int | None, n_parameters: int | None, device: str) -
         f" ({n_parameters / 1e6:.1f}M parameters)" if n_parameters is not None else "")
 
 
-def training_device(device: str) -> str:
-    """``--device auto`` as training resolves it (CUDA when there is one), for the thread choice."""
-    return ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
-
-
-__all__ = ["SMALL_MODEL_PARAMETERS", "choose_threads", "training_device"]
+__all__ = ["SMALL_MODEL_PARAMETERS", "choose_threads"]

@@ -3,7 +3,7 @@ accumulated so that the step's gradient is that of the global batch's loss (the 
 MIX batch's objectives weighed as the recipe's ``mix_loss`` says, ``MixedBatch.loss_scales``), whatever the
 micro-batch size or the number of processes (under DDP gradients are all-reduced at the last micro-batch only);
 and the optimizer policy at a phase's first step (the LR schedule restarts; AdamW's moments too where the recipe
-says ``optimizer_at_phase: reset``). Also here: the device (``check_device``), the DDP process group (``Dist``),
+says ``optimizer_at_phase: reset``). Also here: this process's device (``resolve_device``), the DDP process group (``Dist``),
 AdamW (``make_optimizer``), and SIGINT / SIGTERM, which stop the run after the step under way (``StopSignal``; the
 processes agree in the step's all-reduce).
 """
@@ -14,7 +14,6 @@ import contextlib
 import datetime as _dt
 import math
 import os
-import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -26,31 +25,17 @@ import torch
 import torch.distributed as dist
 
 from antlm_bench.errors import UserError
+from antlm_bench.options import parse_device
 from antlm_bench.recipes import Recipe
 from antlm_bench.training.lr_schedules import phase_scheduler
 from antlm_bench.training.objectives import Batch, MixedBatch
 from antlm_bench.training.plan import PhasePlan
 
-_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
-
-
-def check_device(name: str) -> str:
-    """``--device`` as given, if torch can use it here: auto, cpu, mps, cuda or cuda:N."""
-    if not _DEVICE.fullmatch(name):
-        raise UserError(f"--device {name}: unknown; use auto, cpu, cuda or cuda:N")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
-    if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():
-        raise UserError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s), "
-                        f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
-    if name == "mps" and not torch.backends.mps.is_available():
-        raise UserError("--device mps: not available on this machine; use --device cpu")
-    return name
-
-
 
 def resolve_device(name: str, local_rank: int) -> torch.device:
-    check_device(name)
+    """The training device of this process (``name`` checked by ``options.parse_device``): ``auto`` and ``cuda``
+    take the process's own GPU under torchrun."""
+    parse_device(name)
     if name == "auto":
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(name)

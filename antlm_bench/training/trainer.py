@@ -47,6 +47,7 @@ from rich.console import Console
 from antlm_bench.errors import DivergedError, UserError
 from antlm_bench.models import build_model
 from antlm_bench.models.precision import Precision, resolve_precision
+from antlm_bench.options import parse_device
 from antlm_bench.recipes import load_recipe
 from antlm_bench.runs.layout import RunLayout, words_checkpoint_name
 from antlm_bench.runs.record import read_record
@@ -65,7 +66,7 @@ from antlm_bench.training.checkpointer import (
 from antlm_bench.training.objectives import BatchBuilder, LossModule
 from antlm_bench.training.plan import PhasePlan, StepPlan, check_plan_size, parse_save_at_words, plan_phases
 from antlm_bench.training.reporting import PhaseScorer, Reporter, StepInfo, _Reporters
-from antlm_bench.training.step import Dist, StepRunner, StopSignal, check_device, make_optimizer, resolve_device
+from antlm_bench.training.step import Dist, StepRunner, StopSignal, make_optimizer, resolve_device
 
 
 class TrainingDiverged(DivergedError):
@@ -167,7 +168,7 @@ class Trainer:
                  console: Console | None = None) -> None:
         self.config = config
         self.callbacks = list(callbacks or [])
-        requested = check_device(config.device)  # first: a bad --device must not leave a folder behind
+        requested = parse_device(config.device)  # first: a bad --device must not leave a folder behind
         kind = "cuda" if requested.startswith("cuda") or (requested == "auto" and torch.cuda.is_available()) else "cpu"
         self.dist = Dist(kind)
         self.device = resolve_device(requested, self.dist.local_rank)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The cpu presets over 3 seeds (issue #31): each backbone's plain baseline recipe (babyllama: CLM only, ltgbert: MLM
-# only) at preset cpu, 2 epochs of pretrain_1600k (1.64M words of BabyLM text), trained and scored by `antlm-bench
-# run` exactly as a user runs it: full filtered BLiMP (all 67 paradigms, every item), the BLiMP supplement, EWoK and
-# the held-out loss on the corpus's dev split; BabyLlama scored by clm, LTG-BERT by pll (each by its objective).
+# The cpu presets over 3 seeds (issue #31): each backbone's plain baseline recipe (babyllama: CLM only, 2 epochs;
+# ltgbert: MLM only, 2 epochs) and LTG-BERT under the AntLM schedule (antlm-ltgbert: 1_CLM+2_MLM+1_CLM, the paper's
+# causal-ends shape in 4 epochs) at preset cpu on pretrain_1600k (1.64M words of BabyLM text), trained and scored by
+# `antlm-bench run` exactly as a user runs it: full filtered BLiMP (all 67 paradigms, every item), the BLiMP
+# supplement, EWoK and the held-out loss on the corpus's dev split, each run scored by its last phase's objective
+# (clm after CLM, pll after MLM).
 # Each run's results store is exported into results/<recipe>/ (items without any sentence text: the data stays in
 # the data folder) with its run.json; the board is rendered from there.
 #
@@ -16,12 +18,17 @@ DATA=${ANTLM_BENCH_DATA:-../shared/data}
 RUNS=${RUNS:-runs/cpu-presets}          # run folders with checkpoints (not committed)
 HERE=leaderboards/cpu-presets
 SEEDS=${SEEDS:-1-3}
-RECIPES=${RECIPES:-"babyllama ltgbert"}
+RECIPES=${RECIPES:-"babyllama antlm-ltgbert ltgbert"}
 TASKS=${TASKS:-blimp,blimp_supplement,ewok,heldout}
 export OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 
 for recipe in $RECIPES; do
-  case $recipe in babyllama) schedule=2_CLM ;; ltgbert) schedule=2_MLM ;; *) echo "unknown recipe $recipe" >&2; exit 2 ;; esac
+  case $recipe in
+    babyllama) schedule=2_CLM ;;
+    antlm-ltgbert) schedule=1_CLM+2_MLM+1_CLM ;;
+    ltgbert) schedule=2_MLM ;;
+    *) echo "unknown recipe $recipe" >&2; exit 2 ;;
+  esac
   /usr/bin/time -v antlm-bench run --model "$recipe" --preset cpu --schedule "$schedule" --corpus "$DATA/pretrain_1600k" \
     --seeds "$SEEDS" --tasks "$TASKS" --eval-every none --threads 1 --quiet --output "$RUNS/$recipe" \
     2> >(tee -a "$RUNS-$recipe.time.log" >&2)

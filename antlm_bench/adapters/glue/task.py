@@ -30,9 +30,9 @@ from antlm_bench.adapters.glue.finetune import (
     finetune,
 )
 from antlm_bench.adapters.glue.model import fresh_copy
+from antlm_bench.adapters.glue.options import GlueOptions
 from antlm_bench.adapters.glue.probe import probe
 from antlm_bench.adapters.glue.protocol import GlueProtocol, glue_protocol
-from antlm_bench.adapters.glue.options import GlueOptions
 from antlm_bench.adapters.glue.spec import DataSpec, Hyper, MemberSpec, validated
 from antlm_bench.data import hash_files
 from antlm_bench.errors import UserError
