@@ -40,7 +40,9 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 runs, final = Path(sys.argv[1]), Path(sys.argv[2])
-results = final.with_name(final.name + ".new")  # swapped in at the end: a stopped export leaves the old tables
+# written beside the tables, then each run swapped in whole: a stopped export leaves every run's old or new tables,
+# and runs exported before whose run folders are gone here (another machine, another sitting) stay as they are
+results = final.with_name(final.name + ".new")
 shutil.rmtree(results, ignore_errors=True)
 TEXT = ["context", "sentence_good", "sentence_bad"]  # evaluation data is never committed
 FLOATS = ["score_good", "score_bad", "value"]
@@ -61,11 +63,15 @@ for run in sorted(p for p in runs.glob("*/*") if (p / "run.json").is_file() and 
     meta = json.loads((run / "run.json").read_text())
     meta.get("config", {}).pop("output", None)
     (out / "run.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
-old = final.with_name(final.name + ".old")
-shutil.rmtree(old, ignore_errors=True)
-if final.exists():
-    final.rename(old)
-results.rename(final)
-shutil.rmtree(old, ignore_errors=True)
+for fresh in sorted(results.glob("*/*")):
+    target = final / fresh.relative_to(results)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    old = target.with_name(target.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    fresh.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+shutil.rmtree(results, ignore_errors=True)
 PY
 antlm-bench leaderboard "$HERE/results" --by recipe,preset,schedule -f markdown -o "$HERE/leaderboard.md"
