@@ -1,5 +1,5 @@
 """The prose maps are held by tests, so that they cannot lag the code: every package's docstring names each of its
-modules, no package facade exports a private name, and every arrow the layer table allows is one the code uses (an
+modules, no package facade exports a private name, each class a map names exists, and every arrow the layer table allows is one the code uses (an
 arrow nobody uses is a dependency the table invites for no reason)."""
 
 from __future__ import annotations
@@ -57,3 +57,24 @@ def test_every_allowed_arrow_is_used():
             if not any(s == shared and _within(target, entry) for s, target in used):
                 unused.append(f"SHARED[{shared!r}] names {entry}, which {shared} never imports")
     assert not unused, "\n".join(unused)
+
+
+def test_each_class_a_package_docstring_names_exists():
+    """A ``CamelCase`` name (or ``Class.method``) a package's map gives is a class (or method) defined in the
+    package: a map still naming a class after its rename (training's once named ``Reporting`` for ``Reporter``,
+    ``StopOnSignal`` for ``StopSignal``) fails here."""
+    stale = []
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        package = init.parent
+        classes: dict[str, set[str]] = {}
+        for path in package.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ClassDef):
+                    classes.setdefault(node.name, set()).update(
+                        item.name for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        for quoted in re.findall(r"``([A-Z][A-Za-z0-9]*[a-z]\w*(?:\.\w+)?)``", _docstring(init)):
+            name, _, method = quoted.partition(".")
+            if name not in classes or (method and method not in classes[name]):
+                stale.append(f"{init.relative_to(ROOT)}: its docstring names ``{quoted}``, which no module of "
+                             f"{package.relative_to(ROOT)} defines")
+    assert not stale, "\n".join(stale)

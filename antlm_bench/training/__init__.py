@@ -8,10 +8,11 @@
   - ``plan``: the schedule as global steps (phase boundaries, LR layouts), and which rows and objective each step
     trains (``StepPlan``).
   - ``step``: one optimizer step's gradients over the global batch in micro-batches, accumulation and DDP
-    all-reduce included; what happens to the optimizer when a phase starts (``ObjectiveStep``); the device, the
-    process group, and stopping after the step on SIGINT / SIGTERM (``StopOnSignal``).
-  - ``checkpointer``: the run folder and what a start may do with it, the records every checkpoint carries, the
-    checkpoints and resume points written after a step.
-  - ``reporting``: progress, metrics.jsonl, TensorBoard / W&B, run.json and per-phase scoring (``Reporting``),
+    all-reduce included; what happens to the optimizer when a phase starts (``StepRunner``); the device, the
+    process group, and stopping after the step on SIGINT / SIGTERM (``StopSignal``).
+  - ``checkpointer``: the run folder and what a start may do with it, the records every checkpoint carries, and
+    the policy of which checkpoints and resume points are written after a step and which are scored
+    (``SavePolicy``, applied by ``Checkpointer.after_step``).
+  - ``reporting``: progress, metrics.jsonl, TensorBoard / W&B, run.json and per-phase scoring (``Reporter``),
     with a scorer the caller passes in (``PhaseScorer``): nothing here imports the evaluation stage.
 """

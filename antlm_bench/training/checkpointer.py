@@ -37,7 +37,7 @@ from antlm_bench.errors import UserError
 from antlm_bench.models.precision import Precision
 from antlm_bench.recipes import Recipe
 from antlm_bench.runs.identity import configuration_digest
-from antlm_bench.runs.layout import KEPT_ITEMS, LAST, RUN_ITEMS, RunLayout
+from antlm_bench.runs.layout import KEPT_ITEMS, LAST, RUN_ITEMS, RunLayout, words_checkpoint_name
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord
 from antlm_bench.runs.schedule import Schedule, format_number
 from antlm_bench.training.checkpoint import (
@@ -229,12 +229,25 @@ class Resumed:
     elapsed_s: float
 
 
+@dataclass(frozen=True)
+class SavePolicy:
+    """Which checkpoints a run writes and which of them are scored (``train``'s ``--save-*`` and ``--eval-every``);
+    the checkpointer applies it after every step (:meth:`Checkpointer.after_step`)."""
+
+    save_at_words: tuple[int, ...] = ()  # chck_<N> at the first step whose words seen reach each count
+    save_every_epoch: bool = False
+    save_every_steps: int | None = None  # a resume point every N steps
+    eval_every: str = "phase"  # none | phase | epoch | words: which checkpoints the scorer sees
+
+
 class Checkpointer:
-    """Saves this run's checkpoints and resume points, and loads a resume point back into the model and optimizer."""
+    """Saves this run's checkpoints and resume points as its :class:`SavePolicy` says, and loads a resume point
+    back into the model and optimizer."""
 
     def __init__(self, layout: RunLayout, facts: RunFacts, steps: StepPlan, model: torch.nn.Module,
                  optimizer: torch.optim.Optimizer, tokenizer: Any, device: torch.device, dist: Dist,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], policy: SavePolicy) -> None:
+        self.policy = policy
         self.layout = layout
         self.facts = facts
         self.steps = steps
@@ -246,6 +259,36 @@ class Checkpointer:
         self.say = say
 
     # -- saving ------------------------------------------------------------------------------------------------
+
+    def after_step(self, plan: PhasePlan, step: int, tokens_before: int, tokens: int, by_time: bool, stop_at: int,
+                   elapsed: float, score: Callable[[Path], None]) -> bool:
+        """The checkpoints due after ``step`` (words counts reached, epoch end, phase end, every N steps or minutes
+        (``by_time``), where ``--max-steps`` stops), each handed to ``score`` where the policy's ``eval_every``
+        says; whether a resume point was written."""
+        policy, facts = self.policy, self.facts
+        phase_end = step == plan.end_step
+        epoch_end = step % facts.steps_per_epoch == 0
+        before, after = facts.words_seen(tokens_before), facts.words_seen(tokens)
+        words_due = [w for w in policy.save_at_words if before < w <= after]
+        for words in words_due:  # first: the resume point written after them never skips one
+            folder = self.save_named(words_checkpoint_name(words), plan, step, tokens, phase_end)
+            if policy.eval_every == "words":
+                score(folder)
+        if epoch_end and (policy.save_every_epoch or policy.eval_every == "epoch"):
+            folder = self.save_named(f"epoch-{step // facts.steps_per_epoch}", plan, step, tokens, phase_end)
+            if policy.eval_every == "epoch":
+                score(folder)
+        by_steps = bool(policy.save_every_steps) and step % policy.save_every_steps == 0  # type: ignore[operator]
+        resume_point = phase_end or bool(words_due) or by_steps or by_time or step == stop_at
+        if phase_end:
+            folder = self.save_named(plan.folder_name, plan, step, tokens, True)
+            self.save_resume_point(plan, step, tokens, True, elapsed)
+            if policy.eval_every == "phase" or (policy.eval_every == "epoch" and not epoch_end):
+                score(folder)
+        elif resume_point:
+            # a words checkpoint brings a resume point with it: a run killed between them resumes, never restarts
+            self.save_resume_point(plan, step, tokens, False, elapsed)
+        return resume_point
 
     def save_named(self, name: str, plan: PhasePlan, step: int, tokens_seen: int, complete: bool) -> Path:
         folder = self.layout.checkpoint(name)

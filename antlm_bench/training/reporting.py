@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from rich.console import Console
@@ -31,6 +31,9 @@ from antlm_bench.training.checkpointer import RunFacts, now
 from antlm_bench.training.lr_schedules import describe
 from antlm_bench.training.plan import PhasePlan
 from antlm_bench.training.step import Dist
+
+if TYPE_CHECKING:  # the trainer builds the reporter
+    from antlm_bench.training.trainer import TrainConfig
 
 PLAIN_PROGRESS_EVERY_S = 30.0  # off a terminal: one progress line at most this often (and at the last step)
 
@@ -125,7 +128,7 @@ class Reporter:
     """What the run tells, on the main process: the plan and phase lines, progress, metrics.jsonl, TensorBoard /
     W&B, run.json, and the per-phase scores of the checkpoints ``--eval-every`` asks for."""
 
-    def __init__(self, config: Any, facts: RunFacts, layout: RunLayout, dist: Dist, console: Console | None,
+    def __init__(self, config: TrainConfig, facts: RunFacts, layout: RunLayout, dist: Dist, console: Console | None,
                  scorer: PhaseScorer | None, model: torch.nn.Module, tokenizer: Any, device: torch.device,
                  n_parameters: int, micro_batch: int) -> None:
         if config.eval_every != "none" and scorer is None:

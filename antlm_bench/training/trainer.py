@@ -56,6 +56,7 @@ from antlm_bench.training.checkpointer import (
     RECIPE_KNOBS,
     Checkpointer,
     RunFacts,
+    SavePolicy,
     claim_run_folder,
     config_fingerprint,
     first_line,
@@ -225,8 +226,10 @@ class Trainer:
         self.reporter = Reporter(config, self.facts, self.layout, self.dist, console, scorer, self.model,
                                  self.tokenizer, self.device, sum(p.numel() for p in self.model.parameters()),
                                  micro_batch)
+        policy = SavePolicy(save_at_words=tuple(config.save_at_words), save_every_epoch=config.save_every_epoch,
+                            save_every_steps=config.save_every_steps, eval_every=config.eval_every)
         self.checkpointer = Checkpointer(self.layout, self.facts, self.steps, self.model, self.optimizer,
-                                         self.tokenizer, self.device, self.dist, self.reporter.say)
+                                         self.tokenizer, self.device, self.dist, self.reporter.say, policy)
         if mode == "resume":
             self.checkpointer.check_same_run()
         claim_run_folder(self.layout, self.dist, resuming=mode == "resume", say=say)
@@ -340,7 +343,8 @@ class Trainer:
                                     outcome.loss, lr, outcome.grad_norm, self.tokens_seen, speed)
                     reporter.log(info)
                     elapsed = self.elapsed_before + time.perf_counter() - start_time
-                    saved = self._save_after_step(plan, tokens_before, outcome.save_wanted, stop_at, elapsed)
+                    saved = self.checkpointer.after_step(plan, self.step, tokens_before, self.tokens_seen,
+                                                         outcome.save_wanted, stop_at, elapsed, reporter.score)
                     if saved:
                         last_save = time.perf_counter()
                     for callback in self.callbacks:
@@ -356,36 +360,6 @@ class Trainer:
                     pending.cancel()
                 reporter.stop()
         return self._finish(losses)
-
-    def _save_after_step(self, plan: PhasePlan, tokens_before: int, by_time: bool, stop_at: int,
-                         elapsed: float) -> bool:
-        """The checkpoints due after the step just done (words counts reached, epoch end, phase end, every N steps
-        or minutes, where --max-steps stops), scored where --eval-every says; whether a resume point was written."""
-        config, save, reporter = self.config, self.checkpointer, self.reporter
-        step, tokens = self.step, self.tokens_seen
-        phase_end = step == plan.end_step
-        epoch_end = step % self.facts.steps_per_epoch == 0
-        before, after = self.facts.words_seen(tokens_before), self.facts.words_seen(tokens)
-        words_due = [w for w in config.save_at_words if before < w <= after]
-        for words in words_due:  # first: the resume point written after them never skips one
-            folder = save.save_named(words_checkpoint_name(words), plan, step, tokens, phase_end)
-            if config.eval_every == "words":
-                reporter.score(folder)
-        if epoch_end and (config.save_every_epoch or config.eval_every == "epoch"):
-            folder = save.save_named(f"epoch-{step // self.facts.steps_per_epoch}", plan, step, tokens, phase_end)
-            if config.eval_every == "epoch":
-                reporter.score(folder)
-        by_steps = bool(config.save_every_steps) and step % config.save_every_steps == 0  # type: ignore[operator]
-        resume_point = phase_end or bool(words_due) or by_steps or by_time or step == stop_at
-        if phase_end:
-            folder = save.save_named(plan.folder_name, plan, step, tokens, True)
-            save.save_resume_point(plan, step, tokens, True, elapsed)
-            if config.eval_every == "phase" or (config.eval_every == "epoch" and not epoch_end):
-                reporter.score(folder)
-        elif resume_point:
-            # a words checkpoint brings a resume point with it: a run killed between them resumes, never restarts
-            save.save_resume_point(plan, step, tokens, False, elapsed)
-        return resume_point
 
     def _finish(self, losses: list[float]) -> TrainResult:
         finished = self.step >= self.steps.total_steps
