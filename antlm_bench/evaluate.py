@@ -36,12 +36,13 @@ from pydantic import BaseModel, ConfigDict, InstanceOf, ValidationError, model_v
 from antlm_bench import __version__
 from antlm_bench.adapters.base import EvalContext
 from antlm_bench.adapters.glue.options import GlueOptions
+from antlm_bench.clock import utc_now
 from antlm_bench.conventions import DEFAULT_CONVENTION, resolve_convention
 from antlm_bench.data import atomic_write_bytes, resolve_data_dir
 from antlm_bench.errors import UserError
 from antlm_bench.models.threads import choose_threads
 from antlm_bench.results.store import commit_results, output_folder
-from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, now_utc, score_table
+from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, score_table
 from antlm_bench.runs.export_record import EXPORT_FILE, export_of, verify_export
 from antlm_bench.runs.identity import weight_files, weights_digest
 from antlm_bench.runs.layout import RunLayout, run_folder_of
@@ -419,7 +420,7 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
         options=config.options, work_dir=config.work_dir, progress=_progress_bar(progress),
         eval_set="fast" if config.fast else "full",
     )
-    started = now_utc()
+    started = utc_now()
     try:
         scores, items, data, timing = _run_tasks(ctx, requests, adapters, run, checkpoint, notes,
                                                  progress is True)
@@ -438,7 +439,7 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
             "torch_threads": n_threads, "torch_threads_reason": threads_why,
         },
         "versions": _versions(), "data": data, "state": record.to_json() if record is not None else None, "timing": timing, "notes": notes,
-        "started_at": started.isoformat(), "finished_at": now_utc().isoformat(),
+        "started_at": started.isoformat(), "finished_at": utc_now().isoformat(),
     }
     out_dir = output_dir.expanduser() if output_dir is not None else None
     if out_dir is not None:

@@ -67,6 +67,8 @@ SHARED: dict[str, set[str]] = {
     "antlm_bench.errors": set(),
     # command-line values every stage shares, parsed once at the edge (the seeds grammar)
     "antlm_bench.options": {"antlm_bench.errors"},
+    # UTC now, as every record writes it
+    "antlm_bench.clock": set(),
     # one writer per folder, the fault-injection points
     "antlm_bench.locking": {"antlm_bench.errors"},
     # the scoring conventions (babylm-2025, babylm-2024)

@@ -9,7 +9,6 @@ also reads them back.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import subprocess
@@ -23,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from antlm_bench import __version__
+from antlm_bench.clock import utc_now
 from antlm_bench.data import readable_file_mode
 from antlm_bench.data.files import temporary_tag, tidy_atomic_temporaries
 from antlm_bench.runs.layout import INDEX_FILE
@@ -156,13 +156,9 @@ def current_git_commit() -> str:
         return ""
 
 
-def now_utc() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
-
-
 def score_table(run: RunInfo, checkpoint: CheckpointInfo, rows: Iterable[ScoreRow], eval_set: str = "full",
                 convention: str = "babylm-2025") -> pa.Table:
-    created = now_utc()
+    created = utc_now()
     records = []
     for row in rows:
         record: dict[str, Any] = {**asdict(run), **asdict(checkpoint), **asdict(row), "created_at": created,

@@ -15,7 +15,6 @@ links, and the JSON files are replaced by rename.
 
 from __future__ import annotations
 
-import datetime as _dt
 import errno
 import json
 import os
@@ -27,6 +26,7 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from antlm_bench.clock import utc_stamp
 from antlm_bench.data import atomic_write_bytes
 from antlm_bench.data.readers import read_json_model
 from antlm_bench.errors import UserError
@@ -85,10 +85,6 @@ class SweepFile(BaseModel):
     history: list[SweepSpan]
     counts: dict[Status, int]
     cells: list[CellRecord]
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _real_folder(path: Path) -> Path:
@@ -181,7 +177,7 @@ class SweepRecord:
     folder: SweepFolder
     asked: dict[str, Any]
     states: dict[str, CellState] = field(default_factory=dict)
-    started_at: str = field(default_factory=_now)
+    started_at: str = field(default_factory=utc_stamp)
     rounds: list[list[int]] = field(default_factory=list)  # the seeds of each round (--until-decided)
     history: list[SweepSpan] = field(default_factory=list)  # earlier sweeps into the folder, oldest first
     earlier: dict[str, CellRecord] = field(default_factory=dict)  # cell name -> its finished state then
@@ -230,7 +226,7 @@ class SweepRecord:
 
     def save(self) -> None:
         document = SweepFile(
-            schema_version=SCHEMA_VERSION, asked=self.asked, started_at=self.started_at, updated_at=_now(),
+            schema_version=SCHEMA_VERSION, asked=self.asked, started_at=self.started_at, updated_at=utc_stamp(),
             rounds=self.rounds, history=self.history,
             counts={status: self.count(status) for status in (WAITING, RUNNING, DONE, REUSED, FAILED, INTERRUPTED)},
             cells=[state.as_record(self.folder.log_of(state.cell)) for state in self.states.values()])

@@ -18,7 +18,6 @@ initial weights and the first global batch of every phase: only a resume checks 
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 import re
@@ -32,6 +31,7 @@ import numpy as np
 import torch
 
 from antlm_bench import __version__
+from antlm_bench.clock import utc_stamp
 from antlm_bench.data.files import remove_stale, removed_note
 from antlm_bench.errors import UserError
 from antlm_bench.models.precision import Precision
@@ -52,10 +52,6 @@ from antlm_bench.training.checkpoint import (
 from antlm_bench.training.objectives import Batch, MixedBatch
 from antlm_bench.training.plan import PhasePlan, StepPlan
 from antlm_bench.training.step import Dist
-
-
-def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def first_line(err: BaseException) -> str:
@@ -151,7 +147,7 @@ class RunFacts:
             optimizer_at_phase=self.recipe.optimizer_at_phase, package_version=__version__,
             git_commit=current_git_commit(), steps_per_epoch=self.steps_per_epoch,
             global_batch_size=self.global_batch, seq_len=self.seq_len, n_sequences=self.n_sequences,
-            world_size=self.world_size, created_at=now(),
+            world_size=self.world_size, created_at=utc_stamp(),
         )
 
 

@@ -19,6 +19,7 @@ import torch
 from rich.console import Console
 
 from antlm_bench import __version__
+from antlm_bench.clock import utc_stamp
 from antlm_bench.data import atomic_write_bytes
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
@@ -27,7 +28,7 @@ from antlm_bench.results.tables import append_index
 from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.record import CheckpointRecord, read_record
 from antlm_bench.runs.run_file import RUN_SCHEMA_VERSION, RunRecord, TrainSettings
-from antlm_bench.training.checkpointer import RunFacts, now
+from antlm_bench.training.checkpointer import RunFacts
 from antlm_bench.training.lr_schedules import describe
 from antlm_bench.training.plan import PhasePlan
 from antlm_bench.training.step import Dist
@@ -274,7 +275,7 @@ class Reporter:
             phases=[{"index": p.index, "objective": p.phase.label, "epochs": p.phase.epochs, "steps": p.n_steps,
                      "lr_schedule": describe(p.lr.spec)} for p in facts.plans],
             masking=facts.recipe.masking.strategy, optimizer_at_phase=facts.recipe.optimizer_at_phase,
-            mix_loss=facts.recipe.mix_loss, step=step, package_version=__version__, updated_at=now(),
+            mix_loss=facts.recipe.mix_loss, step=step, package_version=__version__, updated_at=utc_stamp(),
         )
 
     def write_run_file(self, record: RunRecord) -> None:
@@ -306,7 +307,7 @@ class Reporter:
             fault_point("train.index")
             append_index(self.layout.folder, {"checkpoint": name, "scores": self.layout.scores.name,
                                               "scoring": method, "event": event, "tasks": self.config.eval_tasks,
-                                              "step": record.step, "epoch": record.epoch, "created_at": now()})
+                                              "step": record.step, "epoch": record.epoch, "created_at": utc_stamp()})
             aggregate = [r for r in scores.to_pylist() if r["subtask"] == "" and r["metric"] == "accuracy"]
             shown = ", ".join(f"{r['task']} {r['value']:.3f}" for r in aggregate)
             self.say(f"scored {name} with {method}: {shown}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -10,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from antlm_bench.clock import utc_now
 from antlm_bench.errors import UserError
 from antlm_bench.results.leaderboard.checkpoints import RunCheckpoint, base_task, run_checkpoints
 from antlm_bench.results.leaderboard.compare import FAMILIES, apply_holm, compare
@@ -113,7 +113,7 @@ def build_leaderboard(
         notes.append("some cells have no interval (one seed, and rows without ci_low/ci_high or items)")
     return Leaderboard(definition, group_by, columns, macro_columns, rows, comparisons,
                        ref_row.key if ref_row else None, alpha, notes,
-                       _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), family,
+                       utc_now().strftime("%Y-%m-%d %H:%M UTC"), family,
                        signal_noise(rows, columns))
 
 
