@@ -204,6 +204,9 @@ def test_scores_do_not_depend_on_the_token_budget(llama, bert, sentences, method
 def _record_forwards(sm, monkeypatch) -> list[list[int]]:
     """[rows, padded length, rows given to the head, real tokens] of every forward pass (plain or prefix tree)."""
     seen: list[list[int]] = []
+    # the model's one-time self-checks run first, unspied: a spy in them would record their passes (or, with the
+    # wrong signature, fail them, and the engine would silently fall back to plain rows)
+    _ = sm.shares_prefixes, sm.keeps_prefixes
     hidden, tree_hidden, head = sm.hidden, sm.tree_hidden, sm.head
     pad = sm.tokenizer.pad_token_id
 
@@ -211,9 +214,9 @@ def _record_forwards(sm, monkeypatch) -> list[list[int]]:
         seen.append([ids.shape[0], ids.shape[1], 0, int(ids.numel() if mask is None else mask.sum())])
         return hidden(ids, mask, mode)
 
-    def spy_tree_hidden(ids, positions, mask):
+    def spy_tree_hidden(ids, positions, mask, mask_format=None):
         seen.append([ids.shape[0], ids.shape[1], 0, int(((ids != pad) | (positions > 0)).sum())])
-        return tree_hidden(ids, positions, mask)
+        return tree_hidden(ids, positions, mask, mask_format)
 
     def spy_head(selected):
         seen[-1][2] += selected.shape[0]

@@ -16,7 +16,7 @@ import pytest
 
 from antlm_bench.results.check import run_check
 from antlm_bench.sweep.decision import Rule, compare_round
-from antlm_bench.sweep.grid import Cell
+from antlm_bench.sweep.grid import GridCell
 
 STUDY = Path(__file__).resolve().parents[1] / "leaderboards" / "mini-antlm" / "results"
 ARCHS = ("babyllama", "ltgbert")
@@ -24,11 +24,11 @@ ARCHS = ("babyllama", "ltgbert")
 ARCHS_DEFAULT_FIRST = [ARCHS[0], pytest.param(ARCHS[1], marks=pytest.mark.slow)]
 
 
-def _sweep(arch: str) -> tuple[dict, list[Cell]]:
+def _sweep(arch: str) -> tuple[dict, list[GridCell]]:
     folder = STUDY / arch / "sweep"
     decision = json.loads((folder / "decision.json").read_text(encoding="utf-8"))
     record = json.loads((folder / "sweep.json").read_text(encoding="utf-8"))
-    cells = [Cell(c["recipe"], c["preset"], c["schedule"], c["seed"]) for c in record["cells"]]
+    cells = [GridCell(c["recipe"], c["preset"], c["schedule"], c["seed"]) for c in record["cells"]]
     return decision, cells
 
 

@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 from antlm_bench.cli import app
 from antlm_bench.errors import UserError
 from antlm_bench.sweep import (
-    Cell,
     Grid,
+    GridCell,
     LocalExecutor,
     Progress,
     Rule,
@@ -131,7 +131,7 @@ def test_worker_slots_follow_cores_threads_and_gpus():
 
 def test_local_executor_runs_every_cell_and_a_failure_names_its_log(tmp_path, fake_python):
     folder, record = _record(tmp_path / "out")
-    cells = [Cell("antlm-babyllama", "tiny", "0.4_CLM", seed) for seed in (1, 13, 2)]
+    cells = [GridCell("antlm-babyllama", "tiny", "0.4_CLM", seed) for seed in (1, 13, 2)]
     record.add(cells)
     executor = LocalExecutor(fake_python, folder.output, folder, [Slot("a", {"OMP_NUM_THREADS": "1"}),
                                                                   Slot("b", {"OMP_NUM_THREADS": "1"})], poll_s=0.05)
@@ -150,10 +150,10 @@ def test_sigterm_stops_every_cell_which_keeps_its_resume_point(tmp_path, fake_py
     driver.write_text(textwrap.dedent(f"""\
         import sys
         from pathlib import Path
-        from antlm_bench.sweep import Cell, LocalExecutor, Progress, Slot, SweepFolder, SweepInterrupted, SweepRecord
+        from antlm_bench.sweep import GridCell, LocalExecutor, Progress, Slot, SweepFolder, SweepInterrupted, SweepRecord
         folder = SweepFolder(Path({str(out)!r})); folder.make()
         record = SweepRecord(folder, {{}})
-        cells = [Cell("antlm-babyllama", "tiny", "0.4_CLM", s) for s in (1, 2, 3)]
+        cells = [GridCell("antlm-babyllama", "tiny", "0.4_CLM", s) for s in (1, 2, 3)]
         record.add(cells)
         try:
             LocalExecutor({fake_python!r}, folder.output, folder, [Slot("a"), Slot("b")], poll_s=0.05).run(
@@ -180,7 +180,7 @@ def test_sigterm_stops_every_cell_which_keeps_its_resume_point(tmp_path, fake_py
 
 def test_slurm_executor_runs_a_job_array_with_submitits_local_executor(tmp_path, fake_python):
     folder, record = _record(tmp_path / "out")
-    cells = [Cell("antlm-babyllama", "tiny", "0.4_CLM", seed) for seed in (1, 13)]
+    cells = [GridCell("antlm-babyllama", "tiny", "0.4_CLM", seed) for seed in (1, 13)]
     record.add(cells)
     executor = SlurmExecutor(fake_python, folder.output, folder, SlurmResources(time_min=5), cluster="local",
                              poll_s=0.2)
@@ -212,7 +212,7 @@ def test_planted_links_are_refused(tmp_path):
     (out / "sweep").unlink()
     folder = SweepFolder(out)
     folder.make()
-    cell = Cell("antlm-babyllama", "tiny", "0.4_CLM", 1)
+    cell = GridCell("antlm-babyllama", "tiny", "0.4_CLM", 1)
     target = tmp_path / "victim.txt"
     target.write_text("keep")
     folder.log_of(cell).symlink_to(target)
@@ -421,12 +421,12 @@ def test_a_definitions_board_prints_the_decisions_of_the_sweeps_below_its_result
 
 
 def test_a_comparison_reads_in_its_metrics_units_and_direction():
-    from antlm_bench.sweep import Comparison
+    from antlm_bench.sweep import Decision
 
-    loss = Comparison("r", "tiny", "2_CLM", "heldout", "clm vs clm", (1, 2, 3, 4, 5), -0.05, -0.08, -0.02,
+    loss = Decision("r", "tiny", "2_CLM", "heldout", "clm vs clm", (1, 2, 3, 4, 5), -0.05, -0.08, -0.02,
                       "difference", "nats/token", lower_is_better=True)
     assert "-0.05 nats/token [-0.08, -0.02], decided: better than the baseline" in loss.text()
-    accuracy = Comparison("r", "tiny", "2_CLM", "blimp", "clm vs clm", (1, 2, 3, 4, 5), -1.5, -2.5, -0.5,
+    accuracy = Decision("r", "tiny", "2_CLM", "blimp", "clm vs clm", (1, 2, 3, 4, 5), -1.5, -2.5, -0.5,
                           "difference")
     assert "-1.5 pp [-2.5, -0.5], decided: worse than the baseline" in accuracy.text()
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from antlm_bench.scoring.rows import Batch, Ragged, group_layouts, spans
+from antlm_bench.scoring.rows import Ragged, ScoringBatch, group_layouts, spans
 from antlm_bench.scoring.shared_bases import continuation_batches
 
 _HASH_MULTIPLIERS = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
@@ -56,7 +56,7 @@ def prefix_cells(rag: Ragged) -> tuple[np.ndarray, int]:
 
 
 def clm_batches(rag: Ragged, order: np.ndarray, batch_tokens: int, pad: int,
-                cells: np.ndarray | None = None) -> Iterator[Batch]:
+                cells: np.ndarray | None = None) -> Iterator[ScoringBatch]:
     """Rows = sequences without their last token; position j-1 predicts token j.
 
     Rows are padded on the right and run without an attention mask: under causal attention a real token never
@@ -75,12 +75,12 @@ def clm_batches(rag: Ragged, order: np.ndarray, batch_tokens: int, pad: int,
         scored_flat, _ = spans(rag.scored_starts[members], counts)
         positions = rag.scored[scored_flat]
         targets = rag.ids[np.repeat(rag.starts[members], counts) + positions]
-        yield Batch(ids, None, np.repeat(np.arange(len(members)), counts), positions - 1, targets,
+        yield ScoringBatch(ids, None, np.repeat(np.arange(len(members)), counts), positions - 1, targets,
                     np.repeat(members, counts), float(len(members)), None if cells is None else cells[scored_flat])
 
 
 def clm_group_batches(rag: Ragged, groups: list[np.ndarray], batch_tokens: int, pad: int,
-                      cells: np.ndarray | None = None, keep_prefix: bool = False) -> Iterator[Batch]:
+                      cells: np.ndarray | None = None, keep_prefix: bool = False) -> Iterator[ScoringBatch]:
     """clm rows of one group each: the group's common prefix once, then every member's own tail.
 
     For sequences known to share a long beginning (entity tracking: the five options of an item after a
@@ -105,7 +105,7 @@ def clm_group_batches(rag: Ragged, groups: list[np.ndarray], batch_tokens: int, 
         yield _with_tree_mask(*_fill_rows(rag, chosen, pad, cells))
 
 
-def _fill_rows(rag: Ragged, chosen: list, pad: int, cells: np.ndarray | None) -> tuple[Batch, np.ndarray]:
+def _fill_rows(rag: Ragged, chosen: list, pad: int, cells: np.ndarray | None) -> tuple[ScoringBatch, np.ndarray]:
     """The group rows [prefix | tail | tail ...] of a batch, and each slot's segment (0: prefix, k + 1: member k's
     tail, -1: padding); the batch's mask is still to be set."""
     inputs = rag.lengths - 1
@@ -135,13 +135,13 @@ def _fill_rows(rag: Ragged, chosen: list, pad: int, cells: np.ndarray | None) ->
             owners.append(np.full(len(positions), m, dtype=np.int64))
             if cells is not None:
                 keys.append(cells[scored_at:scored_at + len(positions)])
-    batch = Batch(ids, None, np.concatenate(read_rows), np.concatenate(read_cols), np.concatenate(targets),
+    batch = ScoringBatch(ids, None, np.concatenate(read_rows), np.concatenate(read_cols), np.concatenate(targets),
                   np.concatenate(owners), float(sum(len(c[0]) for c in chosen)),
                   np.concatenate(keys) if cells is not None else None, position_ids)
     return batch, segment
 
 
-def _with_tree_mask(batch: Batch, segment: np.ndarray) -> Batch:
+def _with_tree_mask(batch: ScoringBatch, segment: np.ndarray) -> ScoringBatch:
     """Token i sees token j: j not after i, and j in the prefix or in i's own tail; padding sees only itself."""
     position_ids = batch.position_ids
     visible = (position_ids[:, None, :] <= position_ids[:, :, None]) & (

@@ -21,7 +21,7 @@ one long sentence are split over as many batches as the budget needs. Peak activ
 bounded by the budget whatever a sentence's length (a single row longer than the budget forms its own batch).
 
 This module runs the batches (:func:`run_batches`, sharded over a torch.distributed group) and picks the row
-builders (:func:`score_seqs`); they live in ``rows`` (Batch, Ragged), ``clm_rows`` (plain and group rows, shared
+builders (:func:`score_seqs`); they live in ``rows`` (ScoringBatch, Ragged), ``clm_rows`` (plain and group rows, shared
 head cells), ``prefix_tree``, ``shared_bases`` and ``masked_rows``, and their names stay importable from here.
 """
 
@@ -45,7 +45,7 @@ from antlm_bench.scoring.prefix_tree import (
     PrefixForest,
     clm_tree_batches,
 )
-from antlm_bench.scoring.rows import Batch, Ragged
+from antlm_bench.scoring.rows import Ragged, ScoringBatch
 
 ProgressFn = Callable[[float], None]  # called with the number of sequences (fractional) finished by a batch
 
@@ -133,7 +133,7 @@ class _Reads:
         self.n = end
 
 
-def run_batches(sm: ScoringModel, batches: Iterator[Batch], n_seqs: int, mode: str,
+def run_batches(sm: ScoringModel, batches: Iterator[ScoringBatch], n_seqs: int, mode: str,
                 progress: ProgressFn | None = None, n_keys: int = 0) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Target log-probabilities of every batch: summed per sequence (float64), or, with ``n_keys`` (batches that
     carry shared-cell keys), one value per key, each computed at its first occurrence only.
@@ -273,7 +273,7 @@ def _finite(sm: ScoringModel, scores: np.ndarray, method: str) -> np.ndarray:
 
 
 __all__ = [  # the row builders live in their own modules; their names stay importable from here
-    "TREE_FOREST_CELLS", "TREE_MAX_LENGTH", "TREE_ROW_TOKENS", "Batch", "PrefixForest", "Ragged", "clm_batches",
+    "TREE_FOREST_CELLS", "TREE_MAX_LENGTH", "TREE_ROW_TOKENS", "ScoringBatch", "PrefixForest", "Ragged", "clm_batches",
     "clm_group_batches", "clm_tree_batches", "longest_input", "masked_batches", "prefix_cells", "run_batches",
     "score_seqs", "shard",
 ]

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from antlm_bench.scoring.encode import Seq
-from antlm_bench.scoring.rows import Batch
+from antlm_bench.scoring.rows import ScoringBatch
 
 
 def _extra_masks(seq: Seq) -> tuple[np.ndarray, np.ndarray]:
@@ -26,7 +26,7 @@ def _extra_masks(seq: Seq) -> tuple[np.ndarray, np.ndarray]:
 
 def masked_batches(
     seqs: list[Seq], order: np.ndarray, batch_tokens: int, pad: int, mask_id: int, method: str
-) -> Iterator[Batch]:
+) -> Iterator[ScoringBatch]:
     """Rows = masked copies of the sequences (one per scored token), many sentences per batch."""
     shift = 1 if method == "mntp" else 0
     word_level = method == "pll-word-l2r"
@@ -34,7 +34,7 @@ def masked_batches(
     segments: list[tuple[int, int, int]] = []  # (sequence, first copy, end copy)
     width = capacity = used = 0
 
-    def build() -> Batch:
+    def build() -> ScoringBatch:
         n = sum(b - a for _, a, b in segments)
         ids = np.full((n, width), pad, dtype=np.int64)
         mask = np.zeros((n, width), dtype=bool)
@@ -61,7 +61,7 @@ def masked_batches(
             owners[row:row + k] = s
             progress += k / len(seq.scored)
             row += k
-        return Batch(ids, None if mask.all() else mask, np.arange(n), cols, targets, owners, progress)
+        return ScoringBatch(ids, None if mask.all() else mask, np.arange(n), cols, targets, owners, progress)
 
     for s in order.tolist():
         seq = seqs[s]

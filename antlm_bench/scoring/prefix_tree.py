@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from antlm_bench.scoring.rows import Batch, Ragged, spans
+from antlm_bench.scoring.rows import Ragged, ScoringBatch, spans
 
 # prefix-tree rows hold at most this many tokens (a longer sequence gets a row of its own): wider rows share more
 # prefixes, but attention grows with the square of the row; 64 was fastest on BLiMP at hidden sizes 64 to 768
@@ -92,7 +92,7 @@ class PrefixForest:
 
 def clm_tree_batches(rag: Ragged, seqs: np.ndarray, batch_tokens: int, pad: int,
                      cells: np.ndarray | None = None, row_tokens: int = TREE_ROW_TOKENS,
-                     forest_cells: int = TREE_FOREST_CELLS) -> Iterator[Batch]:
+                     forest_cells: int = TREE_FOREST_CELLS) -> Iterator[ScoringBatch]:
     """clm rows that are prefix trees of several sequences (see :class:`PrefixForest`), packed by the budget.
 
     ``seqs`` come longest first; consecutive runs of them form forests of at most ``forest_cells``.
@@ -106,7 +106,7 @@ def clm_tree_batches(rag: Ragged, seqs: np.ndarray, batch_tokens: int, pad: int,
 
 
 def _forest_batches(rag: Ragged, seqs: np.ndarray, batch_tokens: int, pad: int,
-                    cells: np.ndarray | None, row_tokens: int = TREE_ROW_TOKENS) -> Iterator[Batch]:
+                    cells: np.ndarray | None, row_tokens: int = TREE_ROW_TOKENS) -> Iterator[ScoringBatch]:
     forest = PrefixForest.build(rag, seqs, max(1, min(row_tokens, batch_tokens)))
     sizes = forest.row_nodes
     rows_order = np.argsort(-sizes, kind="stable")
@@ -142,6 +142,6 @@ def _forest_batches(rag: Ragged, seqs: np.ndarray, batch_tokens: int, pad: int,
         read_rows = slot_in_batch[forest.row_of_seq[reads]]
         read_cols = forest.path[reads, positions - 1] - forest.row_first_node[forest.row_of_seq[reads]]
         targets = rag.ids[np.repeat(rag.starts[members], counts) + positions]
-        yield Batch(ids, None, read_rows, read_cols, targets, np.repeat(members, counts), float(len(members)),
+        yield ScoringBatch(ids, None, read_rows, read_cols, targets, np.repeat(members, counts), float(len(members)),
                     None if cells is None else cells[scored_flat], position_ids, mask)
 

@@ -1,4 +1,4 @@
-"""The rows the scoring engine runs: a :class:`Batch` of token rows with the cells to read, and sequences as
+"""The rows the scoring engine runs: a :class:`ScoringBatch` of token rows with the cells to read, and sequences as
 :class:`Ragged` flat arrays that the row builders (clm_rows, prefix_tree, masked_rows) index into."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from antlm_bench.scoring.encode import Seq
 
 
 @dataclass
-class Batch:
+class ScoringBatch:
     input_ids: np.ndarray  # int64 [B, T]
     attention_mask: np.ndarray | None  # bool [B, T]; None when no row is padded
     read_rows: np.ndarray  # int64 [N]

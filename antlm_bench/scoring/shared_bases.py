@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from antlm_bench.scoring.rows import Batch, Ragged, group_layouts
+from antlm_bench.scoring.rows import Ragged, ScoringBatch, group_layouts
 
 # a base that several groups share is at least this many tokens (shorter: each group is its own run)
 MIN_SHARED_BASE = 16
@@ -68,7 +68,7 @@ def shared_bases(prefixes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def continuation_batches(rag: Ragged, layouts: list, batch_tokens: int, pad: int,
-                         cells: np.ndarray | None = None) -> Iterator[Batch]:
+                         cells: np.ndarray | None = None) -> Iterator[ScoringBatch]:
     """Batches of bases and continuation rows (see the module docstring) for groups of sequences that share a
     beginning, laid out by ``rows.group_layouts``; a group wider than a row is first split into runs of its
     members (each then with its own, longer, common prefix)."""
@@ -135,7 +135,7 @@ def _pieces(rag: Ragged, layouts: list) -> list[np.ndarray]:
     return out
 
 
-def _build(rag: Ragged, layouts: list, cuts: np.ndarray, rows: list, pad: int, cells: np.ndarray | None) -> Batch:
+def _build(rag: Ragged, layouts: list, cuts: np.ndarray, rows: list, pad: int, cells: np.ndarray | None) -> ScoringBatch:
     inputs = rag.lengths - 1
     run_numbers = sorted({run for run, _, _ in rows})
     local = {run: k for k, run in enumerate(run_numbers)}
@@ -189,7 +189,7 @@ def _build(rag: Ragged, layouts: list, cuts: np.ndarray, rows: list, pad: int, c
         (branch[:, None, :] == 0) | (branch[:, None, :] == branch[:, :, None])) & real[:, :, None]
     sees_row |= np.eye(t_width, dtype=bool)[None]
     reads = np.concatenate(flat)
-    return Batch(ids, None, np.zeros(len(reads), dtype=np.int64), reads, np.concatenate(targets),
+    return ScoringBatch(ids, None, np.zeros(len(reads), dtype=np.int64), reads, np.concatenate(targets),
                  np.concatenate(owners), float(sum(len(members) for _, ps, _ in rows for _, members, _ in ps)),
                  np.concatenate(keys) if cells is not None else None, position_ids,
                  np.concatenate([sees_base, sees_row], axis=2), prefix_ids,

@@ -16,7 +16,7 @@ The command, ``antlm_bench/cli/sweep.py``, turns its options into one ``SweepSet
 and prints; docs/sweep.md says how to use it, on a laptop and on a cluster.
 """
 
-from antlm_bench.sweep.decision import Comparison, Rule, decision_lines
+from antlm_bench.sweep.decision import Decision, Rule, decision_lines
 from antlm_bench.sweep.executors import (
     Executor,
     LocalExecutor,
@@ -26,7 +26,7 @@ from antlm_bench.sweep.executors import (
     SweepInterrupted,
     local_slots,
 )
-from antlm_bench.sweep.grid import Cell, Grid, canonical_schedules, next_seeds, parse_seeds, split_top_level
+from antlm_bench.sweep.grid import Grid, GridCell, canonical_schedules, next_seeds, parse_seeds, split_top_level
 from antlm_bench.sweep.loop import PendingCheck, SweepOutcome, SweepPlan, run_sweep
 from antlm_bench.sweep.plan import PreparedSweep, RunOption, RunParser, prepare_sweep
 from antlm_bench.sweep.progress import Progress
@@ -34,7 +34,7 @@ from antlm_bench.sweep.record import SweepFolder, SweepRecord
 from antlm_bench.sweep.settings import SlurmSettings, SweepSettings, UntilDecidedSettings, load_sweep_file, settings_of
 
 __all__ = [
-    "Cell", "Comparison", "Executor", "Grid", "LocalExecutor", "PendingCheck", "PreparedSweep", "Progress", "Rule",
+    "GridCell", "Decision", "Executor", "Grid", "LocalExecutor", "PendingCheck", "PreparedSweep", "Progress", "Rule",
     "RunOption", "RunParser", "SlurmExecutor", "SlurmResources", "SlurmSettings", "Slot", "SweepFolder",
     "SweepInterrupted", "SweepOutcome", "SweepPlan", "SweepRecord", "SweepSettings", "UntilDecidedSettings",
     "canonical_schedules", "decision_lines", "load_sweep_file", "local_slots", "next_seeds", "parse_seeds",

@@ -31,7 +31,7 @@ from antlm_bench.results.stats.sequential import (
     prior_precision,
 )
 from antlm_bench.results.store import store_digest
-from antlm_bench.sweep.grid import Cell
+from antlm_bench.sweep.grid import GridCell
 from antlm_bench.sweep.record import DECISION_FILE, SWEEP_DIR, SweepFolder
 
 NOT_TESTED = "not tested"  # different instruments (results.leaderboard.comparability), as the board says
@@ -70,7 +70,7 @@ def require_enough_seeds(rule: Rule, recipes: int, presets: int, schedules: int,
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Decision:
     """One schedule against the baseline on one column (a task, a task's margin, or ``macro``), in the column's
     shown units (``unit``: pp for a percentage, else the metric's own, e.g. nats)."""
 
@@ -110,7 +110,7 @@ class Comparison:
                 f"({len(self.seeds)} paired seeds{first}, {self.scoring})")
 
 
-def _board(cells: Sequence[Cell], output: Path) -> Any:
+def _board(cells: Sequence[GridCell], output: Path) -> Any:
     """The board ``antlm-bench leaderboard`` shows for these cells' run folders (its columns: each task and each
     task's margin; the macro where the four AntLM tasks are there)."""
     from antlm_bench.results.leaderboard import leaderboard_from_paths
@@ -123,7 +123,7 @@ def _seed_values(cell: Any, seeds: Sequence[int]) -> dict[int, float]:
     return {wanted[label]: value for label, value in zip(cell.seed_labels, cell.seed_values) if label in wanted}
 
 
-def compare_round(cells: Sequence[Cell], output: Path, rule: Rule, seeds: Sequence[int]) -> list[Comparison]:
+def compare_round(cells: Sequence[GridCell], output: Path, rule: Rule, seeds: Sequence[int]) -> list[Decision]:
     """Every schedule against ``rule.baseline`` (same recipe and preset) on each column and the macro, over the
     seeds both sides finished."""
     board = _board(cells, output)
@@ -155,18 +155,18 @@ def compare_round(cells: Sequence[Cell], output: Path, rule: Rule, seeds: Sequen
         scoring = f"{a.scoring if a else '-'} vs {b.scoring if b else '-'}"
         mean = float(sum(differences) / len(differences)) if differences else math.nan
         if not _same_instrument(a, b):
-            out.append(Comparison(recipe, preset, schedule, column, scoring, tuple(paired), mean, -math.inf,
+            out.append(Decision(recipe, preset, schedule, column, scoring, tuple(paired), mean, -math.inf,
                                   math.inf, NOT_TESTED, **units))
             continue
         interval = confidence_sequence(differences, alpha_each, c) if paired else None
         if interval is None:
-            out.append(Comparison(recipe, preset, schedule, column, scoring, (), math.nan, -math.inf, math.inf,
+            out.append(Decision(recipe, preset, schedule, column, scoring, (), math.nan, -math.inf, math.inf,
                                   UNDECIDED, **units))
             continue
         # the equivalence margin is in points: it decides percentages only (a margin or a loss, in nats, is decided
         # by a difference alone)
         tolerance = rule.tolerance if units["unit"] == "pp" else None
-        out.append(Comparison(recipe, preset, schedule, column, scoring, tuple(paired), interval.mean, interval.low,
+        out.append(Decision(recipe, preset, schedule, column, scoring, tuple(paired), interval.mean, interval.low,
                               interval.high, decide(interval, tolerance), **units))
     return out
 
@@ -220,14 +220,14 @@ class ComparisonRecord(BaseModel):
     lower_is_better: bool = False
     first_decided_at: int | None = None
 
-    def comparison(self) -> Comparison:
-        return Comparison(self.recipe, self.preset, self.schedule, self.column, self.scoring, tuple(self.seeds),
+    def comparison(self) -> Decision:
+        return Decision(self.recipe, self.preset, self.schedule, self.column, self.scoring, tuple(self.seeds),
                           math.nan if self.mean is None else self.mean,
                           -math.inf if self.low is None else self.low, math.inf if self.high is None else self.high,
                           self.decision, self.unit, self.lower_is_better, self.first_decided_at)
 
     @classmethod
-    def of(cls, c: Comparison) -> ComparisonRecord:
+    def of(cls, c: Decision) -> ComparisonRecord:
         return cls(**{**asdict(c), "seeds": list(c.seeds), "mean": None if math.isnan(c.mean) else c.mean,
                       "low": None if not math.isfinite(c.low) else c.low,
                       "high": None if not math.isfinite(c.high) else c.high})
@@ -249,19 +249,19 @@ class DecisionRecord(BaseModel):
     # run folder name -> sha256 of its committed tables (results.store.store_digest) when the decision was made
     tables: dict[str, str] = Field(default_factory=dict)
 
-    def cells(self) -> list[Cell]:
+    def cells(self) -> list[GridCell]:
         """The run folders the decision compared: every (recipe, preset) of its comparisons, their schedules and the
         baseline, at every seed it used."""
         keys = sorted({(c.recipe, c.preset, s) for c in self.comparisons for s in (c.schedule, self.rule.baseline)})
-        return [Cell(recipe, preset, schedule, seed) for recipe, preset, schedule in keys for seed in self.seeds]
+        return [GridCell(recipe, preset, schedule, seed) for recipe, preset, schedule in keys for seed in self.seeds]
 
 
-def _table_digests(cells: Sequence[Cell], output: Path) -> dict[str, str]:
+def _table_digests(cells: Sequence[GridCell], output: Path) -> dict[str, str]:
     return {cell.name: store_digest(output / cell.name) for cell in sorted(set(cells), key=lambda c: c.name)}
 
 
-def write_decision(folder: SweepFolder, rule: Rule, comparisons: Sequence[Comparison], seeds: Sequence[int],
-                   rounds: Sequence[Sequence[int]], status: str, cells: Sequence[Cell] = ()) -> DecisionRecord:
+def write_decision(folder: SweepFolder, rule: Rule, comparisons: Sequence[Decision], seeds: Sequence[int],
+                   rounds: Sequence[Sequence[int]], status: str, cells: Sequence[GridCell] = ()) -> DecisionRecord:
     """Store the rule, the seeds used, each comparison's decision and the digests of the tables of ``cells`` (the
     run folders it was computed from) in ``<output>/sweep/decision.json`` (atomically); ``status``: decided, max
     seeds reached, or stopped (a failed or interrupted round)."""
@@ -384,5 +384,5 @@ def _seed_text(seeds: Sequence[int]) -> str:
     return ",".join(map(str, seeds)) or "none"
 
 
-__all__ = ["METHOD", "NOT_TESTED", "Comparison", "DecisionRecord", "Rule", "compare_round", "decision_lines",
+__all__ = ["METHOD", "NOT_TESTED", "Decision", "DecisionRecord", "Rule", "compare_round", "decision_lines",
            "decision_reference", "read_decision", "require_enough_seeds", "verify_decision", "write_decision"]

@@ -1,6 +1,6 @@
 """Where a sweep's cells run: local worker processes, or a SLURM job array through submitit.
 
-Every cell runs as its own ``python -m antlm_bench run ...`` process (``Cell.argv``) in its own process group, its
+Every cell runs as its own ``python -m antlm_bench run ...`` process (``GridCell.argv``) in its own process group, its
 output appended to ``<output>/sweep/logs/<cell>.log``: a crash, a leaked thread or a signal in one cell never
 reaches another, and the parent can stop a whole cell (its data workers included) by its group.
 """
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from antlm_bench.errors import UserError
 from antlm_bench.pipeline import run_threads
 from antlm_bench.recipes import load_recipe
-from antlm_bench.sweep.grid import Cell, Grid
+from antlm_bench.sweep.grid import Grid, GridCell
 from antlm_bench.sweep.progress import Progress
 from antlm_bench.sweep.record import DONE, FAILED, INTERRUPTED, RUNNING, SweepFolder, SweepRecord, open_append_no_link
 
@@ -66,7 +66,7 @@ class Executor(ABC):
         """Refuse in one line, before anything is written, a sweep that cannot run here (no cluster, no submitit)."""
 
     @abstractmethod
-    def run(self, cells: Sequence[Cell], record: SweepRecord, progress: Progress) -> None:
+    def run(self, cells: Sequence[GridCell], record: SweepRecord, progress: Progress) -> None:
         """Run ``cells`` to the end (each DONE, FAILED or INTERRUPTED in ``record``); raise SweepInterrupted when
         a stop signal ended the sweep early."""
 
@@ -144,10 +144,10 @@ class LocalExecutor(Executor):
     def check_ready(self) -> None:
         """Worker processes need nothing but this machine."""
 
-    def run(self, cells: Sequence[Cell], record: SweepRecord, progress: Progress) -> None:
+    def run(self, cells: Sequence[GridCell], record: SweepRecord, progress: Progress) -> None:
         queue = deque(cells)
         free = list(self.slots)
-        running: dict[subprocess.Popen[bytes], tuple[Cell, Slot]] = {}
+        running: dict[subprocess.Popen[bytes], tuple[GridCell, Slot]] = {}
         stops: list[int] = []
         told: set[int] = set()  # the cells (by pid) the first stop signal was passed to
         stop_started: float | None = None
@@ -196,7 +196,7 @@ class LocalExecutor(Executor):
         if stops:
             raise SweepInterrupted(stops[0])
 
-    def _start(self, cell: Cell, slot: Slot) -> subprocess.Popen[bytes]:
+    def _start(self, cell: GridCell, slot: Slot) -> subprocess.Popen[bytes]:
         argv = [self.python, *cell.argv(self.output)]
         with self.folder.open_log(cell) as log:
             _log_header(log, argv, slot.label)
@@ -323,7 +323,7 @@ class SlurmExecutor(Executor):
     def check_ready(self) -> None:
         self._submitit_executor()
 
-    def run(self, cells: Sequence[Cell], record: SweepRecord, progress: Progress) -> None:
+    def run(self, cells: Sequence[GridCell], record: SweepRecord, progress: Progress) -> None:
         if not cells:
             return
         executor = self._submitit_executor()

@@ -17,7 +17,7 @@ from antlm_bench.options import parse_seeds  # the one seeds grammar (re-exporte
 from antlm_bench.pipeline import run_folder_name
 from antlm_bench.runs.schedule import parse_schedule
 
-# the `run` options every cell's words set (Cell.argv): axes of the grid, never pass-through options
+# the `run` options every cell's words set (GridCell.argv): axes of the grid, never pass-through options
 GRID_OPTIONS = frozenset({"model", "preset", "schedule", "seeds", "output", "quiet"})
 
 
@@ -54,7 +54,7 @@ def next_seeds(seeds: Sequence[int], count: int, max_seeds: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class Cell:
+class GridCell:
     """One run of the grid. ``run_args``: the other ``run`` options, as command-line words, the same for every
     cell of the sweep."""
 
@@ -85,9 +85,9 @@ class Grid:
     schedules: tuple[str, ...] | None  # None: each recipe's default schedule
     run_args: tuple[str, ...] = ()
 
-    def cells(self, seeds: Sequence[int], default_schedule: dict[str, str]) -> list[Cell]:
+    def cells(self, seeds: Sequence[int], default_schedule: dict[str, str]) -> list[GridCell]:
         """``default_schedule``: recipe -> its default schedule, for a grid without schedules."""
-        return [Cell(recipe, preset, schedule, seed, self.run_args)
+        return [GridCell(recipe, preset, schedule, seed, self.run_args)
                 for seed in seeds for recipe in self.recipes for preset in self.presets
                 for schedule in (self.schedules if self.schedules is not None else (default_schedule[recipe],))]
 
@@ -101,4 +101,4 @@ def canonical_schedules(texts: Sequence[str]) -> tuple[str, ...]:
     return canonical
 
 
-__all__ = ["GRID_OPTIONS", "Cell", "Grid", "canonical_schedules", "next_seeds", "parse_seeds", "split_top_level"]
+__all__ = ["GRID_OPTIONS", "GridCell", "Grid", "canonical_schedules", "next_seeds", "parse_seeds", "split_top_level"]

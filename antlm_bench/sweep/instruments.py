@@ -17,7 +17,7 @@ from antlm_bench.pipeline import final_method
 
 if TYPE_CHECKING:
     from antlm_bench.pipeline import RunConfig
-    from antlm_bench.sweep.grid import Cell
+    from antlm_bench.sweep.grid import GridCell
 
 
 def untestable_comparisons(schedules: Sequence[str], final_scoring: str, scored_tasks: Sequence[str],
@@ -41,7 +41,7 @@ def untestable_comparisons(schedules: Sequence[str], final_scoring: str, scored_
     return lines
 
 
-def untestable_in_cells(cells: Sequence[Cell], config: RunConfig, baseline: str | None = None) -> list[str]:
+def untestable_in_cells(cells: Sequence[GridCell], config: RunConfig, baseline: str | None = None) -> list[str]:
     """:func:`untestable_comparisons` of a sweep's cells, whose tasks and final scoring are ``config``'s (every cell
     shares them; only the grid's axes differ)."""
     from antlm_bench.tasks import resolve_tasks

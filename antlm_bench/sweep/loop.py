@@ -9,14 +9,14 @@ from pathlib import Path
 
 from antlm_bench.errors import UserError
 from antlm_bench.results.stats.sequential import DIFFERENCE, EQUIVALENT, UNDECIDED
-from antlm_bench.sweep.decision import NOT_TESTED, Comparison, Rule, compare_round, write_decision
+from antlm_bench.sweep.decision import NOT_TESTED, Decision, Rule, compare_round, write_decision
 from antlm_bench.sweep.executors import Executor
-from antlm_bench.sweep.grid import Cell, Grid, next_seeds
+from antlm_bench.sweep.grid import Grid, GridCell, next_seeds
 from antlm_bench.sweep.progress import Progress
 from antlm_bench.sweep.record import FAILED, FINISHED, REUSED, SweepFolder, SweepRecord
 
 # the cells that still have training or an evaluation to do (``plan.pending_check``: ``pipeline.pending_seeds``)
-PendingCheck = Callable[[Sequence[Cell]], list[Cell]]
+PendingCheck = Callable[[Sequence[GridCell]], list[GridCell]]
 
 
 @dataclass
@@ -30,13 +30,13 @@ class SweepPlan:
 
 @dataclass
 class SweepOutcome:
-    failed: list[Cell]
-    comparisons: list[Comparison] = field(default_factory=list)
+    failed: list[GridCell]
+    comparisons: list[Decision] = field(default_factory=list)
     status: str = "done"  # plain sweeps: done; --until-decided: decided, max seeds reached, stopped
 
 
-def run_round(cells: Sequence[Cell], record: SweepRecord, executor: Executor, progress: Progress,
-              pending: PendingCheck) -> list[Cell]:
+def run_round(cells: Sequence[GridCell], record: SweepRecord, executor: Executor, progress: Progress,
+              pending: PendingCheck) -> list[GridCell]:
     """Run what is left of ``cells``; the failed cells."""
     record.add(list(cells))
     todo = pending(cells)
@@ -95,8 +95,8 @@ def run_sweep(plan: SweepPlan, executor: Executor, record: SweepRecord, progress
         return SweepOutcome([], comparisons, status)
 
 
-def _store(folder: SweepFolder, rule: Rule, comparisons: list[Comparison], seeds: list[int], record: SweepRecord,
-           status: str, cells: list[Cell]) -> None:
+def _store(folder: SweepFolder, rule: Rule, comparisons: list[Decision], seeds: list[int], record: SweepRecord,
+           status: str, cells: list[GridCell]) -> None:
     write_decision(folder, rule, comparisons, seeds, record.rounds, status, cells)
     record.save()
 

@@ -19,7 +19,7 @@ from antlm_bench.pipeline import RunConfig, default_preset, pending_seeds, run_c
 from antlm_bench.recipes import load_recipe
 from antlm_bench.sweep.decision import Rule, require_enough_seeds
 from antlm_bench.sweep.executors import Executor, SweepInterrupted, choose_executor
-from antlm_bench.sweep.grid import GRID_OPTIONS, Cell, Grid, canonical_schedules
+from antlm_bench.sweep.grid import GRID_OPTIONS, Grid, GridCell, canonical_schedules
 from antlm_bench.sweep.instruments import untestable_in_cells
 from antlm_bench.sweep.loop import PendingCheck, SweepOutcome, SweepPlan, run_sweep
 from antlm_bench.sweep.progress import Progress
@@ -72,15 +72,15 @@ def run_words(options: Mapping[str, Any], parser: RunParser) -> tuple[str, ...]:
 
 
 def _run_config(argv: Sequence[str], parser: RunParser) -> RunConfig:
-    """The RunConfig of ``run``'s words (``Cell.argv`` after ``-m antlm_bench run``)."""
+    """The RunConfig of ``run``'s words (``GridCell.argv`` after ``-m antlm_bench run``)."""
     return run_config_of_options(parser.parse(argv))
 
 
 def pending_check(output: Path, parser: RunParser) -> PendingCheck:
     """The cells ``run`` would still train or evaluate (``pipeline.pending_seeds``), one check per configuration."""
 
-    def pending(cells: Sequence[Cell]) -> list[Cell]:
-        groups: dict[tuple[str, str, str, tuple[str, ...]], list[Cell]] = {}
+    def pending(cells: Sequence[GridCell]) -> list[GridCell]:
+        groups: dict[tuple[str, str, str, tuple[str, ...]], list[GridCell]] = {}
         for cell in cells:
             groups.setdefault((cell.recipe, cell.preset, cell.schedule, cell.run_args), []).append(cell)
         todo: set[str] = set()
@@ -136,7 +136,7 @@ class PreparedSweep:
     plan: SweepPlan
     first_config: RunConfig  # the first cell's: tasks, device, threads and final scoring are every cell's
     folder: SweepFolder
-    cells: list[Cell]  # every cell of a plain sweep; the first round's with --until-decided
+    cells: list[GridCell]  # every cell of a plain sweep; the first round's with --until-decided
     executor: Executor
     pending: PendingCheck
 

@@ -30,7 +30,7 @@ from antlm_bench.clock import utc_stamp
 from antlm_bench.data import atomic_write_bytes
 from antlm_bench.data.readers import read_json_model
 from antlm_bench.errors import UserError
-from antlm_bench.sweep.grid import Cell
+from antlm_bench.sweep.grid import GridCell
 
 SWEEP_DIR = "sweep"
 RECORD_FILE = "sweep.json"
@@ -135,7 +135,7 @@ class SweepFolder:
     def logs(self) -> Path:
         return self.folder / LOGS_DIR
 
-    def log_of(self, cell: Cell) -> Path:
+    def log_of(self, cell: GridCell) -> Path:
         return self.logs / f"{cell.name}.log"
 
     def make(self) -> None:
@@ -143,7 +143,7 @@ class SweepFolder:
         _real_folder(self.folder)
         _real_folder(self.logs)
 
-    def open_log(self, cell: Cell) -> IO[bytes]:
+    def open_log(self, cell: GridCell) -> IO[bytes]:
         """The cell's log, opened for appending without following a link planted at its name."""
         return open_append_no_link(self.log_of(cell))
 
@@ -154,7 +154,7 @@ class SweepFolder:
 
 @dataclass
 class CellState:
-    cell: Cell
+    cell: GridCell
     status: str = WAITING
     returncode: int | None = None
     started: float | None = None
@@ -197,7 +197,7 @@ class SweepRecord:
         record.earlier = {c.name: c for c in previous.cells if c.status in FINISHED and c.seconds is not None}
         return record
 
-    def add(self, cells: list[Cell]) -> None:
+    def add(self, cells: list[GridCell]) -> None:
         for cell in cells:
             if cell.name not in self.states:
                 then = self.earlier.get(cell.name)
@@ -207,7 +207,7 @@ class SweepRecord:
                 self.states[cell.name] = CellState(cell, seconds=then.seconds, where=then.where,
                                                    ran_in=then.ran_in or self.history[-1].started_at)
 
-    def set(self, cell: Cell, status: str, **fields: Any) -> None:
+    def set(self, cell: GridCell, status: str, **fields: Any) -> None:
         state = self.states[cell.name]
         state.status = status
         for key, value in fields.items():

@@ -151,20 +151,20 @@ def sorted_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None 
 
 
 @dataclass
-class Batch:
+class EncodedBatch:
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     position_ids: torch.Tensor
     token_type_ids: torch.Tensor | None
     labels: torch.Tensor
 
-    def to(self, device: torch.device | str) -> Batch:
+    def to(self, device: torch.device | str) -> EncodedBatch:
         move = (lambda t: None if t is None else t.to(device, non_blocking=True))
-        return Batch(*(move(t) for t in (self.input_ids, self.attention_mask, self.position_ids,
+        return EncodedBatch(*(move(t) for t in (self.input_ids, self.attention_mask, self.position_ids,
                                          self.token_type_ids, self.labels)))
 
 
-def collate(encoded: Encoded, indices: Sequence[int], pad_id: int, padding_side: str = "right") -> Batch:
+def collate(encoded: Encoded, indices: Sequence[int], pad_id: int, padding_side: str = "right") -> EncodedBatch:
     """Pad the chosen examples to the longest of them. Position ids count real tokens only, so a left-padded
     sequence gets the same positions as a right-padded one."""
     rows = [encoded.input_ids[i] for i in indices]
@@ -181,4 +181,4 @@ def collate(encoded: Encoded, indices: Sequence[int], pad_id: int, padding_side:
             types[row, span] = torch.as_tensor(encoded.token_type_ids[i], dtype=torch.long)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     labels = torch.as_tensor(encoded.labels[np.asarray(indices)], dtype=torch.long)
-    return Batch(ids, mask, positions, types, labels)
+    return EncodedBatch(ids, mask, positions, types, labels)

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from antlm_bench.adapters.glue.encoding import Batch
+from antlm_bench.adapters.glue.encoding import EncodedBatch
 from antlm_bench.errors import UserError
 
 # model types whose plain Hugging Face checkpoints are encoders (pool the first token, bidirectional attention)
@@ -86,7 +86,7 @@ class Backbone(nn.Module):
     def takes_positions(self) -> bool:
         return "position_ids" in self.accepts
 
-    def forward(self, batch: Batch) -> torch.Tensor:
+    def forward(self, batch: EncodedBatch) -> torch.Tensor:
         kwargs: dict[str, Any] = {}
         if "position_ids" in self.accepts:
             kwargs["position_ids"] = batch.position_ids
@@ -129,10 +129,10 @@ class SequenceClassifier(nn.Module):
         self.pooling = pooling if pooling != "auto" else ("first" if backbone.kind == "encoder" else "last")
         self.head = ClassifierHead(backbone.hidden_size, num_labels, dropout)
 
-    def features(self, batch: Batch) -> torch.Tensor:
+    def features(self, batch: EncodedBatch) -> torch.Tensor:
         return pool(self.backbone(batch), batch.attention_mask, self.pooling)
 
-    def forward(self, batch: Batch) -> torch.Tensor:
+    def forward(self, batch: EncodedBatch) -> torch.Tensor:
         return self.head(self.features(batch).float())
 
 
