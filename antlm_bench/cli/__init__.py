@@ -5,6 +5,7 @@
 - ``train``, ``run``, ``sweep``: pre-train; train per seed and evaluate; a grid of ``run`` cells;
 - ``eval``, ``export``: score a model on tasks; write a checkpoint as the BabyLM pipeline loads it;
 - ``leaderboard``, ``check``: result tables -> a ranked board; the CI regression gate;
+- ``plan``: what a ``sweep --until-decided`` design can decide (power, seeds, CPU-hours), simulated before it runs;
 - ``data`` and ``prepare``: verify, fetch and locate data; clean, tokenize and pack a corpus alone;
 - ``catalog`` (``list``) and ``schedule``: what the registries hold; a schedule's canonical form and phases.
 
@@ -19,7 +20,7 @@ import sys
 from antlm_bench.cli.app import app, err_console, fail
 
 # importing a command module registers its commands
-from antlm_bench.cli import catalog, data, eval, prepare, schedule, leaderboard, check, train, run, export, sweep  # noqa: E402,F401  isort: skip
+from antlm_bench.cli import catalog, data, eval, prepare, schedule, leaderboard, check, train, run, export, sweep, plan  # noqa: E402,F401  isort: skip
 
 
 def main() -> None:

@@ -58,11 +58,16 @@ class Rule:
         return prior_precision(self.max_seeds, self.alpha_each(comparisons))
 
 
+def largest_family(recipes: int, presets: int, schedules: int, tasks: int) -> int:
+    """The most comparisons the decision may test: every other schedule x every task's accuracy and margin, and the
+    macro, per recipe and preset."""
+    return recipes * presets * (schedules - 1) * (2 * tasks + 1)
+
+
 def require_enough_seeds(rule: Rule, recipes: int, presets: int, schedules: int, tasks: int) -> None:
     """Refuse, before anything runs, a --max-seeds below which the anytime-valid interval bounds nothing for the
-    largest family the decision may test: every other schedule x every task's accuracy and margin, and the macro,
-    per recipe and preset."""
-    family = recipes * presets * (schedules - 1) * (2 * tasks + 1)
+    largest family the decision may test (:func:`largest_family`)."""
+    family = largest_family(recipes, presets, schedules, tasks)
     needed = fewest_seeds(rule.alpha_each(family))
     if rule.max_seeds < needed:
         raise UserError(f"--max-seeds {rule.max_seeds}: the anytime-valid interval bounds nothing below {needed} "
@@ -384,5 +389,5 @@ def _seed_text(seeds: Sequence[int]) -> str:
     return ",".join(map(str, seeds)) or "none"
 
 
-__all__ = ["METHOD", "NOT_TESTED", "Decision", "DecisionRecord", "Rule", "compare_round", "decision_lines",
+__all__ = ["METHOD", "NOT_TESTED", "largest_family", "Decision", "DecisionRecord", "Rule", "compare_round", "decision_lines",
            "decision_reference", "read_decision", "require_enough_seeds", "verify_decision", "write_decision"]

@@ -17,7 +17,7 @@ from antlm_bench.errors import UserError
 from antlm_bench.locking import folder_lock
 from antlm_bench.pipeline import RunConfig, default_preset, pending_seeds, run_config_of_options
 from antlm_bench.recipes import load_recipe
-from antlm_bench.sweep.decision import Rule, require_enough_seeds
+from antlm_bench.sweep.decision import Rule, largest_family, require_enough_seeds
 from antlm_bench.sweep.executors import Executor, SweepInterrupted, choose_executor
 from antlm_bench.sweep.grid import GRID_OPTIONS, Grid, GridCell, canonical_schedules
 from antlm_bench.sweep.instruments import untestable_in_cells
@@ -152,8 +152,34 @@ class PreparedSweep:
                          f"{','.join(map(str, plan.seeds))}, +{rule.round_seeds} a round, at most {rule.max_seeds}; "
                          f"alpha {rule.alpha} for the whole family; equivalence margin "
                          f"{'none' if rule.tolerance is None else f'+-{rule.tolerance:g} pp'}")
+            lines.extend(self._power_notes())
         baseline = rule.baseline if rule is not None else None
         return lines + [f"note: {line}" for line in untestable_in_cells(self.cells, self.first_config, baseline)]
+
+    def _power_notes(self) -> list[str]:
+        """What the stopping rule can decide at all: looks that cannot bound any interval, and the command that
+        simulates the design's power (``antlm-bench plan``) for the family this sweep may test."""
+        from antlm_bench.results.stats.planning import Design
+        from antlm_bench.tasks import resolve_tasks
+
+        plan, rule = self.plan, self.plan.rule
+        assert rule is not None
+        schedules = len({c.schedule for c in self.cells})
+        family = largest_family(len(plan.grid.recipes), len(plan.grid.presets), schedules,
+                                len(resolve_tasks(self.first_config.tasks)))
+        design = Design(family, rule.max_seeds, len(plan.seeds), rule.round_seeds, rule.alpha, rule.tolerance)
+        first = design.first_decidable()
+        notes = []
+        if first is not None and first > len(plan.seeds):
+            notes.append(f"warning: up to {family} comparisons share alpha {rule.alpha}: no interval is bounded "
+                         f"before {first} seeds a side, so the looks at {len(plan.seeds)}-{first - 1} seeds cannot "
+                         f"decide anything; start with --seeds 1-{first} to save those rounds")
+        notes.append(f"power: `antlm-bench plan -k {family} --max-seeds {rule.max_seeds} --first-seeds "
+                     f"{len(plan.seeds)} --round-seeds {rule.round_seeds} --alpha {rule.alpha:g}"
+                     + (f" --tolerance {rule.tolerance:g}" if rule.tolerance else "")
+                     + " --seed-sd SD --gap GAP` simulates this rule: the chance it decides a gap of GAP points "
+                     "within the cap, from a seed SD of SD points (a pilot's board shows it as ±SD)")
+        return notes
 
     def run(self, command: Sequence[str], say: Callable[[str], None],
             progress_stream: TextIO) -> tuple[SweepRecord, SweepOutcome | SweepInterrupted]:

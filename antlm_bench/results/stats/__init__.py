@@ -8,7 +8,8 @@
   one function per comparison design (same_seed, paired_seeds, welch, pooled, untested), Holm's correction,
   minimum detectable effect, the seed SD's chi-square interval and seeds needed for a given gap;
 - ``sequential``: seeds until decided, an anytime-valid confidence sequence for paired per-seed differences
-  (``sweep --until-decided``).
+  (``sweep --until-decided``);
+- ``planning``: what a design of that rule can decide (power, seeds at the stop), by simulating it (``plan``).
 
 The formulas, and the simulations that check their calibration, are in docs/statistics.md.
 """

@@ -1,0 +1,142 @@
+"""``antlm-bench plan``: what a ``sweep --until-decided`` design can decide, before a seed runs: power, seeds and
+CPU-hours by simulating the sweep's own rule (``results.stats.planning``)."""
+
+from __future__ import annotations
+
+import math
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from antlm_bench.cli.app import app, console
+from antlm_bench.errors import UserError
+from antlm_bench.options import MAX_SEEDS
+
+# reps x comparisons x seeds floats are drawn at once; more than this would need gigabytes
+MAX_DRAWS = 50_000_000
+
+
+def _gaps(text: str) -> list[float]:
+    gaps = []
+    for part in text.split(","):
+        try:
+            gap = float(part)
+        except ValueError:
+            raise UserError(f"--gap {part.strip()!r}: give numbers separated by commas, e.g. 1,2") from None
+        if not math.isfinite(gap) or abs(gap) > 100:
+            raise UserError(f"--gap {part.strip()}: a gap is a number of points between -100 and 100")
+        gaps.append(gap)
+    return gaps
+
+
+@app.command("plan")
+def plan_command(
+    comparisons: int = typer.Option(..., "--comparisons", "-k", help="Comparisons in the family that shares alpha "
+                                    "(schedules other than the baseline x columns x recipes and presets)."),
+    gap: str = typer.Option("1,2", "--gap", help="True gap(s) of the comparison of interest, in the units of "
+                            "--seed-sd (percentage points), comma-separated."),
+    seed_sd: float = typer.Option(1.0, "--seed-sd", help="SD of one configuration's per-seed scores (points): from "
+                                  "pilot seeds, e.g. the board's ±SD."),
+    correlation: float = typer.Option(0.0, "--correlation", help="Correlation of the two sides' scores at the same "
+                                      "seed (same initialisation and data order), in [-1, 1)."),
+    max_seeds: int = typer.Option(10, "--max-seeds", help="The sweep's --max-seeds (cap a side)."),
+    first_seeds: int = typer.Option(3, "--first-seeds", help="Seeds in the first round (the sweep's --seeds)."),
+    round_seeds: int = typer.Option(1, "--round-seeds", help="Seeds added a round (the sweep's --round-seeds)."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Family-wise error rate (Bonferroni over the family)."),
+    tolerance: float | None = typer.Option(None, "--tolerance", help="Equivalence margin in points (the sweep's "
+                                           "--tolerance); none: a null comparison can only run to the cap."),
+    others_gap: float = typer.Option(0.0, "--others-gap", help="True gap of every other comparison of the family "
+                                     "(0: nulls)."),
+    runs_per_seed: int = typer.Option(2, "--runs-per-seed", help="Training runs one seed of the sweep costs (its "
+                                      "configurations: the baseline and each schedule, per recipe and preset)."),
+    cpu_minutes_per_run: float | None = typer.Option(None, "--cpu-minutes-per-run", help="CPU-minutes of one run "
+                                                     "(training and evaluation), for the expected CPU-hours."),
+    reps: int = typer.Option(20_000, "--reps", help="Simulated sweeps per gap."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the simulation."),
+) -> None:
+    """What a `sweep --until-decided` design can decide, before any seed runs: for each true gap, the chance that
+    the sweep decides it (right sign), decides it wrongly, or calls it equivalent; the others' false differences;
+    seeds a side and CPU-hours at the stop. Simulates the sweep's own rule (Lai's confidence sequence, Bonferroni
+    over the family, looks after every round, verdicts at the stop) on Gaussian per-seed scores."""
+    import numpy as np
+
+    from antlm_bench.results.stats.planning import Design, PlanOutcome, Truth, fixed_sample_power, simulate_design
+
+    gaps = _gaps(gap)
+    if not 1 <= comparisons <= 10_000:
+        raise UserError(f"--comparisons {comparisons}: give the family's size, from 1 to 10000")
+    if not 2 <= max_seeds <= MAX_SEEDS:
+        raise UserError(f"--max-seeds {max_seeds}: from 2 to {MAX_SEEDS}")
+    if not 1 <= first_seeds <= max_seeds:
+        raise UserError(f"--first-seeds {first_seeds}: from 1 to --max-seeds ({max_seeds})")
+    if round_seeds < 1:
+        raise UserError(f"--round-seeds {round_seeds}: at least 1")
+    if not 0 < alpha < 1:
+        raise UserError(f"--alpha {alpha}: must be between 0 and 1")
+    if not (math.isfinite(seed_sd) and 0 < seed_sd <= 100):
+        raise UserError(f"--seed-sd {seed_sd}: a number of points above 0 and at most 100")
+    if not -1 <= correlation < 1:
+        raise UserError(f"--correlation {correlation}: from -1 to below 1 (at 1 the two sides never differ)")
+    if tolerance is not None and not (math.isfinite(tolerance) and 0 < tolerance <= 100):
+        raise UserError(f"--tolerance {tolerance}: a number of points above 0 and at most 100")
+    if not (math.isfinite(others_gap) and abs(others_gap) <= 100):
+        raise UserError(f"--others-gap {others_gap}: a number of points between -100 and 100")
+    if runs_per_seed < 1:
+        raise UserError(f"--runs-per-seed {runs_per_seed}: at least 1")
+    if cpu_minutes_per_run is not None and not (math.isfinite(cpu_minutes_per_run) and cpu_minutes_per_run > 0):
+        raise UserError(f"--cpu-minutes-per-run {cpu_minutes_per_run}: a positive number of minutes")
+    if reps < 100:
+        raise UserError(f"--reps {reps}: at least 100 (the shares' margins are printed beside them)")
+    if reps * comparisons * max_seeds > MAX_DRAWS:
+        raise UserError(f"--reps {reps}: {reps} x {comparisons} comparisons x {max_seeds} seeds is more than "
+                        f"{MAX_DRAWS:,} draws; give fewer --reps")
+
+    design = Design(comparisons, max_seeds, first_seeds, round_seeds, alpha, tolerance)
+    first = design.first_decidable()
+    looks = design.looks()
+    console.print(escape(
+        f"design: {comparisons} comparison(s) sharing alpha {alpha:g} (Bonferroni: {design.alpha_each:.3g} each), "
+        f"looks at {', '.join(map(str, looks))} seeds a side, cap {max_seeds}"
+        + (f", equivalence within ±{tolerance:g}" if tolerance else ", no equivalence margin")
+        + f"; truth: seed SD {seed_sd:g}, same-seed correlation {correlation:g} (paired difference SD "
+        f"{Truth(seed_sd, correlation, 0).difference_sd:.3g}), other comparisons' gap {others_gap:g}"))
+    if first is None:
+        console.print(escape(f"no look can decide anything: the interval is unbounded up to {max_seeds} seeds at "
+                             f"this alpha; allow more seeds or fewer comparisons"))
+    elif first > looks[0]:
+        wasted = [n for n in looks if n < first]
+        console.print(escape(f"the looks at {', '.join(map(str, wasted))} seed(s) cannot decide anything (the "
+                             f"interval is unbounded before {first} seeds): start the sweep at --seeds 1-{first}"))
+    table = Table(title=escape(f"simulated sweeps ({reps:,} per gap, Gaussian seeds, seed {seed}): shares "
+                               "±95% simulation margin"))
+    columns = ["true gap", "decided (right sign)", "wrong sign", "equivalent", "others: any difference",
+               "family: any difference",
+               "mean seeds a side", "all decided", "fixed-n t at cap"]
+    if cpu_minutes_per_run is not None:
+        columns.append("CPU-hours")
+    for column in columns:
+        table.add_column(escape(column), justify="left" if column == "true gap" else "right")
+    rng = np.random.default_rng(seed)
+    for g in [0.0, *[g for g in gaps if g != 0]]:
+        truth = Truth(seed_sd, correlation, g, others_gap)
+        out = simulate_design(design, truth, reps, rng)
+
+        def share(p: float) -> str:
+            return f"{100 * p:.1f}% ±{100 * PlanOutcome.margin(p, reps):.1f}"
+
+        row = ["0 (A/A)" if g == 0 else f"{g:g} ({g / seed_sd:.2g} seed SD)", share(out.decided_right),
+               share(out.decided_wrong_sign), share(out.decided_equivalent), share(out.others_difference),
+               share(out.family_difference), f"{out.mean_seeds:.1f}", share(out.all_decided),
+               "-" if g == 0 else f"{100 * fixed_sample_power(design, truth):.1f}%"]
+        if cpu_minutes_per_run is not None:
+            row.append(f"{out.mean_seeds * runs_per_seed * cpu_minutes_per_run / 60:.1f}")
+        table.add_row(*(escape(cell) for cell in row))
+    console.print(table)
+    console.print("[dim]" + escape(
+        "decided: the comparison of interest's verdict at the stop (A/A row: a difference of either sign, the false "
+        "positive rate of one comparison); others: sweeps in which any other comparison of the family is decided a "
+        "difference (an error when their gap is 0); family: any comparison at all (the A/A row's is the family's error rate, to hold at or under alpha); all decided: sweeps that stopped with every comparison decided "
+        "(the rest ran to the cap); fixed-n t at cap: a paired t test at the cap, Bonferroni, one look, for "
+        "reference; CPU-hours: mean seeds x --runs-per-seed x --cpu-minutes-per-run. Method: docs/statistics.md "
+        "(Planning a sweep).") + "[/dim]")

@@ -1,0 +1,131 @@
+"""``antlm-bench plan``: the simulation of a ``sweep --until-decided`` design is the sweep's own rule (checked against
+a plain loop over ``sequential.confidence_sequence`` and ``decide``), reproduces the power the reference study's
+design was measured to have, keeps the family's error under alpha, and refuses bad input in one line."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from cli_support import run_cli
+
+from antlm_bench.results.stats.planning import Design, Truth, decide_sweeps, fixed_sample_power, simulate_design
+from antlm_bench.results.stats.sequential import DIFFERENCE, EQUIVALENT, UNDECIDED, confidence_sequence, decide
+from antlm_bench.results.stats.sequential import prior_precision as tuned_precision
+
+
+def _reference(design: Design, d: np.ndarray) -> tuple[int, list[str]]:
+    """One sweep as sweep.loop.run_sweep runs it: look after each round, stop when nothing is undecided or at the
+    cap, every comparison's verdict the one at the stop."""
+    c = tuned_precision(design.max_seeds, design.alpha_each)
+    for n in design.looks():
+        verdicts = [decide(confidence_sequence(row[:n], design.alpha_each, c), design.tolerance) for row in d]
+        if UNDECIDED not in verdicts or n == design.max_seeds:
+            signed = []
+            for row, verdict in zip(d, verdicts):
+                interval = confidence_sequence(row[:n], design.alpha_each, c)
+                signed.append(("+" if interval.low > 0 else "-") if verdict == DIFFERENCE else verdict)
+            return n, signed
+    raise AssertionError("no stop")
+
+
+@pytest.mark.parametrize("design", [Design(3, 8, 3, 1, 0.05, 1.0), Design(2, 12, 2, 3, 0.1, None),
+                                    Design(1, 6, 6, 1, 0.05, 2.0)])
+def test_vectorised_rule_is_the_sweeps_rule(design):
+    rng = np.random.default_rng(7)
+    gaps = np.asarray([1.5, -1.0, 0.0][: design.comparisons])
+    d = gaps[None, :, None] + rng.standard_normal((300, design.comparisons, design.max_seeds))
+    got = decide_sweeps(design, d)
+    seen = set()
+    for r in range(len(d)):
+        n, verdicts = _reference(design, d[r])
+        assert got.seeds_at_stop[r] == n
+        for k, verdict in enumerate(verdicts):
+            mine = ("+" if got.positive[r, k] else "-" if got.negative[r, k]
+                    else EQUIVALENT if got.equivalent[r, k] else UNDECIDED)
+            assert mine == verdict, (r, k)
+            seen.add(verdict)
+    assert len(seen) >= 3  # the draws reach differences of both signs and undecided (and equivalence where set)
+
+
+def test_reproduces_the_reference_studys_power():
+    """The mini-antlm design (8 comparisons, seeds 1-3 then one a round, cap 10, paired correlation ~0): 31% power
+    at a 2-seed-SD gap and 2.5% at 1 SD (issue #33's figures), against 78% and 17% for a fixed-n Bonferroni t."""
+    design = Design(comparisons=8, max_seeds=10, first_seeds=3, round_seeds=1)
+    assert design.looks() == [3, 4, 5, 6, 7, 8, 9, 10]
+    assert design.first_decidable() == 5
+    rng = np.random.default_rng(1)
+    two = simulate_design(design, Truth(1.0, 0.0, 2.0), 20_000, rng)
+    one = simulate_design(design, Truth(1.0, 0.0, 1.0), 20_000, rng)
+    assert abs(two.decided_right - 0.31) < 0.015 and two.decided_wrong_sign == 0
+    assert abs(one.decided_right - 0.025) < 0.006
+    assert two.mean_seeds == 10  # the seven null comparisons never decide: every sweep runs to the cap
+    assert round(fixed_sample_power(design, Truth(1.0, 0.0, 2.0)), 2) == 0.79
+    assert round(fixed_sample_power(design, Truth(1.0, 0.0, 1.0)), 2) == 0.17
+
+
+@pytest.mark.parametrize("design", [Design(1, 10), Design(8, 10), Design(3, 16, 5, 2, 0.05, 1.0),
+                                    Design(2, 20, 2, 1, 0.1, 3.0)])
+def test_a_a_family_error_is_at_most_alpha(design):
+    out = simulate_design(design, Truth(1.0, 0.3, 0.0), 10_000, np.random.default_rng(3))
+    assert out.family_difference <= design.alpha + 1.96 * math.sqrt(design.alpha * (1 - design.alpha) / 10_000)
+
+
+def test_equivalence_margin_stops_nulls_and_gaps_stop_earlier():
+    design = Design(1, 30, 3, 1, 0.05, 2.0)
+    null = simulate_design(design, Truth(1.0, 0.0, 0.0), 4000, np.random.default_rng(4))
+    assert null.decided_equivalent > 0.5 and null.mean_seeds < 30
+    big = simulate_design(design, Truth(1.0, 0.0, 4.0), 4000, np.random.default_rng(4))
+    assert big.decided_right > 0.95 and big.mean_seeds < null.mean_seeds
+
+
+def test_a_design_that_cannot_decide_says_so():
+    assert Design(1000, 4).first_decidable() is None
+    assert Design(2, 10, 9, 5).looks() == [9, 10]
+
+
+def test_plan_command_prints_the_design_and_its_table(monkeypatch, capsys):
+    code, out, err = run_cli(monkeypatch, capsys, "plan", "-k", "8", "--max-seeds", "10", "--gap", "2", "--reps",
+                             "2000", "--cpu-minutes-per-run", "13.4")
+    assert code == 0, err
+    assert "Bonferroni: 0.00625 each" in out and "looks at 3, 4, 5" in out
+    assert "cannot decide anything" in out and "--seeds 1-5" in out
+    assert "0 (A/A)" in out and "2 (2 seed SD)" in out and "CPU-hours" in out
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["-k", "0"], "--comparisons 0"),
+    (["-k", "2", "--correlation", "1"], "--correlation 1"),
+    (["-k", "2", "--gap", "1,x"], "--gap 'x'"),
+    (["-k", "2", "--gap", "inf"], "--gap inf"),
+    (["-k", "2", "--seed-sd", "0"], "--seed-sd 0"),
+    (["-k", "2", "--max-seeds", "1"], "--max-seeds 1"),
+    (["-k", "2", "--first-seeds", "11"], "--first-seeds 11"),
+    (["-k", "2", "--tolerance", "-1"], "--tolerance -1"),
+    (["-k", "500", "--max-seeds", "1000", "--reps", "1000"], "draws"),
+    (["-k", "2", "--reps", "10"], "--reps 10"),
+])
+def test_bad_plan_input_is_one_line(monkeypatch, capsys, args, fragment):
+    code, out, err = run_cli(monkeypatch, capsys, "plan", *args)
+    assert code == 2, out + err
+    lines = [line for line in (out + err).splitlines() if line.strip()]
+    assert len(lines) == 1 and fragment in lines[0], out + err
+
+
+def test_an_until_decided_sweep_warns_of_looks_that_cannot_decide(monkeypatch, capsys, tmp_path):
+    """1 recipe x 2 schedules x blimp (accuracy and margin) = 3 comparisons: at cap 10 nothing is bounded before
+    5 seeds, so a first round of 3 wastes two looks; the sweep says so and names the plan command of its rule."""
+    code, out, err = run_cli(monkeypatch, capsys, "sweep", "--model", "antlm-babyllama", "--schedule", "1_CLM,1_MLM",
+                             "--until-decided", "--baseline", "1_CLM", "--seeds", "1-3", "--max-seeds", "10",
+                             "--dry-run", "--tasks", "blimp", "--preset", "tiny", "--final-scoring", "clm",
+                             "--output", str(tmp_path / "sweep"))
+    assert code == 0, err
+    assert "no interval is bounded before 5 seeds" in out and "--seeds 1-5" in out
+    assert "antlm-bench plan -k 3 --max-seeds 10 --first-seeds 3" in out
+    code, out, err = run_cli(monkeypatch, capsys, "sweep", "--model", "antlm-babyllama", "--schedule", "1_CLM,1_MLM",
+                             "--until-decided", "--baseline", "1_CLM", "--seeds", "1-5", "--max-seeds", "10",
+                             "--dry-run", "--tasks", "blimp", "--preset", "tiny", "--final-scoring", "clm",
+                             "--output", str(tmp_path / "sweep"))
+    assert code == 0, err
+    assert "cannot decide anything" not in out and "antlm-bench plan -k 3" in out
