@@ -299,6 +299,48 @@ def test_no_gap_runs_to_the_maximum_or_decides_equivalence(tmp_path):
     assert outcome.status == "decided" and outcome.comparisons[0].decision == "equivalent"
 
 
+class TwoTaskExecutor(TableExecutor):
+    """blimp_supplement with the schedule's gap, and ewok with none: a primary and a null secondary endpoint."""
+
+    def run(self, cells, record, progress) -> None:
+        for cell in cells:
+            seed_effect = np.random.default_rng(cell.seed).normal(0, 0.01)
+            rng = np.random.default_rng([cell.seed, len(cell.schedule)])
+            tasks = {"blimp_supplement": {f"s{j}": correctness(rng, 400, 0.6 + seed_effect
+                                                               + self.gaps.get(cell.schedule, 0.0))
+                                          for j in range(5)},
+                     "ewok": {f"e{j}": correctness(rng, 400, 0.55 + seed_effect) for j in range(5)}}
+            write_run(self.output, cell.name, [{"phase_index": 0, "tasks": tasks}], recipe=cell.recipe,
+                      preset=cell.preset, schedule=cell.schedule, seed=cell.seed)
+            self.ran.append(cell)
+            record.set(cell, DONE, returncode=0)
+
+
+@pytest.mark.parametrize("primary", [(), ("blimp_supplement",)])
+def test_only_primary_endpoints_take_alpha_and_must_be_decided(tmp_path, primary):
+    """Declared primary endpoints form the family alone: the null secondary column (ewok) gets an interval and no
+    verdict, takes no share of alpha, and does not keep the sweep running; without the declaration it does."""
+    out = tmp_path / "out"
+    folder, record = _record(out)
+    grid = Grid(("antlm-babyllama",), ("tiny",), ("1_CLM", "2_CLM"))
+    rule = Rule("1_CLM", 0.05, None, 8, 2, primary)
+    plan = SweepPlan(grid, [1, 2, 3], {}, out, rule)
+    executor = TwoTaskExecutor(out, {"2_CLM": 0.15})
+    outcome = run_sweep(plan, executor, record, Progress(record, 1, terminal=False),
+                        lambda cells: [c for c in cells if not (out / c.name).exists()], lambda line: None)
+    by_column = {c.column: c for c in outcome.comparisons}
+    assert by_column["blimp_supplement"].decision == "difference"
+    decision = json.loads(folder.decision_file.read_text())
+    if primary:
+        assert outcome.status == "decided" and by_column["ewok"].decision == "secondary"
+        assert decision["rule"]["primary"] == ["blimp_supplement"] and decision["rule"]["alpha_each"] == 0.05
+        assert "secondary endpoint" in by_column["ewok"].text()
+    else:
+        assert outcome.status == "max seeds reached" and by_column["ewok"].decision == "undecided"
+        assert decision["rule"]["alpha_each"] == 0.05 / 2
+    assert not any("NOT SHOWN" in line for line in decision_lines([out]))  # recomputed from the tables: the same
+
+
 def test_a_reused_cell_is_not_run_again(tmp_path):
     _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
     outcome, executor, _, record, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)

@@ -106,6 +106,10 @@ def sweep_command(
                                            "(default 1)."),
     alpha: float | None = typer.Option(None, "--alpha", help="--until-decided: error rate of the whole family "
                                        "of comparisons (default 0.05, Bonferroni over them)."),
+    primary: str | None = typer.Option(None, "--primary", help="--until-decided: the primary endpoints, board "
+                                       "columns such as blimp,blimp_supplement,ewok (a task's accuracy; "
+                                       "task.margin, macro): only they share alpha and must be decided; the other "
+                                       "columns get intervals without a verdict (default: every column)."),
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
     """Run a grid of `antlm-bench run` cells (recipes x presets x schedules x seeds) on local worker processes or a SLURM job array; finished cells are reused, unfinished ones resumed.
@@ -124,7 +128,9 @@ def sweep_command(
     if until_decided and baseline is None and not (file_values.get("until_decided") or {}).get("baseline"):
         raise UserError("--until-decided needs --baseline SCHEDULE (the schedule the others are compared with)")
     decided = {k: v for k, v in {"baseline": baseline, "max_seeds": max_seeds, "tolerance": tolerance,
-                                 "round_seeds": round_seeds, "alpha": alpha}.items() if v is not None}
+                                 "round_seeds": round_seeds, "alpha": alpha,
+                                 "primary": [c.strip() for c in primary.split(",") if c.strip()] if primary else None
+                                 }.items() if v is not None}
     if decided and not until_decided and "until_decided" not in file_values:
         raise UserError(f"--{next(iter(decided)).replace('_', '-')} is an option of --until-decided; add it")
     run_values = _run_option_pairs(run_option or [])

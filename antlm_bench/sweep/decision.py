@@ -35,6 +35,8 @@ from antlm_bench.sweep.grid import GridCell
 from antlm_bench.sweep.record import DECISION_FILE, SWEEP_DIR, SweepFolder
 
 NOT_TESTED = "not tested"  # different instruments (results.leaderboard.comparability), as the board says
+# a column outside the declared primary endpoints: an interval, no verdict, no share of alpha
+SECONDARY = "secondary"
 # 1: without the digests of the tables (still read: the board recomputes the decision either way)
 DECISION_SCHEMA_VERSION = 2
 METHOD = ("Lai (1976) confidence sequence for the mean of paired per-seed differences, Gaussian with unknown "
@@ -50,6 +52,12 @@ class Rule:
     tolerance: float | None  # points; None: no equivalence decision
     max_seeds: int
     round_seeds: int
+    # the primary endpoints (board columns: a task, ``task.margin``, ``macro``), declared before the first seed:
+    # only their comparisons form the family, take alpha and must be decided; empty: every column is primary
+    primary: tuple[str, ...] = ()
+
+    def is_primary(self, column: str) -> bool:
+        return not self.primary or column in self.primary
 
     def alpha_each(self, comparisons: int) -> float:
         return self.alpha / max(1, comparisons)
@@ -58,16 +66,17 @@ class Rule:
         return prior_precision(self.max_seeds, self.alpha_each(comparisons))
 
 
-def largest_family(recipes: int, presets: int, schedules: int, tasks: int) -> int:
-    """The most comparisons the decision may test: every other schedule x every task's accuracy and margin, and the
-    macro, per recipe and preset."""
-    return recipes * presets * (schedules - 1) * (2 * tasks + 1)
+def largest_family(recipes: int, presets: int, schedules: int, tasks: int, primary: Sequence[str] = ()) -> int:
+    """The most comparisons the decision may test: every other schedule x every primary column (without declared
+    primary endpoints: every task's accuracy and margin, and the macro), per recipe and preset."""
+    columns = len(primary) if primary else 2 * tasks + 1
+    return recipes * presets * (schedules - 1) * columns
 
 
 def require_enough_seeds(rule: Rule, recipes: int, presets: int, schedules: int, tasks: int) -> None:
     """Refuse, before anything runs, a --max-seeds below which the anytime-valid interval bounds nothing for the
     largest family the decision may test (:func:`largest_family`)."""
-    family = largest_family(recipes, presets, schedules, tasks)
+    family = largest_family(recipes, presets, schedules, tasks, rule.primary)
     needed = fewest_seeds(rule.alpha_each(family))
     if rule.max_seeds < needed:
         raise UserError(f"--max-seeds {rule.max_seeds}: the anytime-valid interval bounds nothing below {needed} "
@@ -108,7 +117,9 @@ class Decision:
         better = (self.mean < 0) if self.lower_is_better else (self.mean > 0)
         verdict = {DIFFERENCE: f"decided: {'better' if better else 'worse'} than the baseline",
                    EQUIVALENT: "decided: equivalent within the margin", UNDECIDED: "undecided",
-                   NOT_TESTED: "not tested: different instruments (scoring method, tokens or items)"}[self.decision]
+                   NOT_TESTED: "not tested: different instruments (scoring method, tokens or items)",
+                   SECONDARY: "secondary endpoint: interval at the family's per-comparison alpha, no verdict"
+                   }[self.decision]
         first = (f", first decided at {self.first_decided_at} seeds"
                  if self.first_decided_at is not None and self.decision in (DIFFERENCE, EQUIVALENT) else "")
         return (f"{self.schedule} - baseline on {self.column}: {self.mean:+.3g} {self.unit} {interval}, {verdict} "
@@ -146,7 +157,8 @@ def compare_round(cells: Sequence[GridCell], output: Path, rule: Rule, seeds: Se
                 for recipe, preset, schedule, column, row, base in pairs]
     # as on the board, two different instruments (comparability: scoring method, tokens, items) are not tested
     # against each other: such a gap leaves the family
-    testable = sum(_same_instrument(a, b) for *_, a, b in cells_of)
+    # only the primary endpoints' comparisons share alpha (all columns when none are declared)
+    testable = sum(_same_instrument(a, b) and rule.is_primary(column) for _, _, _, column, a, b in cells_of)
     c = rule.prior_precision(testable)
     alpha_each = rule.alpha_each(testable)
     out = []
@@ -171,8 +183,9 @@ def compare_round(cells: Sequence[GridCell], output: Path, rule: Rule, seeds: Se
         # the equivalence margin is in points: it decides percentages only (a margin or a loss, in nats, is decided
         # by a difference alone)
         tolerance = rule.tolerance if units["unit"] == "pp" else None
+        verdict = decide(interval, tolerance) if rule.is_primary(column) else SECONDARY
         out.append(Decision(recipe, preset, schedule, column, scoring, tuple(paired), interval.mean, interval.low,
-                              interval.high, decide(interval, tolerance), **units))
+                              interval.high, verdict, **units))
     return out
 
 
@@ -197,13 +210,15 @@ class RuleRecord(BaseModel):
     max_seeds: int = Field(ge=1)
     round_seeds: int = Field(ge=1)
     comparisons: int = Field(ge=0)
+    primary: list[str] = Field(default_factory=list)  # empty: every column (a record written before the key)
     alpha_each: float
     correction: str
     prior_precision: float
     decided_when: str
 
     def rule(self) -> Rule:
-        return Rule(self.baseline, self.alpha, self.tolerance, self.max_seeds, self.round_seeds)
+        return Rule(self.baseline, self.alpha, self.tolerance, self.max_seeds, self.round_seeds,
+                    tuple(self.primary))
 
 
 class ComparisonRecord(BaseModel):
@@ -220,7 +235,7 @@ class ComparisonRecord(BaseModel):
     mean: float | None
     low: float | None
     high: float | None
-    decision: Literal["difference", "equivalent", "undecided", "not tested"]
+    decision: Literal["difference", "equivalent", "undecided", "not tested", "secondary"]
     unit: str = "pp"
     lower_is_better: bool = False
     first_decided_at: int | None = None
@@ -270,11 +285,13 @@ def write_decision(folder: SweepFolder, rule: Rule, comparisons: Sequence[Decisi
     """Store the rule, the seeds used, each comparison's decision and the digests of the tables of ``cells`` (the
     run folders it was computed from) in ``<output>/sweep/decision.json`` (atomically); ``status``: decided, max
     seeds reached, or stopped (a failed or interrupted round)."""
-    n = sum(c.decision != NOT_TESTED for c in comparisons)
+    n = sum(c.decision not in (NOT_TESTED, SECONDARY) for c in comparisons)
     record = DecisionRecord(
         schema_version=DECISION_SCHEMA_VERSION, status=status, method=METHOD,
-        rule=RuleRecord(**asdict(rule), comparisons=n, alpha_each=rule.alpha_each(n),
-                        correction=f"Bonferroni over {n} tested comparison(s)",
+        rule=RuleRecord(**{**asdict(rule), "primary": list(rule.primary)}, comparisons=n,
+                        alpha_each=rule.alpha_each(n),
+                        correction=f"Bonferroni over {n} tested comparison(s)"
+                        + (f" of the primary endpoints ({', '.join(rule.primary)})" if rule.primary else ""),
                         prior_precision=rule.prior_precision(max(1, n)),
                         decided_when="the interval excludes 0 (difference) or lies within +-tolerance (equivalent)"),
         seeds=list(seeds), rounds=[list(r) for r in rounds],
@@ -389,5 +406,5 @@ def _seed_text(seeds: Sequence[int]) -> str:
     return ",".join(map(str, seeds)) or "none"
 
 
-__all__ = ["METHOD", "NOT_TESTED", "largest_family", "Decision", "DecisionRecord", "Rule", "compare_round", "decision_lines",
+__all__ = ["METHOD", "NOT_TESTED", "SECONDARY", "largest_family", "Decision", "DecisionRecord", "Rule", "compare_round", "decision_lines",
            "decision_reference", "read_decision", "require_enough_seeds", "verify_decision", "write_decision"]

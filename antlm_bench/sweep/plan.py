@@ -122,7 +122,12 @@ def plan_sweep(settings: SweepSettings, parser: RunParser) -> tuple[SweepPlan, R
                             f"({', '.join(sorted(all_schedules))})")
         if len(all_schedules) < 2:
             raise UserError("--until-decided compares schedules with the baseline: give at least two schedules")
-        rule = Rule(baseline, u.alpha, u.tolerance, u.max_seeds, u.round_seeds)
+        columns = [c for r in tasks for c in (r.name, f"{r.name}.margin")] + ["macro"]
+        unknown = [c for c in u.primary if c not in columns]
+        if unknown:
+            raise UserError(f"--primary {unknown[0]}: not a column this sweep's board can show; its columns: "
+                            f"{', '.join(columns)} (a task's margin only where the task has one)")
+        rule = Rule(baseline, u.alpha, u.tolerance, u.max_seeds, u.round_seeds, tuple(dict.fromkeys(u.primary)))
         require_enough_seeds(rule, len(grid.recipes), len(presets), len(schedules or default_schedule.values()),
                              len(tasks))
     return SweepPlan(grid, list(settings.seeds), default_schedule, output, rule), config
@@ -151,7 +156,8 @@ class PreparedSweep:
             lines.append(f"until decided: every schedule against {rule.baseline}, first round seeds "
                          f"{','.join(map(str, plan.seeds))}, +{rule.round_seeds} a round, at most {rule.max_seeds}; "
                          f"alpha {rule.alpha} for the whole family; equivalence margin "
-                         f"{'none' if rule.tolerance is None else f'+-{rule.tolerance:g} pp'}")
+                         f"{'none' if rule.tolerance is None else f'+-{rule.tolerance:g} pp'}; primary endpoints "
+                         f"{', '.join(rule.primary) if rule.primary else 'every column'}")
             lines.extend(self._power_notes())
         baseline = rule.baseline if rule is not None else None
         return lines + [f"note: {line}" for line in untestable_in_cells(self.cells, self.first_config, baseline)]
@@ -166,7 +172,7 @@ class PreparedSweep:
         assert rule is not None
         schedules = len({c.schedule for c in self.cells})
         family = largest_family(len(plan.grid.recipes), len(plan.grid.presets), schedules,
-                                len(resolve_tasks(self.first_config.tasks)))
+                                len(resolve_tasks(self.first_config.tasks)), rule.primary)
         design = Design(family, rule.max_seeds, len(plan.seeds), rule.round_seeds, rule.alpha, rule.tolerance)
         first = design.first_decidable()
         notes = []

@@ -48,6 +48,8 @@ class UntilDecidedSettings(BaseModel):
     tolerance: float | None = Field(None, gt=0)  # points
     round_seeds: int = Field(1, ge=1)
     alpha: float = Field(0.05, gt=0, lt=1)
+    # primary endpoints (board columns: blimp, blimp.margin, macro, ...): only they take alpha and must be decided
+    primary: list[str] = Field(default_factory=list)
 
 
 class SweepSettings(BaseModel):
