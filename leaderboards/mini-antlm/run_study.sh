@@ -31,54 +31,22 @@ antlm-bench sweep --model antlm-ltgbert --schedule "2_CLM+20_MLM+2_CLM,24_CLM" -
   --run-option probe=true --until-decided --baseline 24_CLM --seeds 1-3 --max-seeds "$MAX_SEEDS" --jobs "$JOBS" --output "$RUNS/ltgbert"
 end=$(date +%s)
 
+# each run's tables without evaluation text (leaderboards/export_runs.py), then each sweep's record and decision
+python3 leaderboards/export_runs.py "$HERE/results" "$RUNS"/babyllama/*-seed* "$RUNS"/ltgbert/*-seed*
 python3 - "$RUNS" "$HERE/results" <<'PY'
 import json, shutil, sys
 from pathlib import Path
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-runs, final = Path(sys.argv[1]), Path(sys.argv[2])
-# written beside the old tables and swapped in at the end: a stopped export leaves the old tables in place
-results = final.with_name(final.name + ".new")
-shutil.rmtree(results, ignore_errors=True)
-TEXT = ["context", "sentence_good", "sentence_bad"]  # evaluation data is never committed
-# GLUE's per-example predictions: no statistic reads them (its F1 members have no per-item decomposition, so a
-# GLUE cell's interval comes from the seeds), and they would be a third of the export
-FLOATS = ["score_good", "score_bad", "value"]        # byte-stream split: about half the size, lossless
+runs, results = Path(sys.argv[1]), Path(sys.argv[2])
 for arch in ("babyllama", "ltgbert"):
-    sweep, out = runs / arch, results / arch
-    (out / "sweep").mkdir(parents=True)
-    record = json.loads((sweep / "sweep" / "sweep.json").read_text())
+    sweep, out = runs / arch / "sweep", results / arch / "sweep"
+    out.mkdir(parents=True, exist_ok=True)
+    record = json.loads((sweep / "sweep.json").read_text())
     for cell in record["cells"]:
         cell.pop("log", None)                         # the logs stay with the run folders
-    (out / "sweep" / "sweep.json").write_text(json.dumps(record, indent=1) + "\n")
-    shutil.copy(sweep / "sweep" / "decision.json", out / "sweep" / "decision.json")
-    for cell in record["cells"]:
-        run = sweep / cell["name"]
-        store = out / run.name / "scores.parquet"
-        for event in sorted(e for e in (run / "scores.parquet").iterdir() if e.is_dir() and e.name[0] not in "._"):
-            (store / event.name).mkdir(parents=True)
-            for name in ("part.parquet", "_event.json"):
-                if (event / name).is_file():
-                    shutil.copy(event / name, store / event.name / name)
-            if (event / "_items.parquet").is_file():
-                items = pq.read_table(event / "_items.parquet")
-                items = items.filter(pc.not_equal(items["task"], "glue")).drop_columns(
-                    [c for c in TEXT if c in items.column_names])
-                if not items.num_rows:
-                    continue
-                floats = [c for c in FLOATS if c in items.column_names]
-                pq.write_table(items, store / event.name / "_items.parquet", compression="zstd", compression_level=19,
-                               use_dictionary=[c for c in items.column_names if c not in floats],
-                               use_byte_stream_split=floats)
-        meta = json.loads((run / "run.json").read_text())
-        meta.get("config", {}).pop("output", None)
-        (out / run.name / "run.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
-old = final.with_name(final.name + ".old")
-shutil.rmtree(old, ignore_errors=True)
-if final.exists():
-    final.rename(old)
-results.rename(final)
-shutil.rmtree(old, ignore_errors=True)
+    (out / "sweep.json.new").write_text(json.dumps(record, indent=1) + "\n")
+    (out / "sweep.json.new").replace(out / "sweep.json")
+    shutil.copy(sweep / "decision.json", out / "decision.json.new")
+    (out / "decision.json.new").replace(out / "decision.json")
 PY
 antlm-bench leaderboard -d mini-antlm --family row -f markdown -o "$HERE/leaderboard.md" --plots "$HERE/plots"
 antlm-bench leaderboard -d mini-antlm --family row -f html -o "$HERE/leaderboard.html"

@@ -1,0 +1,79 @@
+"""Export run folders' committed tables for a leaderboard folder in this repository: without evaluation text.
+
+    python3 leaderboards/export_runs.py DEST RUN [RUN ...]
+
+Each RUN (a run folder of `antlm-bench run`/`sweep`) becomes DEST/<its parent's name>/<its name>/: every committed
+event of its results store (part.parquet, _event.json, and _items.parquet without the sentences: evaluation data is
+never committed, and without GLUE's per-example predictions, which no statistic reads), and its run.json without
+the machine's output path. Item floats are written byte-stream split and zstd-compressed (about half the size,
+lossless). Each run is written in a staging folder beside DEST (``.<DEST>.export/``, outside what a board reads) and
+swapped in whole, so a stopped export leaves every run's old or new tables (at worst, between the two renames, the
+run missing, never half of it), and runs exported before that are not named here stay as they are. Used by
+leaderboards/cpu-presets/run.sh and leaderboards/mini-antlm/run_study.sh.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+TEXT = ["context", "sentence_good", "sentence_bad"]  # evaluation data is never committed
+FLOATS = ["score_good", "score_bad", "value"]  # byte-stream split: about half the size, lossless
+
+
+def export_run(run: Path, dest: Path) -> Path:
+    """``run``'s tables and run.json under ``dest/<parent>/<name>``, swapped in whole; the folder written."""
+    target = dest / run.parent.name / run.name
+    # staged beside DEST, not in it: a board reads every store under DEST, and a half-written copy must not count
+    staging = dest.parent / f".{dest.name}.export" / run.parent.name
+    fresh, old = staging / f"{run.name}.new", staging / f"{run.name}.old"
+    shutil.rmtree(fresh, ignore_errors=True)
+    for event in sorted(e for e in (run / "scores.parquet").iterdir() if e.is_dir() and e.name[0] not in "._"):
+        store = fresh / "scores.parquet" / event.name
+        store.mkdir(parents=True)
+        for name in ("part.parquet", "_event.json"):
+            if (event / name).is_file():
+                shutil.copy(event / name, store / name)
+        if (event / "_items.parquet").is_file():
+            items = pq.read_table(event / "_items.parquet")
+            items = items.filter(pc.not_equal(items["task"], "glue")).drop_columns(
+                [c for c in TEXT if c in items.column_names])
+            if not items.num_rows:
+                continue
+            floats = [c for c in FLOATS if c in items.column_names]
+            pq.write_table(items, store / "_items.parquet", compression="zstd", compression_level=19,
+                           use_dictionary=[c for c in items.column_names if c not in floats],
+                           use_byte_stream_split=floats)
+    meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    meta.get("config", {}).pop("output", None)
+    fresh.mkdir(parents=True, exist_ok=True)
+    (fresh / "run.json").write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")
+    shutil.rmtree(old, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        target.rename(old)
+    fresh.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print("usage: export_runs.py DEST RUN [RUN ...]", file=sys.stderr)
+        return 2
+    dest = Path(argv[0])
+    for run in map(Path, argv[1:]):
+        if not ((run / "run.json").is_file() and (run / "scores.parquet").is_dir()):
+            print(f"{run}: not a run folder with results (run.json and scores.parquet/); skipped", file=sys.stderr)
+            continue
+        print(f"exported {export_run(run, dest)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,70 @@
+"""leaderboards/export_runs.py, the one export of run folders into a committed leaderboard folder: no evaluation
+text leaves the data folder, the machine's paths stay out of run.json, and each run is swapped in whole (a failure
+mid-export leaves the old export, and runs exported earlier stay)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from leaderboard_tables import correctness, write_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("export_runs", ROOT / "leaderboards" / "export_runs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(root: Path, name: str, p: float) -> Path:
+    rng = np.random.default_rng(0)
+    run = write_run(root / "antlm-babyllama", name, [{"phase_index": 0, "tasks": {
+        "blimp": {f"s{j}": correctness(rng, 50, p) for j in range(3)}}}])
+    (run / "run.json").write_text(json.dumps({"status": "finished", "config": {"output": "/home/me/runs",
+                                                                                "seed": 1}}))
+    return run
+
+
+def _items(folder: Path):
+    return [pq.read_table(f) for f in sorted(folder.rglob("_items.parquet"))]
+
+
+def test_export_drops_text_and_paths_and_keeps_other_runs(tmp_path):
+    export = _module()
+    run = _run(tmp_path / "runs", "r-seed1", 0.6)
+    source_items = _items(run)
+    assert source_items and any(c in source_items[0].column_names for c in export.TEXT)
+    dest = tmp_path / "results"
+    kept = dest / "antlm-babyllama" / "earlier-seed9"
+    kept.mkdir(parents=True)
+    (kept / "run.json").write_text("{}")
+    assert export.main([str(dest), str(run), str(tmp_path / "not-a-run")]) == 0
+    out = dest / "antlm-babyllama" / "r-seed1"
+    assert json.loads((out / "run.json").read_text())["config"] == {"seed": 1}
+    (items,) = _items(out)
+    assert not set(export.TEXT) & set(items.column_names) and items.num_rows == source_items[0].num_rows
+    assert (kept / "run.json").read_text() == "{}"  # a run exported before, not named now: untouched
+    assert not list(dest.rglob("*.new")) and not list(dest.rglob("*.old"))
+
+
+def test_a_failure_mid_export_leaves_the_old_export(tmp_path, monkeypatch):
+    export = _module()
+    dest = tmp_path / "results"
+    export.export_run(_run(tmp_path / "a", "r-seed1", 0.6), dest)
+    before = {p.relative_to(dest): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full (injected)")
+
+    monkeypatch.setattr(export.pq, "write_table", broken)
+    with pytest.raises(OSError):
+        export.export_run(_run(tmp_path / "b", "r-seed1", 0.9), dest)
+    after = {p.relative_to(dest): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    assert after == before  # the half-written copy is outside the folder a board reads
