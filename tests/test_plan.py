@@ -5,10 +5,12 @@ design was measured to have, keeps the family's error under alpha, and refuses b
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from cli_support import run_cli
+from leaderboard_tables import correctness, write_run
 
 from antlm_bench.results.stats.planning import Design, Truth, decide_sweeps, fixed_sample_power, simulate_design
 from antlm_bench.results.stats.sequential import DIFFERENCE, EQUIVALENT, UNDECIDED, confidence_sequence, decide
@@ -129,3 +131,41 @@ def test_an_until_decided_sweep_warns_of_looks_that_cannot_decide(monkeypatch, c
                              "--output", str(tmp_path / "sweep"))
     assert code == 0, err
     assert "cannot decide anything" not in out and "antlm-bench plan -k 3" in out
+
+
+STUDY = Path(__file__).resolve().parents[1] / "leaderboards" / "mini-antlm" / "results" / "babyllama"
+
+
+def test_plan_reads_seed_sd_and_correlation_from_a_pilot(monkeypatch, capsys):
+    """The committed mini-antlm BabyLlama sweep as a pilot: BLiMP's seed SD pooled over its two rows (0.70 and 0.50
+    points over 10 seeds each) and the same-seed correlation of the AntLM row with 24_CLM (about 0, issue #33)."""
+    code, out, err = run_cli(monkeypatch, capsys, "plan", "-k", "3", "--pilot", str(STUDY), "--baseline", "24_CLM",
+                             "--column", "blimp", "--gap", "1", "--reps", "1000")
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("pilot:"))
+    sd = float(line.split("seed SD ")[1].split()[0])
+    assert 0.5 < sd < 0.7 and "18 degree(s) of freedom" in line
+    correlation = float(line.split("correlation with 24_CLM ")[1].split()[0])
+    assert -0.7 < correlation < 0.7 and "10 paired seeds" in line
+    assert f"seed SD {sd:.3g}" in out  # the simulation used them
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--baseline", "24_CLM"], "give --pilot"),
+    (["--pilot", "PILOT", "--column", "nope"], "--column nope"),
+    (["--pilot", "PILOT", "--baseline", "1_CLM"], "--baseline 1_CLM"),
+    (["--pilot", "ONE_SEED"], "no row has two seeds"),
+])
+def test_bad_pilot_input_is_one_line(monkeypatch, capsys, tmp_path, args, fragment):
+    rng = np.random.default_rng(0)
+    for seed in (1, 2, 3):
+        for schedule in ("2_CLM", "1_CLM+1_MLM"):
+            write_run(tmp_path / "pilot", f"{schedule}-s{seed}", [{"phase_index": 0, "tasks": {
+                "blimp": {"a": correctness(rng, 40, 0.6)}}}], schedule=schedule, seed=seed, items=False)
+    write_run(tmp_path / "one", "r-s1", [{"phase_index": 0, "tasks": {"blimp": {"a": correctness(rng, 40, 0.6)}}}],
+              items=False)
+    args = [{"PILOT": str(tmp_path / "pilot"), "ONE_SEED": str(tmp_path / "one")}.get(a, a) for a in args]
+    code, out, err = run_cli(monkeypatch, capsys, "plan", "-k", "2", *args)
+    assert code == 2, out + err
+    lines = [line for line in (out + err).splitlines() if line.strip()]
+    assert len(lines) == 1 and fragment in lines[0], out + err

@@ -4,6 +4,7 @@ CPU-hours by simulating the sweep's own rule (``results.stats.planning``)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import typer
 from rich.markup import escape
@@ -30,16 +31,64 @@ def _gaps(text: str) -> list[float]:
     return gaps
 
 
+def _from_pilot(paths: list[Path], column: str, baseline: str | None, seed_sd: float | None,
+                correlation: float | None) -> tuple[float | None, float | None]:
+    """The seed SD and correlation of ``column`` on the pilot's board, where not given; says what it read."""
+    from antlm_bench.results.leaderboard import leaderboard_from_paths
+    from antlm_bench.results.leaderboard.power import pilot_estimate
+
+    board = leaderboard_from_paths(paths, None, None, {}, 0.05, "none")
+    if column != "macro" and column not in board.columns:
+        raise UserError(f"--column {column}: not a column of the pilot's board ({', '.join(board.columns)})")
+    reference_of = None
+    if baseline is not None:
+        if "schedule" not in board.group_by:
+            raise UserError("--baseline: the pilot's board does not group by schedule")
+        at = board.group_by.index("schedule")
+        keys = {row.key for row in board.rows}
+        if not any(key[at] == baseline for key in keys):
+            raise UserError(f"--baseline {baseline}: no row of the pilot has that schedule "
+                            f"({', '.join(sorted({key[at] for key in keys}))})")
+
+        def reference_of(key: tuple[str, ...]) -> tuple[str, ...] | None:
+            wanted = key[:at] + (baseline,) + key[at + 1:]
+            return wanted if wanted in keys else None
+
+    estimate = pilot_estimate(board, column, reference_of)
+    if estimate is None:
+        raise UserError(f"--pilot: no row has two seeds on {column}; a seed SD needs at least two seeds of one "
+                        "configuration")
+    said = [f"pilot: {column} seed SD {estimate.seed_sd:.3g} (pooled over {estimate.rows} row(s), "
+            f"{estimate.sd_df} degree(s) of freedom)"]
+    if estimate.correlation is not None:
+        said.append(f"same-seed correlation with {baseline} {estimate.correlation:+.2f} (over {estimate.pairs} "
+                    "paired seeds)")
+    elif baseline is not None:
+        said.append(f"no row shares 3 seeds with {baseline}: correlation not estimated")
+    console.print(escape("; ".join(said) + ("" if seed_sd is None and correlation is None
+                                            else " (given values take precedence)")))
+    return (estimate.seed_sd if seed_sd is None else seed_sd,
+            estimate.correlation if correlation is None and estimate.correlation is not None else correlation)
+
+
 @app.command("plan")
 def plan_command(
     comparisons: int = typer.Option(..., "--comparisons", "-k", help="Comparisons in the family that shares alpha "
                                     "(schedules other than the baseline x columns x recipes and presets)."),
     gap: str = typer.Option("1,2", "--gap", help="True gap(s) of the comparison of interest, in the units of "
                             "--seed-sd (percentage points), comma-separated."),
-    seed_sd: float = typer.Option(1.0, "--seed-sd", help="SD of one configuration's per-seed scores (points): from "
-                                  "pilot seeds, e.g. the board's ±SD."),
-    correlation: float = typer.Option(0.0, "--correlation", help="Correlation of the two sides' scores at the same "
-                                      "seed (same initialisation and data order), in [-1, 1)."),
+    seed_sd: float | None = typer.Option(None, "--seed-sd", help="SD of one configuration's per-seed scores "
+                                         "(points; default: from --pilot, else 1): e.g. a board's ±SD."),
+    correlation: float | None = typer.Option(None, "--correlation", help="Correlation of the two sides' scores at "
+                                             "the same seed (same initialisation and data order), in [-1, 1) "
+                                             "(default: from --pilot with --baseline, else 0)."),
+    pilot: list[Path] | None = typer.Option(None, "--pilot", help="Result folders of pilot runs: the seed SD "
+                                            "(pooled over their rows) and, with --baseline, the same-seed "
+                                            "correlation are read from their board."),
+    column: str = typer.Option("blimp", "--column", help="--pilot: the board column to read (a task, "
+                               "task.margin or macro)."),
+    baseline: str | None = typer.Option(None, "--baseline", help="--pilot: the baseline schedule; each other row is "
+                                        "paired by seed with the baseline row of its recipe and preset."),
     max_seeds: int = typer.Option(10, "--max-seeds", help="The sweep's --max-seeds (cap a side)."),
     first_seeds: int = typer.Option(3, "--first-seeds", help="Seeds in the first round (the sweep's --seeds)."),
     round_seeds: int = typer.Option(1, "--round-seeds", help="Seeds added a round (the sweep's --round-seeds)."),
@@ -64,6 +113,12 @@ def plan_command(
     from antlm_bench.results.stats.planning import Design, PlanOutcome, Truth, fixed_sample_power, simulate_design
 
     gaps = _gaps(gap)
+    if pilot:
+        seed_sd, correlation = _from_pilot(pilot, column, baseline, seed_sd, correlation)
+    elif baseline is not None:
+        raise UserError("--baseline reads the pilot's pairing: give --pilot RESULTS as well")
+    seed_sd = 1.0 if seed_sd is None else seed_sd
+    correlation = 0.0 if correlation is None else correlation
     if not 1 <= comparisons <= 10_000:
         raise UserError(f"--comparisons {comparisons}: give the family's size, from 1 to 10000")
     if not 2 <= max_seeds <= MAX_SEEDS:
@@ -99,7 +154,7 @@ def plan_command(
         f"design: {comparisons} comparison(s) sharing alpha {alpha:g} (Bonferroni: {design.alpha_each:.3g} each), "
         f"looks at {', '.join(map(str, looks))} seeds a side, cap {max_seeds}"
         + (f", equivalence within ±{tolerance:g}" if tolerance else ", no equivalence margin")
-        + f"; truth: seed SD {seed_sd:g}, same-seed correlation {correlation:g} (paired difference SD "
+        + f"; truth: seed SD {seed_sd:.3g}, same-seed correlation {correlation:.2g} (paired difference SD "
         f"{Truth(seed_sd, correlation, 0).difference_sd:.3g}), other comparisons' gap {others_gap:g}"))
     if first is None:
         console.print(escape(f"no look can decide anything: the interval is unbounded up to {max_seeds} seeds at "

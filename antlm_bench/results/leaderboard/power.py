@@ -11,6 +11,8 @@ turns the seed count into a range, printed beside it with the number of seeds th
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
@@ -73,3 +75,49 @@ def power_lines(board: Leaderboard, gap: float, alpha: float = 0.05, power: floa
                 line.seeds_high = seeds_needed(gap, high, 2 * item_var, alpha, power)
             out.append(line)
     return out
+
+
+@dataclass(frozen=True)
+class PilotEstimate:
+    """What ``antlm-bench plan --pilot`` reads from a pilot's board for one column, in the column's shown units."""
+
+    column: str
+    seed_sd: float  # pooled over the rows with >= 2 seeds: sqrt(sum (k_r - 1) s_r^2 / sum (k_r - 1))
+    sd_df: int  # sum (k_r - 1): the degrees of freedom the pooled SD rests on
+    rows: int  # rows that gave it
+    correlation: float | None  # mean same-seed correlation of each row with the reference row (Fisher z); None
+    pairs: int  # seeds paired with the reference over all rows (each row needs >= 3 to count)
+
+
+def pilot_estimate(board: Leaderboard, column: str,
+                   reference_of: Callable[[tuple[str, ...]], tuple[str, ...] | None] | None = None
+                   ) -> PilotEstimate | None:
+    """The pooled seed SD of ``column`` over the board's rows, and (given ``reference_of``: a row's key -> the key
+    of the row it is compared with, e.g. the baseline schedule of its recipe) the correlation of each row's
+    same-seed scores with its reference's; None when no row has two seeds on that column."""
+    cells = [(row.key, row.macro if column == MACRO else row.cells.get(column)) for row in board.rows]
+    cells = [(key, cell) for key, cell in cells if cell is not None and len(cell.seed_values) >= 2]
+    if not cells:
+        return None
+    scale = metric_kind(cells[0][1].metric).scale
+    df = sum(len(cell.seed_values) - 1 for _, cell in cells)
+    pooled = sum((len(c.seed_values) - 1) * statistics.variance(c.seed_values) for _, c in cells) / df
+    by_key = dict(cells)
+    zs, weights, pairs = [], [], 0
+    for key, cell in cells:
+        reference = reference_of(key) if reference_of is not None else None
+        base = by_key.get(reference) if reference is not None and reference != key else None
+        if base is not None:
+            theirs = dict(zip(base.seed_labels, base.seed_values))
+            common = [(v, theirs[s]) for s, v in zip(cell.seed_labels, cell.seed_values) if s in theirs]
+            if len(common) < 3:
+                continue
+            mine, other = zip(*common)
+            if statistics.pstdev(mine) == 0 or statistics.pstdev(other) == 0:
+                continue
+            r = max(-0.999, min(0.999, statistics.correlation(mine, other)))
+            zs.append(math.atanh(r))
+            weights.append(len(common) - 3 if len(common) > 3 else 1)
+            pairs += len(common)
+    correlation = math.tanh(sum(w * z for w, z in zip(weights, zs)) / sum(weights)) if zs else None
+    return PilotEstimate(column, math.sqrt(pooled) * scale, df, len(cells), correlation, pairs)
