@@ -341,6 +341,26 @@ def test_only_primary_endpoints_take_alpha_and_must_be_decided(tmp_path, primary
     assert not any("NOT SHOWN" in line for line in decision_lines([out]))  # recomputed from the tables: the same
 
 
+def test_a_margin_per_endpoint_lets_a_null_endpoint_end_equivalent(tmp_path):
+    """ewok (no gap) has its own equivalence margin, blimp_supplement none: the sweep stops once ewok is
+    equivalent within its margin and the supplement's gap is decided, and the record keeps each margin."""
+    out = tmp_path / "out"
+    folder, record = _record(out)
+    grid = Grid(("antlm-babyllama",), ("tiny",), ("1_CLM", "2_CLM"))
+    rule = Rule("1_CLM", 0.05, None, 12, 2, ("blimp_supplement", "ewok"), (("ewok", 10.0),))
+    assert rule.margin_for("ewok", "pp") == 10.0 and rule.margin_for("blimp_supplement", "pp") is None
+    outcome = run_sweep(SweepPlan(grid, [1, 2, 3], {}, out, rule), TwoTaskExecutor(out, {"2_CLM": 0.15}), record,
+                        Progress(record, 1, terminal=False),
+                        lambda cells: [c for c in cells if not (out / c.name).exists()], lambda line: None)
+    by_column = {c.column: c for c in outcome.comparisons}
+    assert outcome.status == "decided"
+    assert by_column["blimp_supplement"].decision == "difference" and by_column["ewok"].decision == "equivalent"
+    decision = json.loads(folder.decision_file.read_text())
+    assert decision["rule"]["margins"] == {"ewok": 10.0}
+    lines = decision_lines([out])
+    assert "ewok +-10" in lines[0] and not any("NOT SHOWN" in line for line in lines)
+
+
 def test_a_reused_cell_is_not_run_again(tmp_path):
     _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
     outcome, executor, _, record, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)

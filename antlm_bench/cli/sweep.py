@@ -5,6 +5,7 @@ the sweep, with ``run``'s own option parser lent to it (:class:`RunCommandParser
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -106,6 +107,9 @@ def sweep_command(
                                            "(default 1)."),
     alpha: float | None = typer.Option(None, "--alpha", help="--until-decided: error rate of the whole family "
                                        "of comparisons (default 0.05, Bonferroni over them)."),
+    margin: list[str] | None = typer.Option(None, "--margin", help="--until-decided: an equivalence margin of "
+                                            "one column in its own units, COLUMN=VALUE (blimp=1.5 points, "
+                                            "blimp.margin=0.05 nats); repeat it; over --tolerance."),
     primary: str | None = typer.Option(None, "--primary", help="--until-decided: the primary endpoints, board "
                                        "columns such as blimp,blimp_supplement,ewok (a task's accuracy; "
                                        "task.margin, macro): only they share alpha and must be decided; the other "
@@ -129,7 +133,8 @@ def sweep_command(
         raise UserError("--until-decided needs --baseline SCHEDULE (the schedule the others are compared with)")
     decided = {k: v for k, v in {"baseline": baseline, "max_seeds": max_seeds, "tolerance": tolerance,
                                  "round_seeds": round_seeds, "alpha": alpha,
-                                 "primary": [c.strip() for c in primary.split(",") if c.strip()] if primary else None
+                                 "primary": [c.strip() for c in primary.split(",") if c.strip()] if primary else None,
+                                 "margins": _margins(margin) if margin else None,
                                  }.items() if v is not None}
     if decided and not until_decided and "until_decided" not in file_values:
         raise UserError(f"--{next(iter(decided)).replace('_', '-')} is an option of --until-decided; add it")
@@ -210,3 +215,19 @@ def _dry_run(sweep: PreparedSweep) -> None:
                       "cell [i] above through submitit's pickled call, logs in <output>/sweep/logs/):",
                       highlight=False, markup=False)
         _say(sweep.executor.sbatch_script(len(pending)))
+
+
+def _margins(values: list[str]) -> dict[str, float]:
+    """``--margin COLUMN=VALUE`` (repeatable) -> {column: value}; a malformed one is one line."""
+    margins: dict[str, float] = {}
+    for text in values:
+        column, sep, value = text.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or not column.strip() or not (math.isfinite(number) and number > 0):
+            raise UserError(f"--margin {text}: give COLUMN=VALUE with a positive number in the column's units, "
+                            "e.g. blimp=1.5 or blimp.margin=0.05")
+        margins[column.strip()] = number
+    return margins

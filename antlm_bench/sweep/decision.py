@@ -55,9 +55,25 @@ class Rule:
     # the primary endpoints (board columns: a task, ``task.margin``, ``macro``), declared before the first seed:
     # only their comparisons form the family, take alpha and must be decided; empty: every column is primary
     primary: tuple[str, ...] = ()
+    # per-column equivalence margins in the column's own units (points, nats), over ``tolerance``
+    margins: tuple[tuple[str, float], ...] = ()
 
     def is_primary(self, column: str) -> bool:
         return not self.primary or column in self.primary
+
+    def margin_for(self, column: str, unit: str) -> float | None:
+        """The column's equivalence margin: its own (``margins``), else ``tolerance`` for a percentage, else none
+        (a margin or a loss in nats is then decided by a difference only)."""
+        own = dict(self.margins)
+        if column in own:
+            return own[column]
+        return self.tolerance if unit == "pp" else None
+
+    def margins_text(self) -> str:
+        parts = [f"{column} +-{value:g}" for column, value in self.margins]
+        if self.tolerance is not None:
+            parts.append(f"+-{self.tolerance:g} pp for the other percentages")
+        return "; ".join(parts) or "none"
 
     def alpha_each(self, comparisons: int) -> float:
         return self.alpha / max(1, comparisons)
@@ -182,7 +198,7 @@ def compare_round(cells: Sequence[GridCell], output: Path, rule: Rule, seeds: Se
             continue
         # the equivalence margin is in points: it decides percentages only (a margin or a loss, in nats, is decided
         # by a difference alone)
-        tolerance = rule.tolerance if units["unit"] == "pp" else None
+        tolerance = rule.margin_for(column, units["unit"])
         verdict = decide(interval, tolerance) if rule.is_primary(column) else SECONDARY
         out.append(Decision(recipe, preset, schedule, column, scoring, tuple(paired), interval.mean, interval.low,
                               interval.high, verdict, **units))
@@ -211,6 +227,7 @@ class RuleRecord(BaseModel):
     round_seeds: int = Field(ge=1)
     comparisons: int = Field(ge=0)
     primary: list[str] = Field(default_factory=list)  # empty: every column (a record written before the key)
+    margins: dict[str, float] = Field(default_factory=dict)  # per-column equivalence margins, the column's units
     alpha_each: float
     correction: str
     prior_precision: float
@@ -218,7 +235,7 @@ class RuleRecord(BaseModel):
 
     def rule(self) -> Rule:
         return Rule(self.baseline, self.alpha, self.tolerance, self.max_seeds, self.round_seeds,
-                    tuple(self.primary))
+                    tuple(self.primary), tuple(self.margins.items()))
 
 
 class ComparisonRecord(BaseModel):
@@ -288,7 +305,8 @@ def write_decision(folder: SweepFolder, rule: Rule, comparisons: Sequence[Decisi
     n = sum(c.decision not in (NOT_TESTED, SECONDARY) for c in comparisons)
     record = DecisionRecord(
         schema_version=DECISION_SCHEMA_VERSION, status=status, method=METHOD,
-        rule=RuleRecord(**{**asdict(rule), "primary": list(rule.primary)}, comparisons=n,
+        rule=RuleRecord(**{**asdict(rule), "primary": list(rule.primary), "margins": dict(rule.margins)},
+                        comparisons=n,
                         alpha_each=rule.alpha_each(n),
                         correction=f"Bonferroni over {n} tested comparison(s)"
                         + (f" of the primary endpoints ({', '.join(rule.primary)})" if rule.primary else ""),
@@ -390,11 +408,10 @@ def _decision_file_lines(path: Path) -> list[str]:
         return [f"sweep decision NOT SHOWN: {path} does not match the tables beside it ({problem}); it is not a "
                 "decision of these results: run the sweep again to decide"]
     rule = record.rule
-    tolerance = rule.tolerance
     lines = [f"sweep decision ({record.status}; seeds {_seed_text(record.seeds)} of at most "
              f"{rule.max_seeds}; baseline {rule.baseline}; alpha {rule.alpha}, "
              f"{rule.correction}; equivalence margin "
-             f"{'none' if tolerance is None else f'+-{tolerance:g} pp (percentages only)'}; {path})",
+             f"{record.rule.rule().margins_text()}; {path})",
              "  the sweep chose how many seeds to run from the results, so decide by these anytime-valid intervals: "
              "a fixed-sample interval or p-value on the same seeds assumes their number was fixed in advance"]
     for row in record.comparisons:

@@ -123,11 +123,13 @@ def plan_sweep(settings: SweepSettings, parser: RunParser) -> tuple[SweepPlan, R
         if len(all_schedules) < 2:
             raise UserError("--until-decided compares schedules with the baseline: give at least two schedules")
         columns = [c for r in tasks for c in (r.name, f"{r.name}.margin")] + ["macro"]
-        unknown = [c for c in u.primary if c not in columns]
-        if unknown:
-            raise UserError(f"--primary {unknown[0]}: not a column this sweep's board can show; its columns: "
-                            f"{', '.join(columns)} (a task's margin only where the task has one)")
-        rule = Rule(baseline, u.alpha, u.tolerance, u.max_seeds, u.round_seeds, tuple(dict.fromkeys(u.primary)))
+        for option, named in (("--primary", u.primary), ("--margin", list(u.margins))):
+            unknown = [c for c in named if c not in columns]
+            if unknown:
+                raise UserError(f"{option} {unknown[0]}: not a column this sweep's board can show; its columns: "
+                                f"{', '.join(columns)} (a task's margin only where the task has one)")
+        rule = Rule(baseline, u.alpha, u.tolerance, u.max_seeds, u.round_seeds, tuple(dict.fromkeys(u.primary)),
+                    tuple(u.margins.items()))
         require_enough_seeds(rule, len(grid.recipes), len(presets), len(schedules or default_schedule.values()),
                              len(tasks))
     return SweepPlan(grid, list(settings.seeds), default_schedule, output, rule), config
@@ -155,8 +157,8 @@ class PreparedSweep:
         if rule is not None:
             lines.append(f"until decided: every schedule against {rule.baseline}, first round seeds "
                          f"{','.join(map(str, plan.seeds))}, +{rule.round_seeds} a round, at most {rule.max_seeds}; "
-                         f"alpha {rule.alpha} for the whole family; equivalence margin "
-                         f"{'none' if rule.tolerance is None else f'+-{rule.tolerance:g} pp'}; primary endpoints "
+                         f"alpha {rule.alpha} for the whole family; equivalence margins "
+                         f"{rule.margins_text()}; primary endpoints "
                          f"{', '.join(rule.primary) if rule.primary else 'every column'}")
             lines.extend(self._power_notes())
         baseline = rule.baseline if rule is not None else None

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,7 +46,17 @@ class UntilDecidedSettings(BaseModel):
 
     baseline: str
     max_seeds: int = Field(12, ge=2)
-    tolerance: float | None = Field(None, gt=0)  # points
+    tolerance: float | None = Field(None, gt=0)  # points, every percentage column
+    # per-column equivalence margins in the column's units (blimp: points, blimp.margin: nats), over tolerance
+    margins: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("margins")
+    @classmethod
+    def _positive(cls, margins: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, v in margins.items() if not (math.isfinite(v) and v > 0)]
+        if bad:
+            raise ValueError(f"margin of {bad[0]}: a positive finite number in the column's units")
+        return margins
     round_seeds: int = Field(1, ge=1)
     alpha: float = Field(0.05, gt=0, lt=1)
     # primary endpoints (board columns: blimp, blimp.margin, macro, ...): only they take alpha and must be decided
