@@ -60,6 +60,8 @@ class Preset(_Strict):
     lr_schedules: dict[Objective, LRSchedule] = {}
     # architecture `hf`: a transformers config (model_type plus its own fields) that overrides the sizes above
     hf_config: dict[str, Any] = {}
+    # what this size was measured to learn and cost, one line naming the board that shows it (`list models`)
+    measured: str | None = Field(None, max_length=300)
 
     @model_validator(mode="after")
     def _heads_divide_hidden(self) -> Preset:

@@ -76,3 +76,26 @@ def test_the_cli_records_the_knobs_and_a_resume_must_repeat_them(tmp_path):
                              env=ENV, capture_output=True, text=True, timeout=600)
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "--lr" in refused.stderr
+
+
+def test_a_presets_measured_line_is_prose_not_configuration():
+    """`measured:` documents what a preset was shown to do (`list models`): editing it must not change any run's
+    fingerprints, or every later seed would be another configuration than the seeds it documents."""
+    from antlm_bench.recipes import load_recipe
+    from antlm_bench.runs.schedule import parse_schedule
+    from antlm_bench.training.checkpointer import config_fingerprint, start_fingerprint_config
+
+    recipe = load_recipe("babyllama")
+    schedule = parse_schedule("2_CLM")
+    edited = recipe.model_copy(update={"presets": {**recipe.presets, "cpu": recipe.presets["cpu"].model_copy(
+        update={"measured": "something else entirely"})}})
+    assert recipe.presets["cpu"].measured and edited.presets["cpu"].measured != recipe.presets["cpu"].measured
+    for precision in ("fp32", "bf16"):
+        assert (config_fingerprint(recipe, "cpu", schedule, precision, "d", "t")
+                == config_fingerprint(edited, "cpu", schedule, precision, "d", "t"))
+        assert (start_fingerprint_config(recipe, "cpu", schedule, precision)
+                == start_fingerprint_config(edited, "cpu", schedule, precision))
+    lr = recipe.model_copy(update={"presets": {**recipe.presets, "cpu": recipe.presets["cpu"].model_copy(
+        update={"lr": 1e-3})}})
+    assert config_fingerprint(recipe, "cpu", schedule, "bf16", "d", "t") != config_fingerprint(
+        lr, "cpu", schedule, "bf16", "d", "t")  # a knob that trains differently still changes it

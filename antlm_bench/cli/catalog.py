@@ -62,16 +62,19 @@ def list_models(include_path: list[Path] | None = IncludePathOption, as_json: bo
             records.append({"recipe": recipe.name, "architecture": recipe.architecture,
                             "default_schedule": recipe.default_schedule, "preset": preset_name,
                             "layers": preset.n_layers, "hidden_size": preset.hidden_size,
-                            "vocab_size": preset.vocab_size, "parameters": count_parameters(recipe, preset_name)})
+                            "vocab_size": preset.vocab_size, "parameters": count_parameters(recipe, preset_name),
+                            "measured": preset.measured})
     if as_json:
         typer.echo(json.dumps(records, indent=2))
         return
     table = Table(title="model recipes")
-    for column in ("recipe", "architecture", "default schedule", "preset", "layers x hidden", "vocab", "parameters"):
+    for column in ("recipe", "architecture", "default schedule", "preset", "layers x hidden", "vocab", "parameters",
+                   "measured (on a 2-core CPU)"):
         table.add_column(column)
     for r in records:
         table.add_row(r["recipe"], r["architecture"], r["default_schedule"], r["preset"],
-                      f"{r['layers']} x {r['hidden_size']}", str(r["vocab_size"]), f"{r['parameters'] / 1e6:.2f}M")
+                      f"{r['layers']} x {r['hidden_size']}", str(r["vocab_size"]), f"{r['parameters'] / 1e6:.2f}M",
+                      r["measured"] or "")
     console.print(table)
 
 

@@ -63,14 +63,19 @@ def first_line(err: BaseException) -> str:
 RECIPE_KNOBS = ("lr", "global_batch_size", "warmup_ratio")
 
 
+# a preset's prose (what it was measured to do): never part of what a run trains, so never of its fingerprints
+DOCUMENTATION = {"measured"}
+
+
 def config_fingerprint(recipe: Recipe, preset: str, schedule: Schedule, precision: str, data_hash: str,
                        tokenizer_hash: str) -> str:
     """The configuration a seed trains (``runs.identity.configuration_digest``): the recipe's content (sizes of
     ``preset`` only), the preset, the schedule, the precision, the corpus and tokenizer as trained on, and the
     package version."""
     content = recipe.model_dump(mode="json", exclude={"source", "description", "presets"})
-    return configuration_digest(content, preset, recipe.preset(preset).model_dump(mode="json"), schedule.canonical,
-                                precision, data_hash, tokenizer_hash, __version__)
+    sizes = recipe.preset(preset).model_dump(mode="json", exclude=DOCUMENTATION)
+    return configuration_digest(content, preset, sizes, schedule.canonical, precision, data_hash, tokenizer_hash,
+                                __version__)
 
 
 def start_fingerprint_config(recipe: Recipe, preset: str, schedule: Schedule, precision: str) -> str:
@@ -78,7 +83,7 @@ def start_fingerprint_config(recipe: Recipe, preset: str, schedule: Schedule, pr
     preset, the schedule, the precision but fp32), so that a resume of a run started by an earlier version is not
     refused for a change of definition; an identity of nothing (``runs.identity`` defines those)."""
     content = recipe.model_dump(mode="json", exclude={"source", "description", "presets"})
-    content["preset"] = {"name": preset, **recipe.preset(preset).model_dump(mode="json")}
+    content["preset"] = {"name": preset, **recipe.preset(preset).model_dump(mode="json", exclude=DOCUMENTATION)}
     content["schedule"] = schedule.canonical
     if precision != "fp32":
         content["precision"] = precision
