@@ -361,6 +361,54 @@ def test_a_margin_per_endpoint_lets_a_null_endpoint_end_equivalent(tmp_path):
     assert "ewok +-10" in lines[0] and not any("NOT SHOWN" in line for line in lines)
 
 
+def test_objective_epochs_and_forced_losses():
+    from antlm_bench.sweep.decision import forced_reason, objective_epochs
+
+    assert objective_epochs("4_CLM+16_MLM+4_CLM", "CLM") == 8 and objective_epochs("24_CLM", "MLM") == 0
+    assert objective_epochs("2_MIX(CLM:1,MLM:3)", "CLM") == 0.5
+    assert forced_reason("4_CLM+16_MLM+4_CLM", "24_CLM", "loss", "clm") == "CLM trained 8 against 24 epochs"
+    assert forced_reason("4_CLM+16_MLM+4_CLM", "24_CLM", "loss", "pll") == "MLM trained 16 against 0 epochs"
+    assert forced_reason("12_CLM+12_MLM", "12_MLM+12_CLM", "loss", "clm") is None  # equal exposure: a question
+    assert forced_reason("4_CLM+16_MLM+4_CLM", "24_CLM", "accuracy", "clm") is None
+
+
+class LossExecutor(TableExecutor):
+    """The held-out causal loss of each cell, lower for the schedule with more CLM epochs."""
+
+    def run(self, cells, record, progress) -> None:
+        from test_metric_kinds import write_loss_run
+
+        for cell in cells:
+            rng = np.random.default_rng([cell.seed, 7])
+            loss = 4.5 - 0.3 * float(cell.schedule.split("_")[0])
+            write_loss_run(self.output, cell.name, cell.schedule, cell.seed, {"dev": loss + rng.normal(0, 0.3, 200)},
+                           recipe=cell.recipe)
+            record.set(cell, DONE, returncode=0)
+
+
+@pytest.mark.parametrize("forced_out", [False, True])
+def test_a_loss_the_objectives_decide_leaves_the_family(tmp_path, forced_out):
+    """2_CLM trains the causal loss twice as long as 1_CLM: with forced_out (every new sweep) its held-out loss is
+    labelled forced, takes no alpha and is not a decision; a decision recorded before keeps its rule and verdict."""
+    out = tmp_path / "out"
+    folder, record = _record(out)
+    grid = Grid(("antlm-babyllama",), ("tiny",), ("1_CLM", "2_CLM"))
+    rule = Rule("1_CLM", 0.05, None, 8, 2, forced_out=forced_out)
+    outcome = run_sweep(SweepPlan(grid, [1, 2, 3], {}, out, rule), LossExecutor(out, {}), record,
+                        Progress(record, 1, terminal=False),
+                        lambda cells: [c for c in cells if not (out / c.name).exists()], lambda line: None)
+    (heldout,) = outcome.comparisons
+    decision = json.loads(folder.decision_file.read_text())
+    if forced_out:
+        assert heldout.decision == "forced" and "forced by the objectives" in heldout.text()
+        assert outcome.status.startswith("nothing to decide: no comparison is in the family")
+        assert decision["rule"]["forced_out"] is True and decision["rule"]["comparisons"] == 0
+    else:
+        assert heldout.decision == "difference" and outcome.status == "decided"  # as the reference study's were
+        assert decision["rule"]["forced_out"] is False
+    assert not any("NOT SHOWN" in line for line in decision_lines([out]))
+
+
 def test_a_reused_cell_is_not_run_again(tmp_path):
     _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
     outcome, executor, _, record, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)

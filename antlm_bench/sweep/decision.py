@@ -37,6 +37,10 @@ from antlm_bench.sweep.record import DECISION_FILE, SWEEP_DIR, SweepFolder
 NOT_TESTED = "not tested"  # different instruments (results.leaderboard.comparability), as the board says
 # a column outside the declared primary endpoints: an interval, no verdict, no share of alpha
 SECONDARY = "secondary"
+# a loss that one side trains for more epochs than the other: its direction is the objectives', not a finding
+FORCED = "forced"
+# the loss a scoring method measures on held-out text, and the objective that trains it
+_LOSS_OBJECTIVE = {"clm": "CLM", "pll": "MLM"}
 # 1: without the digests of the tables (still read: the board recomputes the decision either way)
 DECISION_SCHEMA_VERSION = 2
 METHOD = ("Lai (1976) confidence sequence for the mean of paired per-seed differences, Gaussian with unknown "
@@ -57,6 +61,9 @@ class Rule:
     primary: tuple[str, ...] = ()
     # per-column equivalence margins in the column's own units (points, nats), over ``tolerance``
     margins: tuple[tuple[str, float], ...] = ()
+    # keep out of the family the loss comparisons whose direction the objectives imply (``forced_reason``); False
+    # in decisions recorded before the rule had it, so they recompute as they were made
+    forced_out: bool = False
 
     def is_primary(self, column: str) -> bool:
         return not self.primary or column in self.primary
@@ -80,6 +87,32 @@ class Rule:
 
     def prior_precision(self, comparisons: int) -> float:
         return prior_precision(self.max_seeds, self.alpha_each(comparisons))
+
+
+def objective_epochs(schedule: str, objective: str) -> float:
+    """Epochs of ``schedule`` that train ``objective`` (a mixture's phase counts by the objective's weight)."""
+    from antlm_bench.runs.schedule import parse_schedule
+
+    total = 0.0
+    for phase in parse_schedule(schedule).phases:
+        if phase.weights:
+            total += phase.epochs * phase.weights.get(objective, 0.0) / sum(phase.weights.values())
+        elif phase.objective == objective:
+            total += phase.epochs
+    return total
+
+
+def forced_reason(schedule: str, baseline: str, metric: str, scoring: str) -> str | None:
+    """Why a comparison's direction is implied by the objectives, or None: a held-out loss (clm: the causal loss,
+    pll: the masked one) that one schedule trains for more epochs than the other is won by that side by
+    construction (the reference study's heldout verdicts), so deciding it spends alpha on nothing."""
+    objective = _LOSS_OBJECTIVE.get(scoring)
+    if metric != "loss" or objective is None:
+        return None
+    mine, theirs = objective_epochs(schedule, objective), objective_epochs(baseline, objective)
+    if math.isclose(mine, theirs):
+        return None
+    return f"{objective} trained {mine:g} against {theirs:g} epochs"
 
 
 def largest_family(recipes: int, presets: int, schedules: int, tasks: int, primary: Sequence[str] = ()) -> int:
@@ -134,7 +167,9 @@ class Decision:
         verdict = {DIFFERENCE: f"decided: {'better' if better else 'worse'} than the baseline",
                    EQUIVALENT: "decided: equivalent within the margin", UNDECIDED: "undecided",
                    NOT_TESTED: "not tested: different instruments (scoring method, tokens or items)",
-                   SECONDARY: "secondary endpoint: interval at the family's per-comparison alpha, no verdict"
+                   SECONDARY: "secondary endpoint: interval at the family's per-comparison alpha, no verdict",
+                   FORCED: "forced by the objectives (one side trains this loss longer): out of the family, no "
+                           "verdict"
                    }[self.decision]
         first = (f", first decided at {self.first_decided_at} seeds"
                  if self.first_decided_at is not None and self.decision in (DIFFERENCE, EQUIVALENT) else "")
@@ -174,7 +209,14 @@ def compare_round(cells: Sequence[GridCell], output: Path, rule: Rule, seeds: Se
     # as on the board, two different instruments (comparability: scoring method, tokens, items) are not tested
     # against each other: such a gap leaves the family
     # only the primary endpoints' comparisons share alpha (all columns when none are declared)
-    testable = sum(_same_instrument(a, b) and rule.is_primary(column) for _, _, _, column, a, b in cells_of)
+    def forced(schedule: str, a: Any, b: Any) -> str | None:
+        cell = a or b
+        if not rule.forced_out or cell is None or a is None or b is None or a.scoring != b.scoring:
+            return None
+        return forced_reason(schedule, rule.baseline, cell.metric, cell.scoring)
+
+    testable = sum(_same_instrument(a, b) and rule.is_primary(column) and forced(schedule, a, b) is None
+                   for _, _, schedule, column, a, b in cells_of)
     c = rule.prior_precision(testable)
     alpha_each = rule.alpha_each(testable)
     out = []
@@ -199,7 +241,8 @@ def compare_round(cells: Sequence[GridCell], output: Path, rule: Rule, seeds: Se
         # the equivalence margin is in points: it decides percentages only (a margin or a loss, in nats, is decided
         # by a difference alone)
         tolerance = rule.margin_for(column, units["unit"])
-        verdict = decide(interval, tolerance) if rule.is_primary(column) else SECONDARY
+        verdict = (FORCED if forced(schedule, a, b) is not None
+                   else decide(interval, tolerance) if rule.is_primary(column) else SECONDARY)
         out.append(Decision(recipe, preset, schedule, column, scoring, tuple(paired), interval.mean, interval.low,
                               interval.high, verdict, **units))
     return out
@@ -228,6 +271,7 @@ class RuleRecord(BaseModel):
     comparisons: int = Field(ge=0)
     primary: list[str] = Field(default_factory=list)  # empty: every column (a record written before the key)
     margins: dict[str, float] = Field(default_factory=dict)  # per-column equivalence margins, the column's units
+    forced_out: bool = False  # loss comparisons the objectives decide kept out (False: a record made before)
     alpha_each: float
     correction: str
     prior_precision: float
@@ -235,7 +279,7 @@ class RuleRecord(BaseModel):
 
     def rule(self) -> Rule:
         return Rule(self.baseline, self.alpha, self.tolerance, self.max_seeds, self.round_seeds,
-                    tuple(self.primary), tuple(self.margins.items()))
+                    tuple(self.primary), tuple(self.margins.items()), self.forced_out)
 
 
 class ComparisonRecord(BaseModel):
@@ -252,7 +296,7 @@ class ComparisonRecord(BaseModel):
     mean: float | None
     low: float | None
     high: float | None
-    decision: Literal["difference", "equivalent", "undecided", "not tested", "secondary"]
+    decision: Literal["difference", "equivalent", "undecided", "not tested", "secondary", "forced"]
     unit: str = "pp"
     lower_is_better: bool = False
     first_decided_at: int | None = None
@@ -302,7 +346,7 @@ def write_decision(folder: SweepFolder, rule: Rule, comparisons: Sequence[Decisi
     """Store the rule, the seeds used, each comparison's decision and the digests of the tables of ``cells`` (the
     run folders it was computed from) in ``<output>/sweep/decision.json`` (atomically); ``status``: decided, max
     seeds reached, or stopped (a failed or interrupted round)."""
-    n = sum(c.decision not in (NOT_TESTED, SECONDARY) for c in comparisons)
+    n = sum(c.decision not in (NOT_TESTED, SECONDARY, FORCED) for c in comparisons)
     record = DecisionRecord(
         schema_version=DECISION_SCHEMA_VERSION, status=status, method=METHOD,
         rule=RuleRecord(**{**asdict(rule), "primary": list(rule.primary), "margins": dict(rule.margins)},
@@ -423,5 +467,5 @@ def _seed_text(seeds: Sequence[int]) -> str:
     return ",".join(map(str, seeds)) or "none"
 
 
-__all__ = ["METHOD", "NOT_TESTED", "SECONDARY", "largest_family", "Decision", "DecisionRecord", "Rule", "compare_round", "decision_lines",
+__all__ = ["FORCED", "METHOD", "NOT_TESTED", "SECONDARY", "forced_reason", "largest_family", "objective_epochs", "Decision", "DecisionRecord", "Rule", "compare_round", "decision_lines",
            "decision_reference", "read_decision", "require_enough_seeds", "verify_decision", "write_decision"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from antlm_bench.errors import UserError
 from antlm_bench.results.stats.sequential import DIFFERENCE, EQUIVALENT, UNDECIDED
-from antlm_bench.sweep.decision import NOT_TESTED, Decision, Rule, compare_round, write_decision
+from antlm_bench.sweep.decision import FORCED, NOT_TESTED, SECONDARY, Decision, Rule, compare_round, write_decision
 from antlm_bench.sweep.executors import Executor
 from antlm_bench.sweep.grid import Grid, GridCell, next_seeds
 from antlm_bench.sweep.progress import Progress
@@ -79,6 +79,9 @@ def run_sweep(plan: SweepPlan, executor: Executor, record: SweepRecord, progress
             say(f"{comparison.recipe} {comparison.preset}: {comparison.text()}")
         if all(c.decision == NOT_TESTED for c in comparisons):
             status = "nothing to decide: every comparison is scored by two methods"
+        elif all(c.decision in (NOT_TESTED, FORCED, SECONDARY) for c in comparisons):
+            status = ("nothing to decide: no comparison is in the family (scored by two methods, forced by the "
+                      "objectives, or a secondary endpoint)")
         elif not undecided:
             status = "decided"
         elif len(seeds) >= rule.max_seeds:

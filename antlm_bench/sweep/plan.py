@@ -129,7 +129,7 @@ def plan_sweep(settings: SweepSettings, parser: RunParser) -> tuple[SweepPlan, R
                 raise UserError(f"{option} {unknown[0]}: not a column this sweep's board can show; its columns: "
                                 f"{', '.join(columns)} (a task's margin only where the task has one)")
         rule = Rule(baseline, u.alpha, u.tolerance, u.max_seeds, u.round_seeds, tuple(dict.fromkeys(u.primary)),
-                    tuple(u.margins.items()))
+                    tuple(u.margins.items()), forced_out=True)
         require_enough_seeds(rule, len(grid.recipes), len(presets), len(schedules or default_schedule.values()),
                              len(tasks))
     return SweepPlan(grid, list(settings.seeds), default_schedule, output, rule), config
