@@ -18,7 +18,7 @@ DATA=${ANTLM_BENCH_DATA:-../shared/data}
 RUNS=${RUNS:-runs/cpu-presets}          # run folders with checkpoints (not committed)
 HERE=leaderboards/cpu-presets
 SEEDS=${SEEDS:-1-3}
-RECIPES=${RECIPES:-"babyllama antlm-ltgbert ltgbert"}
+RECIPES=${RECIPES:-"babyllama antlm-ltgbert"}  # ltgbert (MLM only, pll: 18 CPU-min of scoring) when named
 TASKS=${TASKS:-blimp,blimp_supplement,ewok,heldout}
 # the evaluations read their task data from the same folder as the corpus
 export OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false ANTLM_BENCH_DATA="$DATA"
