@@ -183,11 +183,12 @@ def run_info_from_record(record: CheckpointRecord | None, model_path: Path | Non
     digest = scored_weights_digest(record, model_path, check_record)
     if record is None:
         return RunInfo(run_id=model_path.name if model_path is not None else "in-memory", weights_digest=digest)
-    parts = [record.recipe, record.preset, record.schedule, f"seed{record.seed if record.seed is not None else ''}"]
+    parts = [record.recipe, record.preset, record.schedule, record.label or "",
+             f"seed{record.seed if record.seed is not None else ''}"]
     run_id = re.sub(r"[^A-Za-z0-9_.+:()-]+", "_", "-".join(p for p in parts if p))
     return RunInfo(run_id=run_id, recipe=record.recipe, architecture=record.architecture, preset=record.preset,
                    schedule=record.schedule, seed=record.seed, data_hash=record.data_hash,
-                   weights_digest=digest, config_fingerprint=record.config_fingerprint)
+                   weights_digest=digest, config_fingerprint=record.config_fingerprint, label=record.label)
 
 
 def checkpoint_info_from_record(record: CheckpointRecord | None, checkpoint: str | Path | None) -> CheckpointInfo:

@@ -7,6 +7,8 @@
   ``1,2,5-7``), or a YAML list of those. Repeats count once, the order given is kept. Parsed in time linear in the
   text and the seeds it names; a range of more than :data:`MAX_SEEDS` seeds (``1-10000000``) is refused before a
   single seed is made.
+- :func:`parse_label`: ``run --label`` (and a sweep's negative control): a run's label, part of its name and its
+  seeds (``runs.identity.training_seed``), never of its configuration.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ _ITEM = re.compile(r"\s*(\d{1,19})\s*(?:-\s*(\d{1,19})\s*)?")
 EXAMPLE = "e.g. 42, 1-3 or 1,2,5-7"
 
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+# a label names a folder and a board row: lower-case letters, digits and inner hyphens, at most 40 characters
+_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?")
 
 
 def parse_device(name: str, option: str = "--device") -> str:
@@ -42,6 +46,17 @@ def parse_device(name: str, option: str = "--device") -> str:
     if name == "mps" and not torch.backends.mps.is_available():
         raise UserError(f"{option} mps: not available on this machine; use {option} cpu")
     return name
+
+
+def parse_label(value: str | None, option: str = "--label") -> str | None:
+    """A run's label as given (None or empty: no label), if it can name a run folder and a board row; else one
+    :class:`UserError` naming ``option`` and the rule."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not _LABEL.fullmatch(value):
+        raise UserError(f"{option} {value!r}: a label is 1 to 40 lower-case letters, digits and inner hyphens "
+                        "(e.g. negative-control)")
+    return value
 
 
 def resolve_device(name: str) -> str:
@@ -92,4 +107,4 @@ def parse_seeds(value: str | int | Iterable[int | str], option: str = "--seeds")
     return list(seeds)
 
 
-__all__ = ["MAX_SEED", "MAX_SEEDS", "parse_device", "parse_seeds", "resolve_device"]
+__all__ = ["MAX_SEED", "MAX_SEEDS", "parse_device", "parse_label", "parse_seeds", "resolve_device"]

@@ -5,7 +5,8 @@
          phase's method, or clm / pll for every run; GLUE fine-tuning)
       -> rows appended to the run's tables -> a Table-2-style summary over seeds
 
-Each seed is one run folder ``<output>/<recipe>-<preset>-<schedule>-seed<N>``. Re-running the same command reuses
+Each seed is one run folder ``<output>/<recipe>-<preset>-<schedule>-seed<N>`` (``...-<schedule>-<label>-seed<N>``
+under ``--label``: runs.identity). Re-running the same command reuses
 what is finished: training is skipped when the run folder says it finished with the same settings, word cap,
 precision and corpus text (a finished run of another request is refused in one line naming the difference; an
 unfinished one is resumed from its last checkpoint, which refuses other text itself), and a task's final
@@ -32,7 +33,7 @@ from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
 from antlm_bench.models import count_parameters
 from antlm_bench.models.threads import choose_threads
-from antlm_bench.options import parse_device, parse_seeds, resolve_device
+from antlm_bench.options import parse_device, parse_label, parse_seeds, resolve_device
 from antlm_bench.recipes import Recipe, load_recipe
 from antlm_bench.registry import add_include_path
 from antlm_bench.results.store import commit_results, output_folder
@@ -59,6 +60,8 @@ class RunConfig(BaseModel):
     preset: str | None = None  # default: paper on CUDA, tiny on CPU
     schedule: str | None = None  # default: the recipe's
     seeds: list[int] = Field(default_factory=lambda: [42])
+    # a name beside the seeds (runs.identity): in the folder names and rows, and in every random draw
+    label: str | None = None
     output: Path = Path("results")
     data_dir: Path | None = None
     corpus: Path | None = None
@@ -66,6 +69,11 @@ class RunConfig(BaseModel):
     max_words: int | None = Field(None, gt=0)
     eval_every: Literal["none", "phase", "epoch", "words"] = "phase"
     save_at_words: list[int] = Field(default_factory=list)  # checkpoints/chck_<N>M (train --save-at-words)
+
+    @field_validator("label", mode="before")
+    @classmethod
+    def _label(cls, value: Any) -> Any:
+        return parse_label(value)
 
     @field_validator("device")
     @classmethod
@@ -118,7 +126,7 @@ class RunSummary:
 
 
 # `antlm-bench run`'s options that are RunConfig fields of the same name and value
-_SAME_NAMED_OPTIONS = ("model", "tasks", "preset", "schedule", "output", "data_dir", "corpus", "max_words",
+_SAME_NAMED_OPTIONS = ("model", "tasks", "preset", "schedule", "label", "output", "data_dir", "corpus", "max_words",
                        "eval_limit", "limit", "eval_every", "save_at_words", "device", "precision", "threads",
                        "convention", "final_scoring")
 
@@ -152,9 +160,9 @@ def default_preset() -> tuple[str, str]:
     return "tiny", "no CUDA device: preset tiny (CPU quickstart size; --preset cpu learns grammar on a CPU in under an hour a seed, small or paper are larger)"
 
 
-def run_folder_name(recipe: str, preset: str, schedule: str, seed: int) -> str:
+def run_folder_name(recipe: str, preset: str, schedule: str, seed: int, label: str | None = None) -> str:
     slug = re.sub(r"[^A-Za-z0-9.]+", "_", schedule).strip("_")
-    return f"{recipe}-{preset}-{slug}-seed{seed}"
+    return f"{recipe}-{preset}-{slug}-{label}-seed{seed}" if label else f"{recipe}-{preset}-{slug}-seed{seed}"
 
 
 def _sha256_text(*parts: str) -> str:
@@ -183,10 +191,12 @@ def _finished_training(layout: RunLayout, recipe: Recipe, preset: str, schedule:
         return False  # a damaged run file: the run is resumed (or restarted) and the file written anew
     if record is None:
         return False
-    same = (record.recipe, record.preset, record.schedule, record.seed) == (recipe.name, preset, schedule, seed)
+    same = ((record.recipe, record.preset, record.schedule, record.seed, record.label)
+            == (recipe.name, preset, schedule, seed, config.label))
     if record.status == "finished" and not same:
+        labelled = f", label {record.label}" if record.label else ""
         raise UserError(f"{folder}: holds a finished run with other settings ({record.recipe}, "
-                        f"{record.preset}, {record.schedule}, seed {record.seed}); use another --output")
+                        f"{record.preset}, {record.schedule}, seed {record.seed}{labelled}); use another --output")
     saved = record.config.save_at_words
     if record.status == "finished" and saved != config.save_at_words:
         shown = ",".join(map(str, saved)) or "none"
@@ -288,7 +298,7 @@ def pending_seeds(config: RunConfig) -> list[int]:
     task_options = _task_options(config, recipe, preset)
     pending = []
     for seed in config.seeds:
-        layout = RunLayout(config.output.expanduser() / run_folder_name(recipe.name, preset, schedule, seed))
+        layout = RunLayout(config.output.expanduser() / run_folder_name(recipe.name, preset, schedule, seed, config.label))
         try:
             final = (layout.final_checkpoint() if _finished_training(layout, recipe, preset, schedule, seed,
                                                                      config) else None)
@@ -346,7 +356,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     output = config.output.expanduser()
     runs: list[SeedRun] = []
     for seed in config.seeds:
-        layout = RunLayout(output / run_folder_name(recipe.name, preset, schedule, seed))
+        layout = RunLayout(output / run_folder_name(recipe.name, preset, schedule, seed, config.label))
         folder = layout.folder
         # one live `run` (or `train`) per run folder: a second one into it is refused, naming this pid
         with output_folder(folder, "run"):
@@ -357,7 +367,8 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                 status = "resumed" if layout.run_file.exists() else "trained"
                 train_config = TrainConfig(
                     model=recipe.name, preset=preset, output=folder, schedule=schedule, data_dir=config.data_dir,
-                    corpus=config.corpus, cache_dir=config.cache_dir, seed=seed, max_words=config.max_words,
+                    corpus=config.corpus, cache_dir=config.cache_dir, seed=seed, label=config.label,
+                    max_words=config.max_words,
                     resume=status == "resumed", eval_every=config.eval_every if minimal_pair_tasks else "none",
                     eval_tasks=",".join(minimal_pair_tasks) or "blimp", eval_limit=eval_limit, device=config.device,
                     convention=config.convention, progress=config.progress, save_at_words=config.save_at_words,

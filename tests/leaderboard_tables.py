@@ -33,6 +33,7 @@ def write_run(
     limit: int | None = None,
     weights_digest: str | None = None,
     config_fingerprint: str | None = None,
+    label: str | None = None,
 ) -> Path:
     """``checkpoints``: [{phase_index, objective, epoch, tokens, words, name, scoring, tasks: {task: {subtask:
     correct[]}}}] (``name``: the checkpoint folder, default ``ckpt<phase_index>``).
@@ -44,7 +45,7 @@ def write_run(
     folder = root / run_id
     run = RunInfo(run_id=run_id, recipe=recipe, architecture="babyllama", preset=preset, schedule=schedule,
                   seed=seed, git_commit="test", weights_digest=weights_digest,
-                  config_fingerprint=config_fingerprint)
+                  config_fingerprint=config_fingerprint, label=label)
     tables, item_records = [], []
     rng = np.random.default_rng(zlib.crc32(run_id.encode()))
     for spec in checkpoints:

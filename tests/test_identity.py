@@ -104,3 +104,69 @@ def test_weights_changed_after_training_are_not_scored_under_the_recorded_identi
     save_file(weights, str(final / "model.safetensors"))
     with pytest.raises(UserError, match="not the weights this checkpoint was saved with"):
         scored_weights_digest(record, final)
+
+
+# the label (run --label): a name and other random draws, never another configuration
+
+
+def test_a_label_draws_other_seeds_and_keeps_the_configuration() -> None:
+    from antlm_bench.runs.identity import labelled_schedule, training_seed
+
+    assert training_seed(7, None) == 7  # unlabelled runs train exactly as before labels existed
+    drawn = {training_seed(7, "negative-control"), training_seed(8, "negative-control"), training_seed(7, "b")}
+    assert len(drawn) == 3 and 7 not in drawn and all(0 <= s < 2**31 for s in drawn)
+    assert training_seed(7, "negative-control") == training_seed(7, "negative-control")  # a function of both
+    assert training_seed(1, "negative-control") == 4666654  # pinned: a change re-draws every labelled run
+    assert labelled_schedule("2_CLM", "negative-control") == "2_CLM [negative-control]"
+    assert labelled_schedule("2_CLM", None) == "2_CLM"
+
+
+@pytest.mark.parametrize("bad", ["Negative", "-x", "x-", "a b", "a/b", "x" * 41, "../up"])
+def test_a_label_that_cannot_name_a_folder_is_one_line(bad: str) -> None:
+    from antlm_bench.options import parse_label
+
+    with pytest.raises(UserError, match="--label .*lower-case letters"):
+        parse_label(bad)
+    assert parse_label("negative-control") == "negative-control" and parse_label("") is None
+
+
+def test_a_labelled_run_is_another_network_of_the_same_configuration(tmp_path: Path) -> None:
+    from antlm_bench.pipeline import run_folder_name
+
+    plain, labelled = _train(tmp_path, "plain"), _train(tmp_path, "labelled", label="negative-control")
+    a, b = read_record(plain), read_record(labelled)
+    assert a.config_fingerprint == b.config_fingerprint  # one configuration under two labels
+    assert a.weights_digest != b.weights_digest and a.training_fingerprint != b.training_fingerprint
+    assert b.label == "negative-control" and a.label is None and a.seed == b.seed
+    run_file = json.loads((labelled.parents[1] / "run.json").read_text())
+    assert run_file["label"] == "negative-control" and run_file["seed"] == b.seed
+    assert run_folder_name("r", "tiny", "1_CLM", 3, "negative-control") == "r-tiny-1_CLM-negative-control-seed3"
+    assert run_folder_name("r", "tiny", "1_CLM", 3) == "r-tiny-1_CLM-seed3"
+
+
+def test_a_damaged_label_in_a_record_is_one_line(tmp_path: Path) -> None:
+    from antlm_bench.runs.record import CheckpointRecord
+
+    document = {"schedule": "1_CLM", "phase_index": 0, "phase_objective": "CLM", "step": 1, "label": "../x"}
+    with pytest.raises(UserError, match=r"state.json: field label '../x'.*re-save"):
+        CheckpointRecord.from_json(document, tmp_path / "state.json")
+
+
+def test_the_board_keeps_a_labelled_run_in_a_row_of_its_own(tmp_path: Path) -> None:
+    import numpy as np
+    from leaderboard_tables import correctness
+
+    from antlm_bench.results.leaderboard import build_leaderboard, read_results
+
+    rng = np.random.default_rng(0)
+    folders = []
+    for seed in (1, 2):
+        for label in (None, "negative-control"):
+            name = f"run-{label or 'plain'}-{seed}"
+            folders.append(write_run(tmp_path, name, [{"phase_index": 0, "tasks": {
+                "blimp": {"s": correctness(rng, 200, 0.6)}}}], schedule="1_CLM", seed=seed, label=label,
+                config_fingerprint="c" * 16))
+    board = build_leaderboard(read_results(folders))
+    rows = {row.key[-1]: row for row in board.rows}
+    assert set(rows) == {"1_CLM", "1_CLM [negative-control]"}
+    assert all(len(row.run_ids) == 2 for row in rows.values())

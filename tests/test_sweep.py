@@ -409,6 +409,81 @@ def test_a_loss_the_objectives_decide_leaves_the_family(tmp_path, forced_out):
     assert not any("NOT SHOWN" in line for line in decision_lines([out]))
 
 
+class ControlExecutor(TableExecutor):
+    """As TableExecutor, with each cell's seed effect drawn from its training seed (runs.identity.training_seed), as
+    a real run's: the negative control's seed s is another draw than the baseline's seed s."""
+
+    def run(self, cells, record, progress) -> None:
+        from antlm_bench.runs.identity import training_seed
+
+        for cell in cells:
+            seed = training_seed(cell.seed, cell.label)
+            seed_effect = np.random.default_rng(seed).normal(0, 0.01)
+            rng = np.random.default_rng([seed, len(cell.schedule)])
+            p = 0.6 + seed_effect + self.gaps.get(cell.schedule, 0.0)
+            subtasks = {f"s{j}": correctness(rng, 400, p) for j in range(5)}
+            write_run(self.output, cell.name, [{"phase_index": 0, "tasks": {"blimp_supplement": subtasks}}],
+                      recipe=cell.recipe, preset=cell.preset, schedule=cell.schedule, seed=cell.seed,
+                      label=cell.label)
+            self.ran.append(cell)
+            record.set(cell, DONE, returncode=0)
+
+
+def _controlled(tmp_path: Path, gaps: dict[str, float]):
+    from antlm_bench.sweep.grid import NEGATIVE_CONTROL
+
+    out = tmp_path / "out"
+    folder, record = _record(out)
+    grid = Grid(("antlm-babyllama",), ("tiny",), ("1_CLM", "2_CLM", "0.25_CLM"), labelled=(("1_CLM", NEGATIVE_CONTROL),))
+    rule = Rule("1_CLM", 0.05, None, 10, 1, ("blimp_supplement",), forced_out=True, positive_controls=("0.25_CLM",),
+                negative_control=True)
+    said: list[str] = []
+    outcome = run_sweep(SweepPlan(grid, [1, 2, 3, 4], {}, out, rule), ControlExecutor(out, gaps), record,
+                        Progress(record, 1, terminal=False),
+                        lambda cells: [c for c in cells if not (out / c.name).exists()], said.append)
+    return outcome, folder, said
+
+
+def test_controls_take_no_alpha_never_hold_the_sweep_and_say_whether_they_pass(tmp_path):
+    """2_CLM is better by 15 points, the positive control 0.25_CLM worse by 15, the negative control is the baseline
+    again under its label: the family is the one studied comparison (alpha not shared with the controls), the sweep
+    stops when it is decided, and each control says it passes; the board recomputes the same decision."""
+    outcome, folder, said = _controlled(tmp_path, {"2_CLM": 0.15, "0.25_CLM": -0.15})
+    by_row = {c.row: c for c in outcome.comparisons}
+    assert set(by_row) == {"2_CLM", "0.25_CLM", "1_CLM [negative-control]"}
+    assert outcome.status == "decided" and by_row["2_CLM"].decision == "difference" and by_row["2_CLM"].role == ""
+    assert by_row["0.25_CLM"].role == "positive control" and by_row["0.25_CLM"].is_worse
+    negative = by_row["1_CLM [negative-control]"]
+    assert negative.role == "negative control" and negative.decision == "undecided" and negative.label
+    assert negative.seeds == by_row["2_CLM"].seeds  # paired by seed label
+    decision = json.loads(folder.decision_file.read_text())
+    assert decision["schema_version"] == 3 and decision["rule"]["comparisons"] == 1
+    assert decision["rule"]["alpha_each"] == 0.05 and decision["rule"]["positive_controls"] == ["0.25_CLM"]
+    assert decision["rule"]["negative_control"] is True
+    assert any(line.startswith("positive control antlm-babyllama tiny 0.25_CLM: passes: decided worse")
+               for line in said)
+    assert any(line.startswith("negative control antlm-babyllama tiny 1_CLM [negative-control]: passes")
+               for line in said)
+    lines = decision_lines([folder.output])
+    assert not any("NOT SHOWN" in line for line in lines)  # recomputed from the tables, labels and all
+    assert any("1_CLM [negative-control] - baseline on blimp_supplement" in line and "no share of alpha" in line
+               for line in lines)
+    assert any("negative control" in line and "passes" in line for line in lines)
+
+
+def test_a_control_that_the_design_gets_wrong_is_named_a_failure(tmp_path):
+    """A 'positive control' that is in truth better, and a negative control whose tables were edited to differ,
+    are reported as FAILS (the first by the rule, the second by the board's recomputation)."""
+    outcome, folder, said = _controlled(tmp_path, {"2_CLM": 0.15, "0.25_CLM": 0.15})
+    assert any(line.startswith("positive control") and "FAILS: decided better" in line for line in said)
+    from antlm_bench.sweep.decision import Decision, control_lines
+
+    wrong = Decision("r", "p", "1_CLM", "blimp", "clm vs clm", (1, 2, 3, 4, 5), -3.0, -5.0, -1.0, "difference",
+                     label="negative-control", role="negative control")
+    assert control_lines([wrong]) == ["negative control r p 1_CLM [negative-control]: FAILS: decided a difference on "
+                                      "blimp, where the truth is none"]
+
+
 def test_a_reused_cell_is_not_run_again(tmp_path):
     _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
     outcome, executor, _, record, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
@@ -465,6 +540,12 @@ def test_a_later_sweep_keeps_what_the_earlier_one_recorded(tmp_path):
     (["--max-seeds", "4"], "option of --until-decided"),
     (["--until-decided", "--schedule", "1_CLM,2_CLM", "--baseline", "1_CLM", "--max-seeds", "2"], "bounds nothing"),
     (["--preset", "huge"], "huge"),
+    (["--negative-control"], "option of --until-decided"),
+    (["--until-decided", "--schedule", "1_CLM,2_CLM", "--baseline", "1_CLM", "--positive-control", "1_CLM"],
+     "the baseline itself"),
+    (["--until-decided", "--schedule", "1_CLM,0.25_CLM", "--baseline", "1_CLM", "--positive-control", "0.25_CLM"],
+     "at least one schedule besides the controls"),
+    (["--run-option", "label=mine"], "set by the sweep's grid"),
 ])
 def test_bad_options_are_one_line(tmp_path, monkeypatch, capsys, args, needle):
     code, out, err = run_cli(monkeypatch, capsys, "sweep", "--output", str(tmp_path / "out"), "--dry-run", *args)
@@ -581,7 +662,7 @@ def test_a_decision_that_its_tables_do_not_give_is_never_shown_as_decided(tmp_pa
     assert outcome.status == "max seeds reached"
     path = folder.decision_file
     original = json.loads(path.read_text())
-    assert original["schema_version"] == 2 and len(original["tables"]) == 8  # 2 schedules x 4 seeds
+    assert original["schema_version"] == 3 and len(original["tables"]) == 8  # 2 schedules x 4 seeds
     assert "max seeds reached" in decision_lines([folder.output])[0]
 
     edited = json.loads(json.dumps(original))

@@ -29,6 +29,11 @@ def run(
     schedule: str | None = typer.Option(None, help="Schedule such as 4_CLM+16_MLM+4_CLM (default: the recipe's)."),
     seeds: str = typer.Option("42", help="Seeds: 42, 1-3 or 1,2,5-7 (at most 1000); one run per seed, summarised "
                                           "as mean and spread."),
+    label: str = typer.Option(None, "--label", help="A name for these runs beside their seeds (lower-case "
+                              "letters, digits, hyphens): in their folder names and rows (the board shows "
+                              "SCHEDULE [label] as its own row), and in every random draw, so seed s under a label "
+                              "is another initialisation and data order than seed s without; not part of the "
+                              "configuration (a negative control: sweep --negative-control)."),
     output: Path = typer.Option(Path("results"), "--output", "-o", callback=output_folder,
                                 help="Folder for run folders and tables."),
     data_dir: Path | None = DataDirOption,

@@ -114,6 +114,14 @@ def sweep_command(
                                        "columns such as blimp,blimp_supplement,ewok (a task's accuracy; "
                                        "task.margin, macro): only they share alpha and must be decided; the other "
                                        "columns get intervals without a verdict (default: every column)."),
+    positive_control: str | None = typer.Option(None, "--positive-control", help="--until-decided: schedule(s) "
+                                                "known to be worse than the baseline, e.g. the baseline at a "
+                                                "quarter of its epochs (added to the grid): each must be decided "
+                                                "worse on a primary endpoint; no share of alpha."),
+    negative_control: bool = typer.Option(False, "--negative-control", help="--until-decided: run the "
+                                          "baseline's configuration again under the label negative-control (each "
+                                          "seed another draw): it must not be decided a difference; no share of "
+                                          "alpha."),
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
     """Run a grid of `antlm-bench run` cells (recipes x presets x schedules x seeds) on local worker processes or a SLURM job array; finished cells are reused, unfinished ones resumed.
@@ -135,6 +143,7 @@ def sweep_command(
                                  "round_seeds": round_seeds, "alpha": alpha,
                                  "primary": [c.strip() for c in primary.split(",") if c.strip()] if primary else None,
                                  "margins": _margins(margin) if margin else None,
+                                 "positive_controls": positive_control, "negative_control": negative_control or None,
                                  }.items() if v is not None}
     if decided and not until_decided and "until_decided" not in file_values:
         raise UserError(f"--{next(iter(decided)).replace('_', '-')} is an option of --until-decided; add it")

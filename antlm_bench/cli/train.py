@@ -26,6 +26,10 @@ def train_command(
     cache_dir: Path | None = typer.Option(None, "--cache-dir", callback=output_folder,
                                             help="Tokenizer / packed corpus cache."),
     seed: int = typer.Option(42, "--seed"),
+    label: str | None = typer.Option(None, "--label", help="A name beside the seed (lower-case letters, digits, "
+                                     "hyphens): in the records and rows, and in every random draw (seed s under a "
+                                     "label trains another network than seed s without); not part of the "
+                                     "configuration."),
     max_words: int | None = typer.Option(None, "--max-words", help="Cap the corpus (default: the preset's)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --output from its last checkpoint."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete the run in --output and start again."),
@@ -84,7 +88,7 @@ def train_command(
     try:
         config = TrainConfig(
             model=model, preset=preset, output=output, schedule=schedule, data_dir=data_dir, corpus=corpus,
-            cache_dir=cache_dir, seed=seed, max_words=max_words, resume=resume, overwrite=overwrite,
+            cache_dir=cache_dir, seed=seed, label=label, max_words=max_words, resume=resume, overwrite=overwrite,
             eval_every=eval_every, eval_tasks=eval_tasks, eval_limit=eval_limit, convention=convention,
             save_every_steps=save_every_steps,
             save_every_minutes=save_every_minutes, save_every_epoch=save_every_epoch,

@@ -72,6 +72,9 @@ SCORE_SCHEMA = pa.schema(
         # config_fingerprint). The board never pools runs of two fingerprints as seeds of one row, and a seed SD
         # is borrowed only within one; null: not provably the same configuration as anything.
         ("config_fingerprint", pa.string()),
+        # the run's label (runs.identity: run --label): a row of its own on the board, paired by seed with the
+        # unlabelled runs; null without one (and in tables written before the column)
+        ("label", pa.string()),
     ]
 )
 
@@ -114,6 +117,7 @@ class RunInfo:
     data_hash: str = ""
     weights_digest: str | None = None  # the scored checkpoint's weights (runs.identity); None: unknown (a seed draw)
     config_fingerprint: str | None = None  # the run record's; None: unknown (not provably any configuration)
+    label: str | None = None  # the run's label (runs.identity); None: none
     git_commit: str = field(default_factory=lambda: current_git_commit())
     package_version: str = __version__
 

@@ -18,6 +18,12 @@
   thread count, checkpoint and evaluation settings, ``--max-steps`` (a run stopped early has no final model; resumed,
   it trains the same network); and the code between two package versions (the git commit).
 
+- **The label** (``run --label``): a name a run carries beside its seed, in its folder's name, its records and its
+  rows (the board shows ``SCHEDULE [label]`` as a row of its own). It is not part of the configuration, and it
+  changes every random draw: seed s under a label trains with ``training_seed(s, label)``, another initialisation,
+  data order and masking than seed s without it. So one configuration under two labels is two independent draws
+  paired by seed label: a negative control (``sweep --negative-control``) whose true gap is zero by construction.
+
 Neither identity says two numbers are equal across machines; the weights digest says two networks are.
 """
 
@@ -70,6 +76,23 @@ def weights_digest(folder: str | Path) -> str:
             reason = " ".join(str(err).split()) or type(err).__name__
             raise UserError(f"{path}: truncated or corrupt ({reason}); the weights cannot be identified") from None
     return tensors_digest(tensors)
+
+
+def training_seed(seed: int, label: str | None) -> int:
+    """The seed every random draw of a run uses: ``seed`` itself without a label (every run before labels), else a
+    hash of the label and the seed in [0, 2**31), so that seed s under two labels starts from unrelated states."""
+    if label is None:
+        return seed
+    from antlm_bench.options import MAX_SEED
+
+    digest = hashlib.sha256(f"{label}\0{seed}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % (MAX_SEED + 1)
+
+
+def labelled_schedule(schedule: str, label: str | None) -> str:
+    """The board's name for the runs of ``schedule`` under ``label``: ``2_CLM [negative-control]``, a row of its own
+    beside the unlabelled ``2_CLM``; the schedule itself without a label."""
+    return f"{schedule} [{label}]" if label else schedule
 
 
 def configuration_digest(recipe_content: Mapping[str, Any], preset: str, preset_content: Mapping[str, Any],

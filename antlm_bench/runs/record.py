@@ -57,6 +57,7 @@ class CheckpointRecord:
     preset: str = ""
     architecture: str = ""
     seed: int | None = None
+    label: str | None = None  # runs.identity: the run's label (its name and random draws), None without one
     data_hash: str = ""
     tokenizer_hash: str = ""
     # the network this checkpoint is: sha256 of its weights, computed from the files when they were written
@@ -125,6 +126,13 @@ class CheckpointRecord:
                                 "damaged, re-save the checkpoint")
             values[spec.name] = tuple(value) if spec.name == "phases" else value
         values["schema_version"] = version
+        if "label" in values:
+            from antlm_bench.options import parse_label
+
+            try:
+                parse_label(values["label"], "label")
+            except UserError as err:
+                raise UserError(f"{where}: field {err}; the record is damaged, re-save the checkpoint") from None
         record = cls(**values)
         try:
             phases = record.parsed_schedule.phases
@@ -144,7 +152,7 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "schedule": _STR, "phase_index": _INT, "phase_objective": _STR, "step": _INT, "schema_version": _INT,
     "phases": _LIST, "phase_complete": _BOOL, "phase_step": _INT, "phase_steps": _INT, "epoch": _FLOAT,
     "tokens_seen": _INT, "words_seen": _INT, "n_words": _INT, "recipe": _STR, "preset": _STR, "architecture": _STR,
-    "seed": _INT, "data_hash": _STR, "tokenizer_hash": _STR, "weights_digest": _STR, "training_fingerprint": _STR,
+    "seed": _INT, "label": _STR, "data_hash": _STR, "tokenizer_hash": _STR, "weights_digest": _STR, "training_fingerprint": _STR,
     "config_fingerprint": _STR, "masking": _STR, "optimizer_at_phase": _STR, "package_version": _STR,
     "git_commit": _STR, "steps_per_epoch": _INT, "global_batch_size": _INT, "seq_len": _INT, "n_sequences": _INT,
     "world_size": _INT, "created_at": _STR,

@@ -46,6 +46,7 @@ class RunRecord(BaseModel):
     architecture: str | None = None
     schedule: str | None = None
     seed: int | None = None
+    label: str | None = None  # runs.identity: part of the run's name and random draws, not its configuration
     config: TrainSettings = Field(default_factory=TrainSettings)
     n_parameters: int | None = None
     n_sequences: int | None = None

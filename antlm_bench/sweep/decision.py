@@ -1,6 +1,13 @@
 """``sweep --until-decided``: after each round of seeds, every schedule against the baseline, paired by seed, on each
 task and the macro, with the anytime-valid confidence sequence of ``antlm_bench.results.stats.sequential``.
 
+Controls (``--positive-control``, ``--negative-control``) are compared with the baseline the same way, at the family's
+per-comparison alpha, but take no share of it and never keep the sweep running: they check the instrument. A
+positive control (a configuration known to be worse, e.g. the baseline at a quarter of its epochs) passes when it is
+decided worse on at least one primary endpoint and better on none; the negative control (the baseline's
+configuration under another label: other seeds, a true gap of zero) passes when no primary endpoint is decided a
+difference. Each says so at the stop and under the board (:func:`control_lines`).
+
 The per-seed scores are the leaderboard's own (``build_leaderboard`` over the sweep's run folders: each run's final
 checkpoint, one scoring method per column, the macro per seed), so the decision reads the numbers the board shows.
 The family of comparisons (every schedule x every column, per recipe and preset) shares alpha by Bonferroni, so all
@@ -31,7 +38,8 @@ from antlm_bench.results.stats.sequential import (
     prior_precision,
 )
 from antlm_bench.results.store import store_digest
-from antlm_bench.sweep.grid import GridCell
+from antlm_bench.runs.identity import labelled_schedule
+from antlm_bench.sweep.grid import NEGATIVE_CONTROL, GridCell
 from antlm_bench.sweep.record import DECISION_FILE, SWEEP_DIR, SweepFolder
 
 NOT_TESTED = "not tested"  # different instruments (results.leaderboard.comparability), as the board says
@@ -39,10 +47,14 @@ NOT_TESTED = "not tested"  # different instruments (results.leaderboard.comparab
 SECONDARY = "secondary"
 # a loss that one side trains for more epochs than the other: its direction is the objectives', not a finding
 FORCED = "forced"
+# the roles of a control arm (Rule.role); "" for a schedule the study asks about
+POSITIVE_CONTROL = "positive control"
+NEGATIVE_CONTROL_ROLE = "negative control"
 # the loss a scoring method measures on held-out text, and the objective that trains it
 _LOSS_OBJECTIVE = {"clm": "CLM", "pll": "MLM"}
-# 1: without the digests of the tables (still read: the board recomputes the decision either way)
-DECISION_SCHEMA_VERSION = 2
+# 1: without the digests of the tables (still read: the board recomputes the decision either way); 2: without
+# controls
+DECISION_SCHEMA_VERSION = 3
 METHOD = ("Lai (1976) confidence sequence for the mean of paired per-seed differences, Gaussian with unknown "
           "variance (anytime-valid: any stopping rule keeps the error rate); docs/statistics.md")
 
@@ -64,6 +76,16 @@ class Rule:
     # keep out of the family the loss comparisons whose direction the objectives imply (``forced_reason``); False
     # in decisions recorded before the rule had it, so they recompute as they were made
     forced_out: bool = False
+    # controls (see the module's text): schedules known to be worse than the baseline, and whether the baseline's
+    # configuration runs again under the negative control's label
+    positive_controls: tuple[str, ...] = ()
+    negative_control: bool = False
+
+    def role(self, schedule: str, label: str | None) -> str:
+        """``positive control``, ``negative control`` or "" (a comparison of the study's family)."""
+        if label == NEGATIVE_CONTROL and schedule == self.baseline:
+            return NEGATIVE_CONTROL_ROLE
+        return POSITIVE_CONTROL if label is None and schedule in self.positive_controls else ""
 
     def is_primary(self, column: str) -> bool:
         return not self.primary or column in self.primary
@@ -117,7 +139,8 @@ def forced_reason(schedule: str, baseline: str, metric: str, scoring: str) -> st
 
 def largest_family(recipes: int, presets: int, schedules: int, tasks: int, primary: Sequence[str] = ()) -> int:
     """The most comparisons the decision may test: every other schedule x every primary column (without declared
-    primary endpoints: every task's accuracy and margin, and the macro), per recipe and preset."""
+    primary endpoints: every task's accuracy and margin, and the macro), per recipe and preset. ``schedules``:
+    the baseline and the schedules the study asks about (controls take no share of alpha)."""
     columns = len(primary) if primary else 2 * tasks + 1
     return recipes * presets * (schedules - 1) * columns
 
@@ -151,10 +174,17 @@ class Decision:
     lower_is_better: bool = False
     # the seeds a side of the first round whose interval decided it (``loop.run_sweep``); None: never decided
     first_decided_at: int | None = None
+    label: str | None = None  # the compared cells' label (the negative control's); None for the others
+    role: str = ""  # positive control, negative control, or "" (in the study's family)
 
     @property
     def key(self) -> tuple[str, str, str, str]:
-        return self.recipe, self.preset, self.schedule, self.column
+        return self.recipe, self.preset, self.row, self.column
+
+    @property
+    def row(self) -> str:
+        """The compared row's schedule as the board names it (``2_CLM [negative-control]``)."""
+        return labelled_schedule(self.schedule, self.label)
 
     def text(self) -> str:
         if self.decision == NOT_TESTED:
@@ -173,8 +203,14 @@ class Decision:
                    }[self.decision]
         first = (f", first decided at {self.first_decided_at} seeds"
                  if self.first_decided_at is not None and self.decision in (DIFFERENCE, EQUIVALENT) else "")
-        return (f"{self.schedule} - baseline on {self.column}: {self.mean:+.3g} {self.unit} {interval}, {verdict} "
-                f"({len(self.seeds)} paired seeds{first}, {self.scoring})")
+        role = f"{self.role}, no share of alpha; " if self.role else ""
+        return (f"{self.row} - baseline on {self.column}: {self.mean:+.3g} {self.unit} {interval}, {verdict} "
+                f"({role}{len(self.seeds)} paired seeds{first}, {self.scoring})")
+
+    @property
+    def is_worse(self) -> bool:
+        """Decided a difference in the baseline's favour."""
+        return self.decision == DIFFERENCE and ((self.mean > 0) if self.lower_is_better else (self.mean < 0))
 
 
 def _board(cells: Sequence[GridCell], output: Path) -> Any:
@@ -196,16 +232,18 @@ def compare_round(cells: Sequence[GridCell], output: Path, rule: Rule, seeds: Se
     board = _board(cells, output)
     rows = {row.key: row for row in board.rows}
     keys = sorted({(cell.recipe, cell.preset) for cell in cells})
-    schedules = sorted({cell.schedule for cell in cells} - {rule.baseline})
+    # every arm but the baseline: the schedules, then the labelled ones (the negative control)
+    arms = sorted({(cell.schedule, cell.label) for cell in cells} - {(rule.baseline, None)},
+                  key=lambda arm: (arm[1] is not None, arm[1] or "", arm[0]))
     pairs = []
     for recipe, preset in keys:
         base = rows.get((recipe, preset, rule.baseline))
-        for schedule in schedules:
-            row = rows.get((recipe, preset, schedule))
+        for schedule, label in arms:
+            row = rows.get((recipe, preset, labelled_schedule(schedule, label)))
             for column in [*board.columns, *(["macro"] if any(r.macro is not None for r in board.rows) else [])]:
-                pairs.append((recipe, preset, schedule, column, row, base))
-    cells_of = [(recipe, preset, schedule, column, _cell_of(row, column), _cell_of(base, column))
-                for recipe, preset, schedule, column, row, base in pairs]
+                pairs.append((recipe, preset, schedule, label, column, row, base))
+    cells_of = [(recipe, preset, schedule, label, column, _cell_of(row, column), _cell_of(base, column))
+                for recipe, preset, schedule, label, column, row, base in pairs]
     # as on the board, two different instruments (comparability: scoring method, tokens, items) are not tested
     # against each other: such a gap leaves the family
     # only the primary endpoints' comparisons share alpha (all columns when none are declared)
@@ -215,12 +253,14 @@ def compare_round(cells: Sequence[GridCell], output: Path, rule: Rule, seeds: Se
             return None
         return forced_reason(schedule, rule.baseline, cell.metric, cell.scoring)
 
+    # controls are tested at the family's per-comparison alpha but are not members of it
     testable = sum(_same_instrument(a, b) and rule.is_primary(column) and forced(schedule, a, b) is None
-                   for _, _, schedule, column, a, b in cells_of)
+                   and not rule.role(schedule, label) for _, _, schedule, label, column, a, b in cells_of)
     c = rule.prior_precision(testable)
     alpha_each = rule.alpha_each(testable)
     out = []
-    for recipe, preset, schedule, column, a, b in cells_of:
+    for recipe, preset, schedule, label, column, a, b in cells_of:
+        arm = {"label": label, "role": rule.role(schedule, label)}
         mine = _seed_values(a, seeds) if a is not None else {}
         theirs = _seed_values(b, seeds) if b is not None else {}
         paired = sorted(set(mine) & set(theirs))
@@ -231,12 +271,12 @@ def compare_round(cells: Sequence[GridCell], output: Path, rule: Rule, seeds: Se
         mean = float(sum(differences) / len(differences)) if differences else math.nan
         if not _same_instrument(a, b):
             out.append(Decision(recipe, preset, schedule, column, scoring, tuple(paired), mean, -math.inf,
-                                  math.inf, NOT_TESTED, **units))
+                                  math.inf, NOT_TESTED, **units, **arm))
             continue
         interval = confidence_sequence(differences, alpha_each, c) if paired else None
         if interval is None:
             out.append(Decision(recipe, preset, schedule, column, scoring, (), math.nan, -math.inf, math.inf,
-                                  UNDECIDED, **units))
+                                  UNDECIDED, **units, **arm))
             continue
         # the equivalence margin is in points: it decides percentages only (a margin or a loss, in nats, is decided
         # by a difference alone)
@@ -244,7 +284,7 @@ def compare_round(cells: Sequence[GridCell], output: Path, rule: Rule, seeds: Se
         verdict = (FORCED if forced(schedule, a, b) is not None
                    else decide(interval, tolerance) if rule.is_primary(column) else SECONDARY)
         out.append(Decision(recipe, preset, schedule, column, scoring, tuple(paired), interval.mean, interval.low,
-                              interval.high, verdict, **units))
+                              interval.high, verdict, **units, **arm))
     return out
 
 
@@ -272,6 +312,8 @@ class RuleRecord(BaseModel):
     primary: list[str] = Field(default_factory=list)  # empty: every column (a record written before the key)
     margins: dict[str, float] = Field(default_factory=dict)  # per-column equivalence margins, the column's units
     forced_out: bool = False  # loss comparisons the objectives decide kept out (False: a record made before)
+    positive_controls: list[str] = Field(default_factory=list)  # controls (empty: a record made before them)
+    negative_control: bool = False
     alpha_each: float
     correction: str
     prior_precision: float
@@ -279,7 +321,8 @@ class RuleRecord(BaseModel):
 
     def rule(self) -> Rule:
         return Rule(self.baseline, self.alpha, self.tolerance, self.max_seeds, self.round_seeds,
-                    tuple(self.primary), tuple(self.margins.items()), self.forced_out)
+                    tuple(self.primary), tuple(self.margins.items()), self.forced_out,
+                    tuple(self.positive_controls), self.negative_control)
 
 
 class ComparisonRecord(BaseModel):
@@ -300,12 +343,15 @@ class ComparisonRecord(BaseModel):
     unit: str = "pp"
     lower_is_better: bool = False
     first_decided_at: int | None = None
+    label: str | None = None
+    role: Literal["", "positive control", "negative control"] = ""
 
     def comparison(self) -> Decision:
         return Decision(self.recipe, self.preset, self.schedule, self.column, self.scoring, tuple(self.seeds),
                           math.nan if self.mean is None else self.mean,
                           -math.inf if self.low is None else self.low, math.inf if self.high is None else self.high,
-                          self.decision, self.unit, self.lower_is_better, self.first_decided_at)
+                          self.decision, self.unit, self.lower_is_better, self.first_decided_at, self.label,
+                          self.role)
 
     @classmethod
     def of(cls, c: Decision) -> ComparisonRecord:
@@ -320,7 +366,7 @@ class DecisionRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1, 2]
+    schema_version: Literal[1, 2, 3]
     status: str
     method: str
     rule: RuleRecord
@@ -333,8 +379,11 @@ class DecisionRecord(BaseModel):
     def cells(self) -> list[GridCell]:
         """The run folders the decision compared: every (recipe, preset) of its comparisons, their schedules and the
         baseline, at every seed it used."""
-        keys = sorted({(c.recipe, c.preset, s) for c in self.comparisons for s in (c.schedule, self.rule.baseline)})
-        return [GridCell(recipe, preset, schedule, seed) for recipe, preset, schedule in keys for seed in self.seeds]
+        keys = {(c.recipe, c.preset, c.schedule, c.label) for c in self.comparisons}
+        keys |= {(c.recipe, c.preset, self.rule.baseline, None) for c in self.comparisons}
+        return [GridCell(recipe, preset, schedule, seed, label=label)
+                for recipe, preset, schedule, label in sorted(keys, key=lambda k: (k[0], k[1], k[2], k[3] or ""))
+                for seed in self.seeds]
 
 
 def _table_digests(cells: Sequence[GridCell], output: Path) -> dict[str, str]:
@@ -346,10 +395,11 @@ def write_decision(folder: SweepFolder, rule: Rule, comparisons: Sequence[Decisi
     """Store the rule, the seeds used, each comparison's decision and the digests of the tables of ``cells`` (the
     run folders it was computed from) in ``<output>/sweep/decision.json`` (atomically); ``status``: decided, max
     seeds reached, or stopped (a failed or interrupted round)."""
-    n = sum(c.decision not in (NOT_TESTED, SECONDARY, FORCED) for c in comparisons)
+    n = sum(c.decision not in (NOT_TESTED, SECONDARY, FORCED) and not c.role for c in comparisons)
     record = DecisionRecord(
         schema_version=DECISION_SCHEMA_VERSION, status=status, method=METHOD,
-        rule=RuleRecord(**{**asdict(rule), "primary": list(rule.primary), "margins": dict(rule.margins)},
+        rule=RuleRecord(**{**asdict(rule), "primary": list(rule.primary), "margins": dict(rule.margins),
+                           "positive_controls": list(rule.positive_controls)},
                         comparisons=n,
                         alpha_each=rule.alpha_each(n),
                         correction=f"Bonferroni over {n} tested comparison(s)"
@@ -389,12 +439,12 @@ def verify_decision(path: Path, record: DecisionRecord) -> str | None:
     if [c.key for c in recomputed] != [c.key for c in stored]:
         return "the tables give other comparisons than it records"
     for mine, theirs in zip(recomputed, stored):
-        same = mine.decision == theirs.decision and mine.seeds == theirs.seeds and all(
+        same = (mine.decision, mine.seeds, mine.role) == (theirs.decision, theirs.seeds, theirs.role) and all(
             _close(getattr(mine, key), getattr(theirs, key)) for key in ("mean", "low", "high"))
         if not same:
             return (f"{theirs.schedule} on {theirs.column}: it records {theirs.decision} "
                     f"{_number(theirs.mean)}, the tables give {mine.decision} {_number(mine.mean)}")
-    if record.status == "decided" and any(c.decision == UNDECIDED for c in recomputed):
+    if record.status == "decided" and any(c.decision == UNDECIDED and not c.role for c in recomputed):
         return "it says decided, but the tables leave comparisons undecided"
     return None
 
@@ -458,8 +508,40 @@ def _decision_file_lines(path: Path) -> list[str]:
              f"{record.rule.rule().margins_text()}; {path})",
              "  the sweep chose how many seeds to run from the results, so decide by these anytime-valid intervals: "
              "a fixed-sample interval or p-value on the same seeds assumes their number was fixed in advance"]
-    for row in record.comparisons:
-        lines.append(f"  {row.recipe} {row.preset}: {row.comparison().text()}")
+    comparisons = [row.comparison() for row in record.comparisons]
+    for comparison in comparisons:
+        lines.append(f"  {comparison.recipe} {comparison.preset}: {comparison.text()}")
+    return lines + [f"  {line}" for line in control_lines(comparisons)]
+
+
+def control_lines(comparisons: Sequence[Decision]) -> list[str]:
+    """One line per control arm (recipe, preset, row): whether it passed, read from its primary endpoints' verdicts
+    (secondary, forced and untested columns say nothing about the instrument). A positive control passes when it is
+    decided worse than the baseline on at least one primary endpoint and better on none; the negative control when
+    no primary endpoint is decided a difference."""
+    arms: dict[tuple[str, str, str, str], list[Decision]] = {}
+    for c in comparisons:
+        if c.role:
+            arms.setdefault((c.recipe, c.preset, c.row, c.role), []).append(c)
+    lines = []
+    for (recipe, preset, row, role), members in arms.items():
+        tested = [c for c in members if c.decision in (DIFFERENCE, EQUIVALENT, UNDECIDED)]
+        worse = [c.column for c in tested if c.is_worse]
+        better = [c.column for c in tested if c.decision == DIFFERENCE and not c.is_worse]
+        if role == POSITIVE_CONTROL:
+            if better:
+                verdict = f"FAILS: decided better than the baseline on {', '.join(better)}"
+            elif worse:
+                verdict = f"passes: decided worse than the baseline on {', '.join(worse)}"
+            else:
+                verdict = ("FAILS (so far): not decided worse on any primary endpoint; a design that cannot tell this "
+                           "known gap cannot be read for the others")
+        else:
+            decided = worse + better
+            verdict = (f"FAILS: decided a difference on {', '.join(decided)}, where the truth is none" if decided
+                       else "passes: no primary endpoint decided a difference ("
+                       + ", ".join(f"{c.column} {c.decision}" for c in tested) + ")")
+        lines.append(f"{role} {recipe} {preset} {row}: {verdict}")
     return lines
 
 
@@ -467,5 +549,5 @@ def _seed_text(seeds: Sequence[int]) -> str:
     return ",".join(map(str, seeds)) or "none"
 
 
-__all__ = ["FORCED", "METHOD", "NOT_TESTED", "SECONDARY", "forced_reason", "largest_family", "objective_epochs", "Decision", "DecisionRecord", "Rule", "compare_round", "decision_lines",
+__all__ = ["FORCED", "METHOD", "NEGATIVE_CONTROL_ROLE", "POSITIVE_CONTROL", "control_lines", "NOT_TESTED", "SECONDARY", "forced_reason", "largest_family", "objective_epochs", "Decision", "DecisionRecord", "Rule", "compare_round", "decision_lines",
            "decision_reference", "read_decision", "require_enough_seeds", "verify_decision", "write_decision"]

@@ -15,10 +15,14 @@ from pathlib import Path
 from antlm_bench.errors import UserError
 from antlm_bench.options import parse_seeds  # the one seeds grammar (re-exported: sweep files use it)
 from antlm_bench.pipeline import run_folder_name
+from antlm_bench.runs.identity import labelled_schedule
 from antlm_bench.runs.schedule import parse_schedule
 
 # the `run` options every cell's words set (GridCell.argv): axes of the grid, never pass-through options
-GRID_OPTIONS = frozenset({"model", "preset", "schedule", "seeds", "output", "quiet"})
+GRID_OPTIONS = frozenset({"model", "preset", "schedule", "seeds", "label", "output", "quiet"})
+# the label of the negative control's cells (sweep --negative-control): the baseline's configuration again, each
+# seed another draw (runs.identity.training_seed), so its true gap to the baseline is zero by construction
+NEGATIVE_CONTROL = "negative-control"
 
 
 def split_top_level(text: str, what: str = "--schedule") -> list[str]:
@@ -56,40 +60,52 @@ def next_seeds(seeds: Sequence[int], count: int, max_seeds: int) -> list[int]:
 @dataclass(frozen=True)
 class GridCell:
     """One run of the grid. ``run_args``: the other ``run`` options, as command-line words, the same for every
-    cell of the sweep."""
+    cell of the sweep; ``label``: ``run --label`` (the negative control's cells), None for the others."""
 
     recipe: str
     preset: str
     schedule: str  # canonical
     seed: int
     run_args: tuple[str, ...] = ()
+    label: str | None = None
 
     @property
     def name(self) -> str:
         """The run folder's name (``run``'s), which also names the cell's log."""
-        return run_folder_name(self.recipe, self.preset, self.schedule, self.seed)
+        return run_folder_name(self.recipe, self.preset, self.schedule, self.seed, self.label)
+
+    @property
+    def row(self) -> str:
+        """The board row's schedule name: ``2_CLM``, or ``2_CLM [negative-control]`` for a labelled cell."""
+        return labelled_schedule(self.schedule, self.label)
 
     def argv(self, output: Path) -> list[str]:
         """The ``python -m antlm_bench run ...`` words after the interpreter."""
+        label = ["--label", self.label] if self.label else []
         return ["-m", "antlm_bench", "run", "--model", self.recipe, "--preset", self.preset, "--schedule",
-                self.schedule, "--seeds", str(self.seed), "--output", str(output), "--quiet", *self.run_args]
+                self.schedule, "--seeds", str(self.seed), *label, "--output", str(output), "--quiet",
+                *self.run_args]
 
 
 @dataclass(frozen=True)
 class Grid:
     """The resolved grid: every axis canonical, the cells in the order they are run (seed-major, so that a stopped
-    sweep has whole seeds of every schedule rather than every seed of one)."""
+    sweep has whole seeds of every schedule rather than every seed of one). ``labelled``: (schedule, label) arms
+    run beside the schedules, each recipe and preset (the negative control: the baseline under its label)."""
 
     recipes: tuple[str, ...]
     presets: tuple[str, ...]
     schedules: tuple[str, ...] | None  # None: each recipe's default schedule
     run_args: tuple[str, ...] = ()
+    labelled: tuple[tuple[str, str], ...] = ()
 
     def cells(self, seeds: Sequence[int], default_schedule: dict[str, str]) -> list[GridCell]:
         """``default_schedule``: recipe -> its default schedule, for a grid without schedules."""
-        return [GridCell(recipe, preset, schedule, seed, self.run_args)
+        return [GridCell(recipe, preset, schedule, seed, self.run_args, label)
                 for seed in seeds for recipe in self.recipes for preset in self.presets
-                for schedule in (self.schedules if self.schedules is not None else (default_schedule[recipe],))]
+                for schedule, label in [*((s, None) for s in (self.schedules if self.schedules is not None
+                                                               else (default_schedule[recipe],))),
+                                        *self.labelled]]
 
 
 def canonical_schedules(texts: Sequence[str]) -> tuple[str, ...]:
@@ -101,4 +117,4 @@ def canonical_schedules(texts: Sequence[str]) -> tuple[str, ...]:
     return canonical
 
 
-__all__ = ["GRID_OPTIONS", "GridCell", "Grid", "canonical_schedules", "next_seeds", "parse_seeds", "split_top_level"]
+__all__ = ["GRID_OPTIONS", "NEGATIVE_CONTROL", "GridCell", "Grid", "canonical_schedules", "next_seeds", "parse_seeds", "split_top_level"]

@@ -9,7 +9,16 @@ from pathlib import Path
 
 from antlm_bench.errors import UserError
 from antlm_bench.results.stats.sequential import DIFFERENCE, EQUIVALENT, UNDECIDED
-from antlm_bench.sweep.decision import FORCED, NOT_TESTED, SECONDARY, Decision, Rule, compare_round, write_decision
+from antlm_bench.sweep.decision import (
+    FORCED,
+    NOT_TESTED,
+    SECONDARY,
+    Decision,
+    Rule,
+    compare_round,
+    control_lines,
+    write_decision,
+)
 from antlm_bench.sweep.executors import Executor
 from antlm_bench.sweep.grid import Grid, GridCell, next_seeds
 from antlm_bench.sweep.progress import Progress
@@ -74,12 +83,16 @@ def run_sweep(plan: SweepPlan, executor: Executor, record: SweepRecord, progress
             if c.decision in (DIFFERENCE, EQUIVALENT):
                 first_decided.setdefault(c.key, len(seeds))
         comparisons = [replace(c, first_decided_at=first_decided.get(c.key)) for c in comparisons]
-        undecided = [c for c in comparisons if c.decision == UNDECIDED]
+        # controls check the instrument: they never keep the sweep running (control_lines says how they stand)
+        studied = [c for c in comparisons if not c.role]
+        undecided = [c for c in studied if c.decision == UNDECIDED]
         for comparison in comparisons:
             say(f"{comparison.recipe} {comparison.preset}: {comparison.text()}")
-        if all(c.decision == NOT_TESTED for c in comparisons):
+        for line in control_lines(comparisons):
+            say(line)
+        if all(c.decision == NOT_TESTED for c in studied):
             status = "nothing to decide: every comparison is scored by two methods"
-        elif all(c.decision in (NOT_TESTED, FORCED, SECONDARY) for c in comparisons):
+        elif all(c.decision in (NOT_TESTED, FORCED, SECONDARY) for c in studied):
             status = ("nothing to decide: no comparison is in the family (scored by two methods, forced by the "
                       "objectives, or a secondary endpoint)")
         elif not undecided:
@@ -88,7 +101,7 @@ def run_sweep(plan: SweepPlan, executor: Executor, record: SweepRecord, progress
             status = "max seeds reached"
         else:
             added = next_seeds(seeds, rule.round_seeds, rule.max_seeds)
-            say(f"{len(undecided)} of {len(comparisons)} comparison(s) undecided after {len(seeds)} seeds: adding "
+            say(f"{len(undecided)} of {len(studied)} comparison(s) undecided after {len(seeds)} seeds: adding "
                 f"seeds {','.join(map(str, added))}")
             _store(folder, rule, comparisons, seeds, record, "running", cells)
             seeds += added

@@ -19,7 +19,7 @@ from antlm_bench.pipeline import RunConfig, default_preset, pending_seeds, run_c
 from antlm_bench.recipes import load_recipe
 from antlm_bench.sweep.decision import Rule, largest_family, require_enough_seeds
 from antlm_bench.sweep.executors import Executor, SweepInterrupted, choose_executor
-from antlm_bench.sweep.grid import GRID_OPTIONS, Grid, GridCell, canonical_schedules
+from antlm_bench.sweep.grid import GRID_OPTIONS, NEGATIVE_CONTROL, Grid, GridCell, canonical_schedules
 from antlm_bench.sweep.instruments import untestable_in_cells
 from antlm_bench.sweep.loop import PendingCheck, SweepOutcome, SweepPlan, run_sweep
 from antlm_bench.sweep.progress import Progress
@@ -80,9 +80,9 @@ def pending_check(output: Path, parser: RunParser) -> PendingCheck:
     """The cells ``run`` would still train or evaluate (``pipeline.pending_seeds``), one check per configuration."""
 
     def pending(cells: Sequence[GridCell]) -> list[GridCell]:
-        groups: dict[tuple[str, str, str, tuple[str, ...]], list[GridCell]] = {}
+        groups: dict[tuple[str, str, str, str | None, tuple[str, ...]], list[GridCell]] = {}
         for cell in cells:
-            groups.setdefault((cell.recipe, cell.preset, cell.schedule, cell.run_args), []).append(cell)
+            groups.setdefault((cell.recipe, cell.preset, cell.schedule, cell.label, cell.run_args), []).append(cell)
         todo: set[str] = set()
         for group in groups.values():
             argv = group[0].argv(output)[3:]
@@ -107,7 +107,10 @@ def plan_sweep(settings: SweepSettings, parser: RunParser) -> tuple[SweepPlan, R
             recipe.preset(preset)  # an unknown preset: one line now, not a failed cell later
     schedules = canonical_schedules(settings.schedules) if settings.schedules else None
     default_schedule = {r.name: canonical_schedules([r.default_schedule])[0] for r in recipes}
-    grid = Grid(tuple(r.name for r in recipes), tuple(presets), schedules, run_words(settings.run, parser))
+    controls, labelled = _controls(settings, schedules)
+    if controls:  # a positive control not in the grid yet joins it
+        schedules = (*(schedules or ()), *(s for s in controls if s not in (schedules or ())))
+    grid = Grid(tuple(r.name for r in recipes), tuple(presets), schedules, run_words(settings.run, parser), labelled)
     output = settings.output.expanduser()
     first = grid.cells(settings.seeds[:1], default_schedule)[0]
     config = _run_config(first.argv(output)[3:], parser)  # every pass-through option checked by `run`
@@ -129,10 +132,28 @@ def plan_sweep(settings: SweepSettings, parser: RunParser) -> tuple[SweepPlan, R
                 raise UserError(f"{option} {unknown[0]}: not a column this sweep's board can show; its columns: "
                                 f"{', '.join(columns)} (a task's margin only where the task has one)")
         rule = Rule(baseline, u.alpha, u.tolerance, u.max_seeds, u.round_seeds, tuple(dict.fromkeys(u.primary)),
-                    tuple(u.margins.items()), forced_out=True)
-        require_enough_seeds(rule, len(grid.recipes), len(presets), len(schedules or default_schedule.values()),
-                             len(tasks))
+                    tuple(u.margins.items()), forced_out=True, positive_controls=controls,
+                    negative_control=u.negative_control)
+        require_enough_seeds(rule, len(grid.recipes), len(presets), len(all_schedules - set(controls)), len(tasks))
     return SweepPlan(grid, list(settings.seeds), default_schedule, output, rule), config
+
+
+def _controls(settings: SweepSettings,
+              schedules: tuple[str, ...] | None) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The positive controls (canonical) and the labelled arms (the negative control: the baseline under its
+    label) of ``--until-decided``; a control without it, or one that is the baseline, is one line."""
+    u = settings.until_decided
+    if u is None:
+        return (), ()
+    controls = canonical_schedules(u.positive_controls) if u.positive_controls else ()
+    baseline = canonical_schedules([u.baseline])[0]
+    if baseline in controls:
+        raise UserError(f"--positive-control {baseline}: the baseline itself; a positive control is a configuration "
+                        "known to be worse than the baseline (e.g. the baseline at a quarter of its epochs)")
+    if controls and (schedules is None or len(set(schedules) - set(controls)) < 2):
+        raise UserError("--positive-control: the controls check the comparison of a schedule with the baseline; "
+                        "give --schedule with the baseline and at least one schedule besides the controls")
+    return controls, ((baseline, NEGATIVE_CONTROL),) if u.negative_control else ()
 
 
 @dataclass
@@ -160,6 +181,13 @@ class PreparedSweep:
                          f"alpha {rule.alpha} for the whole family; equivalence margins "
                          f"{rule.margins_text()}; primary endpoints "
                          f"{', '.join(rule.primary) if rule.primary else 'every column'}")
+            if rule.positive_controls or rule.negative_control:
+                named = [f"positive {', '.join(rule.positive_controls)} (must be decided worse)"
+                         if rule.positive_controls else "",
+                         f"negative {rule.baseline} [{NEGATIVE_CONTROL}] (the baseline again on other seeds: must "
+                         "not be decided a difference)" if rule.negative_control else ""]
+                lines.append(f"controls: {'; '.join(n for n in named if n)}; at the family's per-comparison "
+                             "alpha, no share of it, never keeping the sweep running")
             lines.extend(self._power_notes())
         baseline = rule.baseline if rule is not None else None
         return lines + [f"note: {line}" for line in untestable_in_cells(self.cells, self.first_config, baseline)]
@@ -172,7 +200,7 @@ class PreparedSweep:
 
         plan, rule = self.plan, self.plan.rule
         assert rule is not None
-        schedules = len({c.schedule for c in self.cells})
+        schedules = len({c.schedule for c in self.cells} - set(rule.positive_controls))
         family = largest_family(len(plan.grid.recipes), len(plan.grid.presets), schedules,
                                 len(resolve_tasks(self.first_config.tasks)), rule.primary)
         design = Design(family, rule.max_seeds, len(plan.seeds), rule.round_seeds, rule.alpha, rule.tolerance)

@@ -61,6 +61,15 @@ class UntilDecidedSettings(BaseModel):
     alpha: float = Field(0.05, gt=0, lt=1)
     # primary endpoints (board columns: blimp, blimp.margin, macro, ...): only they take alpha and must be decided
     primary: list[str] = Field(default_factory=list)
+    # controls (sweep.decision): schedules known to be worse than the baseline (added to the grid if missing), and
+    # the baseline's configuration again under the negative control's label; no share of alpha
+    positive_controls: list[str] = Field(default_factory=list)
+    negative_control: bool = False
+
+    @field_validator("positive_controls", mode="before")
+    @classmethod
+    def _control_list(cls, value: Any) -> Any:
+        return split_top_level(value, "--positive-control") if isinstance(value, str) else value
 
 
 class SweepSettings(BaseModel):

@@ -36,7 +36,7 @@ from antlm_bench.data.files import remove_stale, removed_note
 from antlm_bench.errors import UserError
 from antlm_bench.models.precision import Precision
 from antlm_bench.recipes import Recipe
-from antlm_bench.runs.identity import configuration_digest
+from antlm_bench.runs.identity import configuration_digest, training_seed
 from antlm_bench.runs.layout import KEPT_ITEMS, LAST, RUN_ITEMS, RunLayout, words_checkpoint_name
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord
 from antlm_bench.runs.schedule import Schedule, format_number
@@ -113,7 +113,8 @@ class RunFacts:
 
     recipe: Recipe
     preset: str
-    seed: int
+    seed: int  # as given: what pairs runs across schedules
+    label: str | None  # runs.identity: part of the run's name and of its random draws (training_seed)
     schedule: Schedule
     plans: list[PhasePlan]
     steps_per_epoch: int
@@ -129,6 +130,11 @@ class RunFacts:
     precision: Precision  # what the steps compute in (models.precision), and why
     # the run's own knobs over the recipe file's (train --lr / --global-batch-size / --warmup-ratio), as given
     overrides: dict[str, float | int] = field(default_factory=dict)
+
+    @property
+    def random_seed(self) -> int:
+        """What every random draw of the run starts from (runs.identity.training_seed)."""
+        return training_seed(self.seed, self.label)
 
     def words_seen(self, tokens_seen: int) -> int:
         """Words seen after ``tokens_seen`` tokens, repeats counted: each epoch's tokens carry the corpus's
@@ -146,7 +152,7 @@ class RunFacts:
             phase_complete=complete, phase_step=step - plan.start_step, phase_steps=plan.n_steps,
             epoch=step / self.steps_per_epoch, tokens_seen=tokens_seen, words_seen=self.words_seen(tokens_seen),
             n_words=self.n_words or None, recipe=self.recipe.name, preset=self.preset,
-            architecture=self.recipe.architecture, seed=self.seed, data_hash=self.data_hash,
+            architecture=self.recipe.architecture, seed=self.seed, label=self.label, data_hash=self.data_hash,
             tokenizer_hash=self.tokenizer_hash, training_fingerprint=self.training_fingerprint,
             config_fingerprint=self.config_fingerprint, masking=self.recipe.masking.strategy,
             optimizer_at_phase=self.recipe.optimizer_at_phase, package_version=__version__,
@@ -330,7 +336,7 @@ class Checkpointer:
             return
         facts = self.facts
         mine = {"recipe": facts.recipe.name, "preset": facts.preset, "schedule": facts.schedule.canonical,
-                "seed": facts.seed, "precision": facts.precision.name}
+                "seed": facts.seed, "label": facts.label, "precision": facts.precision.name}
         for key, value in mine.items():
             then = getattr(record, key)
             if then is not None and then != value:
@@ -420,7 +426,7 @@ class Checkpointer:
             else:
                 self.say(f"--resume: the run had {len(cpu_states)} processes, now {self.dist.world}; dropout noise "
                          "is reseeded (the data order and masks are unchanged)")
-                torch.manual_seed(self.facts.seed + 104729 * (step + 1) + 7919 * self.dist.rank)
+                torch.manual_seed(self.facts.random_seed + 104729 * (step + 1) + 7919 * self.dist.rank)
         except (RuntimeError, TypeError) as err:
             raise UserError(f"{path / TRAINER_STATE_FILE}: unusable random-number state ({first_line(err)}); "
                             "resume from another checkpoint") from None

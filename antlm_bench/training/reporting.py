@@ -265,7 +265,7 @@ class Reporter:
         return RunRecord(
             schema_version=RUN_SCHEMA_VERSION, status=status, recipe=facts.recipe.name,  # type: ignore[arg-type]
             preset=facts.preset, architecture=facts.recipe.architecture, schedule=facts.schedule.canonical,
-            seed=facts.seed, config=TrainSettings.model_validate(json.loads(config.model_dump_json())),
+            seed=facts.seed, label=facts.label, config=TrainSettings.model_validate(json.loads(config.model_dump_json())),
             n_parameters=self.n_parameters, n_sequences=facts.n_sequences, seq_len=facts.seq_len,
             n_words=facts.n_words or None, global_batch_size=facts.global_batch, micro_batch_size=self.micro_batch,
             steps_per_epoch=facts.steps_per_epoch, total_steps=facts.plans[-1].end_step,

@@ -47,8 +47,9 @@ from rich.console import Console
 from antlm_bench.errors import DivergedError, UserError
 from antlm_bench.models import build_model
 from antlm_bench.models.precision import Precision, resolve_precision
-from antlm_bench.options import parse_device
+from antlm_bench.options import parse_device, parse_label
 from antlm_bench.recipes import load_recipe
+from antlm_bench.runs.identity import training_seed
 from antlm_bench.runs.layout import RunLayout, words_checkpoint_name
 from antlm_bench.runs.record import read_record
 from antlm_bench.runs.schedule import parse_schedule
@@ -99,6 +100,9 @@ class TrainConfig(BaseModel):
     corpus: Path | None = None  # a BabyLM-style folder of *.train files (overrides data_dir's sample)
     cache_dir: Path | None = None  # tokenizer and packed-corpus cache
     seed: int = 42
+    # a name beside the seed (options.parse_label): in the records and rows, and in every random draw
+    # (runs.identity.training_seed); not part of the configuration
+    label: str | None = None
     max_words: int | None = Field(None, gt=0)
     resume: bool = False
     overwrite: bool = False
@@ -137,6 +141,11 @@ class TrainConfig(BaseModel):
         if isinstance(value, (list, tuple)) and any(isinstance(v, str) for v in value):
             return parse_save_at_words(",".join(str(v) for v in value))
         return sorted(set(value)) if isinstance(value, (list, tuple)) else value
+
+    @field_validator("label", mode="before")
+    @classmethod
+    def _label(cls, value: Any) -> Any:
+        return parse_label(value)
 
     @model_validator(mode="after")
     def _words_eval(self) -> TrainConfig:
@@ -200,20 +209,23 @@ class Trainer:
         plans = plan_phases(schedule, self.recipe, steps_per_epoch)
         if config.save_at_words and corpus.n_words <= 0:
             raise UserError("--save-at-words: this corpus does not know its number of words")
+        # every random draw (masks, data order, initial weights, dropout) from the seed under the run's label
+        seed = training_seed(config.seed, config.label)
         builder = BatchBuilder(self.recipe.masking, self.tokenizer.mask_token_id, len(self.tokenizer),
-                               self.tokenizer.all_special_ids, config.seed)
-        self.steps = StepPlan(plans, steps_per_epoch, preset.global_batch_size, corpus, builder, config.seed)
+                               self.tokenizer.all_special_ids, seed)
+        self.steps = StepPlan(plans, steps_per_epoch, preset.global_batch_size, corpus, builder, seed)
 
         # the model: the same initial weights on every process (seeded), then this process's dropout stream
-        torch.manual_seed(config.seed)
+        torch.manual_seed(seed)
         self.model = build_model(self.recipe, config.preset, self.tokenizer).to(self.device)
         if self.dist.rank > 0:
-            torch.manual_seed(config.seed + 7919 * self.dist.rank)
+            torch.manual_seed(seed + 7919 * self.dist.rank)
         configuration = config_fingerprint(self.recipe, config.preset, schedule, self.precision.name,
                                            corpus.data_hash, corpus.tokenizer_hash)
         start = start_fingerprint_config(self.recipe, config.preset, schedule, self.precision.name)
         self.facts = RunFacts(
-            recipe=self.recipe, preset=config.preset, seed=config.seed, schedule=schedule, plans=plans,
+            recipe=self.recipe, preset=config.preset, seed=config.seed, label=config.label, schedule=schedule,
+            plans=plans,
             steps_per_epoch=steps_per_epoch, global_batch=preset.global_batch_size, seq_len=seq_len,
             n_sequences=n_sequences, n_words=int(corpus.n_words), data_hash=corpus.data_hash,
             tokenizer_hash=corpus.tokenizer_hash, world_size=self.dist.world,

@@ -26,6 +26,7 @@ from antlm_bench.results.leaderboard.results import Results, run_items
 from antlm_bench.results.leaderboard.signal import signal_noise
 from antlm_bench.results.stats import ItemMatrix, item_variance
 from antlm_bench.results.stats import estimate as stats_estimate
+from antlm_bench.runs.identity import labelled_schedule
 
 
 def _item_var_from_rows(rows: Sequence[Mapping[str, Any]]) -> float | None:
@@ -197,6 +198,11 @@ def _group_key(final: RunCheckpoint, group_by: Sequence[str]) -> tuple[str, ...]
     would share the empty key and be averaged as if they were seeds of one model, so a plain model's identity
     (its folder) stands in the first grouping column; only evaluations of the same folder pool."""
     key = ["" if final.meta[k] is None else str(final.meta[k]) for k in group_by]
+    label = final.meta.get("label")
+    if label and "label" not in group_by and group_by:
+        # a labelled run (runs.identity) is never a seed of the unlabelled row: its label joins the schedule
+        slot = group_by.index("schedule") if "schedule" in group_by else len(group_by) - 1
+        key[slot] = labelled_schedule(key[slot], str(label))
     identity = plain_model_identity(final)
     if identity is not None and group_by:
         slot = group_by.index("recipe") if "recipe" in group_by else 0

@@ -15,8 +15,10 @@ DEFAULT_TASKS = ("blimp", "blimp_supplement", "ewok", "glue")
 DEFAULT_GROUP_BY = ("recipe", "preset", "schedule")
 # config_fingerprint: the run record's hash of the recipe's content, preset, schedule and convention; the board
 # splits a group whose runs record two of them even when it is not named here (board._split_configurations)
+# label: run --label (runs.identity); a board not grouped by it shows a labelled run's schedule as
+# "SCHEDULE [label]" (board._group_key), so labelled runs never pool with unlabelled ones
 GROUP_KEYS = ("recipe", "architecture", "preset", "schedule", "seed", "run_id", "limit", "data_hash",
-              "config_fingerprint")
+              "config_fingerprint", "label")
 # when a checkpoint was scored several ways and its last phase does not decide, the first of these wins
 SCORING_PREFERENCE = ("clm", "pll", "mntp", "pll-word-l2r", "finetune", "finetune-official", "probe")
 # GLUE's methods (adapters/glue): their rows' seed is the fine-tuning seed, not the training seed
