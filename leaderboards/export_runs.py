@@ -1,6 +1,6 @@
 """Export run folders' committed tables for a leaderboard folder in this repository: without evaluation text.
 
-    python3 leaderboards/export_runs.py DEST RUN [RUN ...]
+    python3 leaderboards/export_runs.py DEST RUN [RUN ...]    # a RUN may be a sweep's sweep/ folder
 
 Each RUN (a run folder of `antlm-bench run`/`sweep`) becomes DEST/<its parent's name>/<its name>/: every committed
 event of its results store (part.parquet, _event.json, and _items.parquet without the sentences: evaluation data is
@@ -8,8 +8,12 @@ never committed, and without GLUE's per-example predictions, which no statistic 
 the machine's output path. Item floats are written byte-stream split and zstd-compressed (about half the size,
 lossless). Each run is written in a staging folder beside DEST (``.<DEST>.export/``, outside what a board reads) and
 swapped in whole, so a stopped export leaves every run's old or new tables (at worst, between the two renames, the
-run missing, never half of it), and runs exported before that are not named here stay as they are. Used by
-leaderboards/cpu-presets/run.sh and leaderboards/mini-antlm/run_study.sh.
+run missing, never half of it), and runs exported before that are not named here stay as they are.
+
+A sweep's record folder (``OUTPUT/sweep/``) becomes DEST/<OUTPUT's name>/sweep/: its sweep.json without the log
+paths (the logs stay with the run folders) and its decision.json as written, each replaced atomically, so that the
+board prints the sweep's decision (recomputed from the exported tables) under the table. Used by
+leaderboards/cpu-presets/run.sh, leaderboards/mini-antlm/run_study.sh and leaderboards/cpu-study/run_study.sh.
 """
 
 from __future__ import annotations
@@ -62,12 +66,31 @@ def export_run(run: Path, dest: Path) -> Path:
     return target
 
 
+def export_sweep(sweep: Path, dest: Path) -> Path:
+    """A sweep's record and decision under ``dest/<its output's name>/sweep/``, each file replaced atomically."""
+    out = dest / sweep.parent.name / "sweep"
+    out.mkdir(parents=True, exist_ok=True)
+    record = json.loads((sweep / "sweep.json").read_text(encoding="utf-8"))
+    for cell in record.get("cells", []):
+        cell.pop("log", None)  # the logs stay with the run folders
+    documents = {"sweep.json": json.dumps(record, indent=1) + "\n"}
+    if (sweep / "decision.json").is_file():
+        documents["decision.json"] = (sweep / "decision.json").read_text(encoding="utf-8")
+    for name, text in documents.items():
+        (out / f".{name}.new").write_text(text, encoding="utf-8")
+        (out / f".{name}.new").replace(out / name)
+    return out
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print("usage: export_runs.py DEST RUN [RUN ...]", file=sys.stderr)
         return 2
     dest = Path(argv[0])
     for run in map(Path, argv[1:]):
+        if run.name == "sweep" and (run / "sweep.json").is_file():
+            print(f"exported {export_sweep(run, dest)}")
+            continue
         if not ((run / "run.json").is_file() and (run / "scores.parquet").is_dir()):
             print(f"{run}: not a run folder with results (run.json and scores.parquet/); skipped", file=sys.stderr)
             continue

@@ -68,3 +68,18 @@ def test_a_failure_mid_export_leaves_the_old_export(tmp_path, monkeypatch):
         export.export_run(_run(tmp_path / "b", "r-seed1", 0.9), dest)
     after = {p.relative_to(dest): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
     assert after == before  # the half-written copy is outside the folder a board reads
+
+
+def test_a_sweeps_record_is_exported_without_its_log_paths_and_its_decision_as_written(tmp_path):
+    export = _module()
+    sweep = tmp_path / "runs" / "babyllama" / "sweep"
+    sweep.mkdir(parents=True)
+    record = {"schema_version": 1, "cells": [{"name": "a-seed1", "log": "/home/me/runs/sweep/logs/a.log"}]}
+    (sweep / "sweep.json").write_text(json.dumps(record))
+    (sweep / "decision.json").write_text('{"status": "decided"}\n')
+    dest = tmp_path / "results"
+    assert export.main([str(dest), str(sweep)]) == 0
+    out = dest / "babyllama" / "sweep"
+    assert json.loads((out / "sweep.json").read_text())["cells"] == [{"name": "a-seed1"}]
+    assert (out / "decision.json").read_text() == '{"status": "decided"}\n'
+    assert sorted(p.name for p in out.iterdir()) == ["decision.json", "sweep.json"]  # no temporaries left

@@ -31,23 +31,9 @@ antlm-bench sweep --model antlm-ltgbert --schedule "2_CLM+20_MLM+2_CLM,24_CLM" -
   --run-option probe=true --until-decided --baseline 24_CLM --seeds 1-3 --max-seeds "$MAX_SEEDS" --jobs "$JOBS" --output "$RUNS/ltgbert"
 end=$(date +%s)
 
-# each run's tables without evaluation text (leaderboards/export_runs.py), then each sweep's record and decision
-python3 leaderboards/export_runs.py "$HERE/results" "$RUNS"/babyllama/*-seed* "$RUNS"/ltgbert/*-seed*
-python3 - "$RUNS" "$HERE/results" <<'PY'
-import json, shutil, sys
-from pathlib import Path
-runs, results = Path(sys.argv[1]), Path(sys.argv[2])
-for arch in ("babyllama", "ltgbert"):
-    sweep, out = runs / arch / "sweep", results / arch / "sweep"
-    out.mkdir(parents=True, exist_ok=True)
-    record = json.loads((sweep / "sweep.json").read_text())
-    for cell in record["cells"]:
-        cell.pop("log", None)                         # the logs stay with the run folders
-    (out / "sweep.json.new").write_text(json.dumps(record, indent=1) + "\n")
-    (out / "sweep.json.new").replace(out / "sweep.json")
-    shutil.copy(sweep / "decision.json", out / "decision.json.new")
-    (out / "decision.json.new").replace(out / "decision.json")
-PY
+# each run's tables without evaluation text, then each sweep's record and decision (leaderboards/export_runs.py)
+python3 leaderboards/export_runs.py "$HERE/results" "$RUNS"/babyllama/*-seed* "$RUNS"/ltgbert/*-seed* \
+  "$RUNS"/babyllama/sweep "$RUNS"/ltgbert/sweep
 antlm-bench leaderboard -d mini-antlm --family row -f markdown -o "$HERE/leaderboard.md" --plots "$HERE/plots"
 antlm-bench leaderboard -d mini-antlm --family row -f html -o "$HERE/leaderboard.html"
 antlm-bench leaderboard -d mini-antlm --family row -f parquet -o "$HERE/leaderboard.parquet"

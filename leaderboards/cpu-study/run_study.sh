@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The AntLM question in the learning regime (issue #33): does the AntLM schedule beat CLM alone of the same total
+# epochs, on models that learn (the cpu presets: BabyLlama 56.9%, LTG-BERT 57.6% full BLiMP), with controls and a
+# rule planned to decide (`antlm-bench plan`, leaderboards/cpu-study/README.md)?
+#
+#   babyllama: 0.5_CLM+1_MLM+0.5_CLM (AntLM's causal ends around a masked middle, in the preset's 2 epochs) against
+#              2_CLM; positive control 0.5_CLM (the baseline at a quarter of its epochs)
+#   ltgbert:   2_CLM+2_MLM+2_CLM (the preset's chosen AntLM schedule) against 6_CLM; positive control 1.5_CLM
+# Both: the negative control (the baseline again under the label negative-control: other seeds, a true gap of
+# zero); primary endpoints BLiMP, BLiMP supplement and EWoK accuracy (the paper's zero-shot metrics; GLUE is left
+# out for CPU time), equivalence margins +-1 point (BLiMP, EWoK) and +-3 (the supplement, whose seed SD is 2.3);
+# the held-out loss is a secondary column (and forced for the positive control); first look at 5 seeds (no interval
+# of a 3-comparison family is bounded before), at most 10; every run scored by clm (each schedule ends in CLM).
+#
+#   ANTLM_BENCH_DATA=../shared/data bash leaderboards/cpu-study/run_study.sh                # BabyLlama
+#   ARCHS="babyllama ltgbert" JOBS=2 bash leaderboards/cpu-study/run_study.sh              # both (LTG: 46 CPU-min a cell)
+#
+# It takes many CPU-hours: stop it at any time (Ctrl-C, or SIGTERM) and run the same command again; finished cells
+# are reused, unfinished ones resume, and the decision is anytime-valid at whatever round it stands. Each run
+# invocation ends by exporting what is finished (tables, the sweep's record and its decision) into results/ and
+# rendering the boards, so the committed study is the study so far.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+DATA=${ANTLM_BENCH_DATA:-../shared/data}
+RUNS=${RUNS:-runs/cpu-study}            # run folders with checkpoints (not committed)
+HERE=leaderboards/cpu-study
+ARCHS=${ARCHS:-babyllama}
+JOBS=${JOBS:-2}                         # cells at once; each uses one thread
+MAX_SEEDS=${MAX_SEEDS:-10}
+export OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false ANTLM_BENCH_DATA="$DATA"
+common=(--preset cpu --tasks blimp,blimp_supplement,ewok,heldout --run-option "corpus=$DATA/pretrain_1600k"
+        --run-option eval-every=none --threads 1 --until-decided --seeds 1-5 --max-seeds "$MAX_SEEDS"
+        --primary blimp,blimp_supplement,ewok --margin blimp=1 --margin ewok=1 --margin blimp_supplement=3
+        --negative-control --jobs "$JOBS")
+
+status=0
+for arch in $ARCHS; do
+  case $arch in
+    babyllama) antlm-bench sweep --model antlm-babyllama --schedule "0.5_CLM+1_MLM+0.5_CLM,2_CLM" --baseline 2_CLM \
+                 --positive-control 0.5_CLM "${common[@]}" --output "$RUNS/babyllama" || status=$? ;;
+    ltgbert) antlm-bench sweep --model antlm-ltgbert --schedule "2_CLM+2_MLM+2_CLM,6_CLM" --baseline 6_CLM \
+               --positive-control 1.5_CLM "${common[@]}" --output "$RUNS/ltgbert" || status=$? ;;
+    *) echo "unknown architecture $arch (babyllama, ltgbert)" >&2; exit 2 ;;
+  esac
+  [ "$status" -ge 128 ] && break   # stopped by a signal: export what is finished, then stop
+done
+
+# what is finished: each run's tables without evaluation text, each sweep's record and decision
+shopt -s nullglob
+for arch in babyllama ltgbert; do
+  runs=("$RUNS/$arch"/*-seed*)
+  finished=()
+  for run in "${runs[@]}"; do
+    grep -q '"status": "finished"' "$run/run.json" 2>/dev/null && [ -d "$run/scores.parquet" ] && finished+=("$run")
+  done
+  [ ${#finished[@]} -gt 0 ] && python3 leaderboards/export_runs.py "$HERE/results" "${finished[@]}"
+  [ -f "$RUNS/$arch/sweep/sweep.json" ] && python3 leaderboards/export_runs.py "$HERE/results" "$RUNS/$arch/sweep"
+done
+for arch in babyllama ltgbert; do
+  [ -d "$HERE/results/$arch" ] || continue
+  antlm-bench leaderboard "$HERE/results/$arch" -f markdown -o "$HERE/leaderboard-$arch.md"
+  antlm-bench leaderboard "$HERE/results/$arch" > "$HERE/decision-$arch.txt"   # the board, the decision under it
+done
+exit "$status"
