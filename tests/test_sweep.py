@@ -562,6 +562,13 @@ def test_a_bad_field_in_the_sweep_file_is_one_line_naming_it(tmp_path, monkeypat
     path.write_text("models: [antlm-babyllama\n")
     code, _, err = run_cli(monkeypatch, capsys, "sweep", "--config", str(path), "--dry-run")
     assert code == 2 and "not valid YAML" in err
+    # the controls' keys: a wrong type is one line naming the key; a control that is the baseline, one line too
+    path.write_text("schedules: [1_CLM, 2_CLM]\nuntil_decided: {baseline: 1_CLM, negative_control: maybe}\n")
+    code, _, err = run_cli(monkeypatch, capsys, "sweep", "--config", str(path), "--dry-run")
+    assert code == 2 and "field until_decided.negative_control" in err and len(err.strip().splitlines()) == 1
+    path.write_text("schedules: [1_CLM, 2_CLM]\nuntil_decided: {baseline: 1_CLM, positive_controls: [1_CLM]}\n")
+    code, _, err = run_cli(monkeypatch, capsys, "sweep", "--config", str(path), "--dry-run")
+    assert code == 2 and "the baseline itself" in err and len(err.strip().splitlines()) == 1
 
 
 def test_the_sweep_file_and_the_command_line_combine(tmp_path, monkeypatch, capsys):
