@@ -10,7 +10,8 @@
 # zero); primary endpoints BLiMP, BLiMP supplement and EWoK accuracy (the paper's zero-shot metrics; GLUE is left
 # out for CPU time), equivalence margins +-1 point (BLiMP, EWoK) and +-3 (the supplement, whose seed SD is 2.3);
 # the held-out loss is a secondary column (and forced for the positive control); first look at 5 seeds (no interval
-# of a 3-comparison family is bounded before), at most 10; every run scored by clm (each schedule ends in CLM).
+# of a 3-comparison family is bounded before), at most 10; every run scored by clm (each schedule ends in CLM);
+# every run in bf16 autocast (PRECISION, stated rather than probed: docs/precision.md).
 #
 #   ANTLM_BENCH_DATA=../shared/data bash leaderboards/cpu-study/run_study.sh                # BabyLlama
 #   ARCHS="babyllama ltgbert" JOBS=2 bash leaderboards/cpu-study/run_study.sh              # both (LTG: 46 CPU-min a cell)
@@ -27,9 +28,11 @@ HERE=leaderboards/cpu-study
 ARCHS=${ARCHS:-babyllama}
 JOBS=${JOBS:-2}                         # cells at once; each uses one thread
 MAX_SEEDS=${MAX_SEEDS:-10}
+# stated, not left to `auto`'s probe: every arm one precision (fp32 on a CPU without native bf16: then say so)
+PRECISION=${PRECISION:-bf16}
 export OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false ANTLM_BENCH_DATA="$DATA"
 common=(--preset cpu --tasks blimp,blimp_supplement,ewok,heldout --run-option "corpus=$DATA/pretrain_1600k"
-        --run-option eval-every=none --threads 1 --until-decided --seeds 1-5 --max-seeds "$MAX_SEEDS"
+        --run-option eval-every=none --run-option "precision=$PRECISION" --threads 1 --until-decided --seeds 1-5 --max-seeds "$MAX_SEEDS"
         --primary blimp,blimp_supplement,ewok --margin blimp=1 --margin ewok=1 --margin blimp_supplement=3
         --negative-control --jobs "$JOBS")
 
