@@ -298,7 +298,8 @@ def pending_seeds(config: RunConfig) -> list[int]:
     task_options = _task_options(config, recipe, preset)
     pending = []
     for seed in config.seeds:
-        layout = RunLayout(config.output.expanduser() / run_folder_name(recipe.name, preset, schedule, seed, config.label))
+        folder = run_folder_name(recipe.name, preset, schedule, seed, config.label)
+        layout = RunLayout(config.output.expanduser() / folder)
         try:
             final = (layout.final_checkpoint() if _finished_training(layout, recipe, preset, schedule, seed,
                                                                      config) else None)
