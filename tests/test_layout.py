@@ -78,8 +78,9 @@ SHARED: dict[str, set[str]] = {
     # trainer recipes (trainers/*.yaml) and task specs (tasks/*.yaml), validated
     "antlm_bench.recipes": {"antlm_bench.errors", "antlm_bench.registry"},
     "antlm_bench.tasks": {"antlm_bench.errors", "antlm_bench.registry"},
-    # the run's contract at the bottom of the stack: the schedule grammar, the checkpoint record, the run folder
-    "antlm_bench.runs": {"antlm_bench.errors", "antlm_bench.data"},
+    # the run's contract at the bottom of the stack: the schedule grammar, the checkpoint record, the run folder;
+    # a run's label and seed obey the one grammar of the command line (options: parse_label, MAX_SEED)
+    "antlm_bench.runs": {"antlm_bench.errors", "antlm_bench.data", "antlm_bench.options"},
 }
 
 
