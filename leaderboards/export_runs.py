@@ -23,10 +23,11 @@ import shutil
 import sys
 from pathlib import Path
 
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-TEXT = ["context", "sentence_good", "sentence_bad"]  # evaluation data is never committed
+from antlm_bench.results.store import EVALUATION_TEXT, statistics_items
+
+TEXT = list(EVALUATION_TEXT)  # evaluation data is never committed
 FLOATS = ["score_good", "score_bad", "value"]  # byte-stream split: about half the size, lossless
 
 
@@ -44,9 +45,9 @@ def export_run(run: Path, dest: Path) -> Path:
             if (event / name).is_file():
                 shutil.copy(event / name, store / name)
         if (event / "_items.parquet").is_file():
-            items = pq.read_table(event / "_items.parquet")
-            items = items.filter(pc.not_equal(items["task"], "glue")).drop_columns(
-                [c for c in TEXT if c in items.column_names])
+            # what a board and a decision read (results.store.store_digest covers the same, so the export keeps
+            # the digests a sweep's decision.json recorded)
+            items = statistics_items(pq.read_table(event / "_items.parquet"))
             if not items.num_rows:
                 continue
             floats = [c for c in FLOATS if c in items.column_names]

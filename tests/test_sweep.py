@@ -457,7 +457,7 @@ def test_controls_take_no_alpha_never_hold_the_sweep_and_say_whether_they_pass(t
     assert negative.role == "negative control" and negative.decision == "undecided" and negative.label
     assert negative.seeds == by_row["2_CLM"].seeds  # paired by seed label
     decision = json.loads(folder.decision_file.read_text())
-    assert decision["schema_version"] == 3 and decision["rule"]["comparisons"] == 1
+    assert decision["schema_version"] == 4 and decision["rule"]["comparisons"] == 1
     assert decision["rule"]["alpha_each"] == 0.05 and decision["rule"]["positive_controls"] == ["0.25_CLM"]
     assert decision["rule"]["negative_control"] is True
     assert any(line.startswith("positive control antlm-babyllama tiny 0.25_CLM: passes: decided worse")
@@ -669,7 +669,7 @@ def test_a_decision_that_its_tables_do_not_give_is_never_shown_as_decided(tmp_pa
     assert outcome.status == "max seeds reached"
     path = folder.decision_file
     original = json.loads(path.read_text())
-    assert original["schema_version"] == 3 and len(original["tables"]) == 8  # 2 schedules x 4 seeds
+    assert original["schema_version"] == 4 and len(original["tables"]) == 8  # 2 schedules x 4 seeds
     assert "max seeds reached" in decision_lines([folder.output])[0]
 
     edited = json.loads(json.dumps(original))
@@ -727,3 +727,40 @@ def test_untestable_pairs_are_each_against_the_baseline():
     assert len(lines) == 1 and "cannot test 1_CLM against 1_MLM" in lines[0]
     assert untestable_comparisons(schedules, "pll", ["blimp"]) == []
     assert untestable_comparisons(schedules, "auto", []) == []  # GLUE alone: fine-tuned, no method to differ
+
+
+def test_a_decision_is_verified_on_its_export_and_not_on_a_changed_one(tmp_path):
+    """The committed study is an export (leaderboards/export_runs.py: no evaluation text, numbers re-encoded): the
+    decision's table digests are of the tables' content, so the export still verifies (schema 3's file-byte digests
+    did not), while a changed outcome in the export is caught."""
+    import importlib.util
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    outcome, folder, _ = _controlled(tmp_path, {"2_CLM": 0.15, "0.25_CLM": -0.15})
+    assert outcome.status == "decided"
+    runs = sorted(p for p in folder.output.iterdir() if (p / "scores.parquet").is_dir())
+    for run in runs:  # as a real run: the evaluation text in its items, a run.json with the machine's paths
+        (run / "run.json").write_text(json.dumps({"status": "finished", "config": {"output": str(run)}}))
+        for part in run.rglob("_items.parquet"):
+            items = pq.read_table(part)
+            text = pa.array(["The cat sleeps."] * items.num_rows)
+            pq.write_table(items.set_column(items.column_names.index("sentence_good"), "sentence_good", text), part)
+    assert not any("NOT SHOWN" in line for line in decision_lines([folder.output]))
+
+    spec = importlib.util.spec_from_file_location("export_runs", Path(__file__).parents[1] / "leaderboards" / "export_runs.py")
+    export = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export)
+    dest = tmp_path / "results"
+    assert export.main([str(dest), *map(str, runs), str(folder.output / "sweep")]) == 0
+    exported = dest / folder.output.name
+    assert not any("sentence_good" in pq.read_table(p).column_names for p in exported.rglob("_items.parquet"))
+    lines = decision_lines([exported])
+    assert lines and not any("NOT SHOWN" in line for line in lines)
+
+    part = next(exported.rglob("_items.parquet"))
+    items = pq.read_table(part)
+    flipped = pa.array([1.0 - items["correct"][0].as_py(), *items["correct"].to_pylist()[1:]])
+    pq.write_table(items.set_column(items.column_names.index("correct"), "correct", flipped), part)
+    assert any("NOT SHOWN" in line and "changed since the decision" in line for line in decision_lines([exported]))

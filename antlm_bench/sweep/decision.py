@@ -53,8 +53,11 @@ NEGATIVE_CONTROL_ROLE = "negative control"
 # the loss a scoring method measures on held-out text, and the objective that trains it
 _LOSS_OBJECTIVE = {"clm": "CLM", "pll": "MLM"}
 # 1: without the digests of the tables (still read: the board recomputes the decision either way); 2: without
-# controls
-DECISION_SCHEMA_VERSION = 3
+# controls; 2 and 3: digests of the items' file bytes, which an export without the evaluation text changes (not
+# compared; the decision is still recomputed from the tables); 4: digests of the tables' content
+# (results.store.store_digest), the same on a run folder and on its export
+DECISION_SCHEMA_VERSION = 4
+CONTENT_DIGESTS = 4  # the first version whose table digests survive an export
 METHOD = ("Lai (1976) confidence sequence for the mean of paired per-seed differences, Gaussian with unknown "
           "variance (anytime-valid: any stopping rule keeps the error rate); docs/statistics.md")
 
@@ -366,7 +369,7 @@ class DecisionRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1, 2, 3]
+    schema_version: Literal[1, 2, 3, 4]
     status: str
     method: str
     rule: RuleRecord
@@ -426,7 +429,7 @@ def verify_decision(path: Path, record: DecisionRecord) -> str | None:
     code) are the recorded ones, decision for decision, with the recorded status. None when it holds; else why
     not, in a few words."""
     output = path.parent.parent
-    for name, digest in record.tables.items():
+    for name, digest in (record.tables.items() if record.schema_version >= CONTENT_DIGESTS else ()):
         if store_digest(output / name) != digest:
             return f"the tables of {name} changed since the decision"
     if not record.comparisons:

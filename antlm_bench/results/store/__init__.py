@@ -49,11 +49,14 @@ from antlm_bench.results.store.layout import (  # noqa: F401
     STORE,
 )
 from antlm_bench.results.store.read import (  # noqa: F401
+    EVALUATION_TEXT,
+    UNREAD_ITEM_TASKS,
     StoredResults,
     find_results,
     read_results_folder,
     read_scores,
     score_parts,
+    statistics_items,
     store_digest,
 )
 from antlm_bench.results.store.write import commit_results, new_event_id, tidy_results  # noqa: F401

@@ -64,10 +64,28 @@ def score_parts(source: str | Path) -> list[Path]:
     return [source / event / PART for event in _events(source) if (source / event / PART).is_file()]
 
 
+# What a committed board leaves out of a run's items (leaderboards/export_runs.py): the evaluation text, which is never
+# committed (the data's terms), and GLUE's per-example predictions, which no statistic reads. ``store_digest``
+# covers everything else, so a decision made on a run folder is verified on its export.
+EVALUATION_TEXT = ("context", "sentence_good", "sentence_bad")
+UNREAD_ITEM_TASKS = ("glue",)
+
+
+def statistics_items(items: pa.Table) -> pa.Table:
+    """``items`` as a board or a decision reads them: without the evaluation text and GLUE's predictions."""
+    import pyarrow.compute as pc
+
+    if "task" in items.column_names:
+        items = items.filter(pc.invert(pc.is_in(items["task"], pa.array(UNREAD_ITEM_TASKS))))
+    return items.drop_columns([c for c in EVALUATION_TEXT if c in items.column_names])
+
+
 def store_digest(source: str | Path) -> str:
-    """sha256 over a results folder's committed tables (each event's name, scores part and items part, oldest
-    first): what a record computed from the tables names them by (a sweep's decision.json), so a reader can tell
-    when they changed since. A folder without a store gives the digest of nothing."""
+    """sha256 over a results folder's committed tables (each event's name, its scores part's bytes and its items'
+    content as :func:`statistics_items` gives them, oldest first): what a record computed from the tables names
+    them by (a sweep's decision.json), so a reader can tell when they changed since. The items enter by content,
+    column by column, not by their file's bytes: an export that drops the evaluation text and re-encodes the
+    numbers losslessly keeps the digest. A folder without a store gives the digest of nothing."""
     import hashlib
 
     source = Path(source)
@@ -75,11 +93,36 @@ def store_digest(source: str | Path) -> str:
     digest = hashlib.sha256()
     for event in _events(store):
         digest.update(event.encode() + b"\0")
-        for name in (PART, ITEMS_PART):
-            part = store / event / name
-            if part.is_file():
-                digest.update(name.encode() + b"\0" + hashlib.sha256(part.read_bytes()).digest())
+        part = store / event / PART
+        if part.is_file():
+            digest.update(PART.encode() + b"\0" + hashlib.sha256(part.read_bytes()).digest())
+        items_part = store / event / ITEMS_PART
+        items = statistics_items(pq.read_table(items_part)) if items_part.is_file() else None
+        if items is not None and items.num_rows:
+            digest.update(ITEMS_PART.encode() + b"\0" + _content_digest(items))
     return digest.hexdigest()
+
+
+def _content_digest(table: pa.Table) -> bytes:
+    """sha256 of a table's values, column by column in name order (name, type, null mask, values): equal for two
+    files that hold the same values whatever their encoding (dictionary, byte-stream split, compression)."""
+    import hashlib
+
+    import numpy as np
+    import pyarrow.compute as pc
+
+    digest = hashlib.sha256()
+    for name in sorted(table.column_names):
+        column = table[name]
+        kind = column.type
+        digest.update(f"{name}\0{kind}\0".encode())
+        digest.update(np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool).tobytes())
+        if pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind):
+            values = pc.fill_null(column, False if pa.types.is_boolean(kind) else 0)
+            digest.update(np.ascontiguousarray(values.to_numpy(zero_copy_only=False)).tobytes())
+        else:
+            digest.update("\x1f".join("" if v is None else str(v) for v in column.to_pylist()).encode())
+    return digest.digest()
 
 
 def _inside_store(path: Path, root: Path) -> bool:
