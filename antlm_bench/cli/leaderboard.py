@@ -46,6 +46,9 @@ def leaderboard_command(
     family: str = typer.Option("board", "--family", help="The Holm family of the gaps' p-values: board (every gap "
                                "on the board, the default), row (each row's tasks and macro) or none; printed "
                                "under the table."),
+    subtasks: str | None = typer.Option(None, "--subtasks", help="Instead of the board: TASK's subtasks (BLiMP's "
+                                        "paradigms) down the side and the board's rows across, each the mean over "
+                                        "the row's seeds ±seed SD (terminal or markdown)."),
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
     """Rank configurations by macro score: seeds averaged, 95% intervals over seeds and items, seed-aware gaps, and
@@ -69,7 +72,13 @@ def leaderboard_command(
     sweep_note = None
     if not wanted:  # an until-decided sweep's board: gaps to its --baseline, the sign of its decision lines
         wanted, sweep_note = _sweep_reference(results or [], definition, group_by)
+    if subtasks is not None and chosen_format not in ("terminal", "markdown"):
+        raise UserError(f"--subtasks {subtasks}: writes terminal or markdown, not {chosen_format}; choose --format "
+                        "markdown or an --out FILE.md")
     board = leaderboard_from_paths(results or [], definition, group_by, wanted, alpha, family)
+    if subtasks is not None:
+        _write_subtasks(board, subtasks.strip(), chosen_format, out)
+        return
     if sweep_note is not None:
         board.notes.append(sweep_note)
     if plots is not None:
@@ -93,6 +102,35 @@ def leaderboard_command(
         err_console.print(f"wrote {path}")
     for line in decisions:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _write_subtasks(board, task: str, fmt: str, out: Path | None) -> None:
+    from antlm_bench.data import atomic_write_bytes
+    from antlm_bench.results.leaderboard.subtasks import (
+        render_subtasks_markdown,
+        render_subtasks_terminal,
+        subtask_table,
+    )
+
+    table = subtask_table(board, task)
+    if fmt == "markdown":
+        text = render_subtasks_markdown(table)
+        if out is None:
+            console.print(text, markup=False, highlight=False, soft_wrap=True)
+        else:
+            atomic_write_bytes(out, text.encode("utf-8"))
+            err_console.print(f"wrote {out}")
+    elif out is None:
+        render_subtasks_terminal(table, console)
+    else:
+        import io
+
+        from rich.console import Console
+
+        buffer = io.StringIO()
+        render_subtasks_terminal(table, Console(file=buffer, width=200, no_color=True))
+        atomic_write_bytes(out, buffer.getvalue().encode("utf-8"))
+        err_console.print(f"wrote {out}")
 
 
 def _sweep_reference(results: list[Path], definition: str | None,
