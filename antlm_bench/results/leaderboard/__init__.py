@@ -11,6 +11,7 @@ One job per module, data flowing one way:
   the sweep's decision and ``check`` read, with a typed reason;
 - ``compare``: gaps between two rows (the statistics themselves live in ``antlm_bench.results.stats``);
 - ``curves``: per-checkpoint training curves; ``power``: seeds a gap needs; ``signal``: signal and noise per column;
+- ``subtasks``: one task's subtasks (BLiMP paradigms) down the side, the board's rows across, descriptive only;
 - ``text`` / ``html`` / ``plots``: renderers; ``output``: the command's entry point, Parquet export, writers.
 """
 
