@@ -62,6 +62,9 @@ done
 for arch in babyllama ltgbert; do
   [ -d "$HERE/results/$arch" ] || continue
   antlm-bench leaderboard "$HERE/results/$arch" -f markdown -o "$HERE/leaderboard-$arch.md"
-  antlm-bench leaderboard "$HERE/results/$arch" > "$HERE/decision-$arch.txt"   # the board, the decision under it
+  # the board, the decision under it; a temp file renamed only when the board rendered, so that a failed run
+  # of the tool leaves the committed decision as it was (never an empty or half-written one)
+  tmp=$(mktemp "$HERE/.decision-$arch.XXXXXX") && { antlm-bench leaderboard "$HERE/results/$arch" > "$tmp" \
+    && mv -f "$tmp" "$HERE/decision-$arch.txt" || { rm -f "$tmp"; [ "$status" -ne 0 ] || status=1; }; }
 done
 exit "$status"
