@@ -4,6 +4,7 @@ hand-made result tables, and the command's one-line errors. tests/test_sweep_run
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import signal
@@ -601,6 +602,27 @@ def test_the_leaderboard_prints_the_decision_under_the_table(tmp_path, monkeypat
     # the board's gaps are to the baseline (1_CLM), as the decision's are: 2_CLM's is positive there too
     assert "gaps are to the sweep's --baseline (recipe=antlm-babyllama, preset=tiny, schedule=1_CLM)" in out
 
+
+def test_a_board_written_to_a_file_holds_the_decision_as_the_terminal_shows_it(tmp_path, monkeypatch, capsys):
+    """``-o board.txt`` is the terminal's text, decision included (a study commits it as its decision file), and
+    the Markdown and HTML pages carry the same lines: a board of a sweep without its decision invites reading the
+    fixed-sample gaps as the verdict."""
+    _, _, folder, _, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
+    code, shown, err = run_cli(monkeypatch, capsys, "leaderboard", str(folder.output))
+    assert code == 0, err
+    decision = [line for line in shown.splitlines() if "sweep decision (decided;" in line
+                or line.startswith("  antlm-babyllama tiny: 2_CLM - baseline on blimp_supplement")]
+    assert len(decision) == 2
+    for name in ("board.txt", "board.md", "board.html"):
+        code, out, err = run_cli(monkeypatch, capsys, "leaderboard", str(folder.output), "-o", str(tmp_path / name))
+        assert code == 0, err
+        assert "sweep decision" not in out  # in the file, not also on the terminal
+        text = (tmp_path / name).read_text()
+        for line in decision:
+            assert html.escape(line, quote=False) in text if name.endswith(".html") else line in text, (name, line)
+    assert (tmp_path / "board.txt").read_text() == shown  # the same text, laid out in whole lines
+    code, _, err = run_cli(monkeypatch, capsys, "leaderboard", str(folder.output), "-o", str(tmp_path / "b.parquet"))
+    assert code == 0, err  # a table: the decision stays in the sweep's own record
 
 def test_a_definitions_board_prints_the_decisions_of_the_sweeps_below_its_results(tmp_path, monkeypatch, capsys):
     """A study keeps one sweep per architecture under one results folder: ``-d`` names the folder, and every

@@ -90,18 +90,16 @@ def leaderboard_command(
             hint = " (train with --save-at-words)" if x_axis == "words" else ""
             raise UserError(f"--x {x_axis}: no curve point of these runs records {X_AXES[x_axis][1].split(' (')[0]}"
                             f"{hint}; nothing to draw, no plot written: choose another --x")
-    decisions: list[str] = []
-    if out is None:  # the folders `sweep --until-decided` decided in: each decision under the table, read (and
-        # checked against its tables) first, so that a damaged one is one line instead of a table and a line
+    if chosen_format != "parquet":  # the folders `sweep --until-decided` decided in: each decision under the
+        # board in every text format, read (and checked against its tables) before anything is written, so that a
+        # damaged one is one line instead of a board and a line
         from antlm_bench.results.leaderboard.definition import definition_result_paths
         from antlm_bench.sweep import decision_lines
 
-        decisions = decision_lines([*definition_result_paths(board.definition), *(results or [])])
+        board.decisions = decision_lines([*definition_result_paths(board.definition), *(results or [])])
     written = write_leaderboard(board, chosen_format, out, console, plots, x_axis)
     for path in written:
         err_console.print(f"wrote {path}")
-    for line in decisions:
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _write_subtasks(board, task: str, fmt: str, out: Path | None) -> None:
@@ -127,8 +125,10 @@ def _write_subtasks(board, task: str, fmt: str, out: Path | None) -> None:
 
         from rich.console import Console
 
+        from antlm_bench.results.leaderboard.text import FILE_WIDTH
+
         buffer = io.StringIO()
-        render_subtasks_terminal(table, Console(file=buffer, width=200, no_color=True))
+        render_subtasks_terminal(table, Console(file=buffer, width=FILE_WIDTH, no_color=True))
         atomic_write_bytes(out, buffer.getvalue().encode("utf-8"))
         err_console.print(f"wrote {out}")
 

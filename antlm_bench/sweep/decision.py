@@ -508,7 +508,7 @@ def _decision_file_lines(path: Path) -> list[str]:
     lines = [f"sweep decision ({record.status}; seeds {_seed_text(record.seeds)} of at most "
              f"{rule.max_seeds}; baseline {rule.baseline}; alpha {rule.alpha}, "
              f"{rule.correction}; equivalence margin "
-             f"{record.rule.rule().margins_text()}; {path})",
+             f"{record.rule.rule().margins_text()}; {_shown_path(path)})",
              "  the sweep chose how many seeds to run from the results, so decide by these anytime-valid intervals: "
              "a fixed-sample interval or p-value on the same seeds assumes their number was fixed in advance"]
     comparisons = [row.comparison() for row in record.comparisons]
@@ -546,6 +546,15 @@ def control_lines(comparisons: Sequence[Decision]) -> list[str]:
                        + ", ".join(f"{c.column} {c.decision}" for c in tested) + ")")
         lines.append(f"{role} {recipe} {preset} {row}: {verdict}")
     return lines
+
+
+def _shown_path(path: Path) -> str:
+    """A decision's file as its board names it: relative to the working folder where it lies below it, so that a
+    committed board names no one machine's folders (``-d NAME`` finds the results by an absolute path)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _seed_text(seeds: Sequence[int]) -> str:

@@ -62,9 +62,8 @@ done
 for arch in babyllama ltgbert; do
   [ -d "$HERE/results/$arch" ] || continue
   antlm-bench leaderboard "$HERE/results/$arch" -f markdown -o "$HERE/leaderboard-$arch.md"
-  # the board, the decision under it; a temp file renamed only when the board rendered, so that a failed run
-  # of the tool leaves the committed decision as it was (never an empty or half-written one)
-  tmp=$(mktemp "$HERE/.decision-$arch.XXXXXX") && { antlm-bench leaderboard "$HERE/results/$arch" > "$tmp" \
-    && mv -f "$tmp" "$HERE/decision-$arch.txt" || { rm -f "$tmp"; [ "$status" -ne 0 ] || status=1; }; }
+  # the board, the decision under it (the terminal's text, written atomically: a failed run of the tool leaves
+  # the committed decision as it was)
+  antlm-bench leaderboard "$HERE/results/$arch" -o "$HERE/decision-$arch.txt" || status=1
 done
 exit "$status"

@@ -39,10 +39,9 @@ antlm-bench leaderboard -d mini-antlm --family row -f html -o "$HERE/leaderboard
 antlm-bench leaderboard -d mini-antlm --family row -f parquet -o "$HERE/leaderboard.parquet"
 for arch in babyllama ltgbert; do   # AntLM against its baseline: paired by seed and item, Holm over each row's tasks
   antlm-bench leaderboard -d "mini-antlm-$arch" --family row -f markdown -o "$HERE/leaderboard-$arch.md"
-  # the board, the decision under it; a temp file renamed only when the board rendered, so that a failed run
-  # of the tool leaves the committed decision as it was (never an empty or half-written one)
-  tmp=$(mktemp "$HERE/.decision-$arch.XXXXXX") && { antlm-bench leaderboard "$HERE/results/$arch" > "$tmp" \
-    && mv -f "$tmp" "$HERE/decision-$arch.txt" || { rm -f "$tmp"; exit 1; }; }
+  # the board, the decision under it (the terminal's text, written atomically: a failed run of the tool leaves
+  # the committed decision as it was)
+  antlm-bench leaderboard "$HERE/results/$arch" -o "$HERE/decision-$arch.txt"
 done
 echo "this invocation: $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s for both sweeps (finished cells reused)"
 python3 - "$HERE/results" <<'PY'   # what the sweeps that ran the cells took, from their records

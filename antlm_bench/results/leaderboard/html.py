@@ -157,7 +157,10 @@ def render_html(board: Leaderboard, x: str = "epoch") -> str:
             out.append(f"<li>note, {e(key_text(board, row.key))}: {e(note)}</li>")
     for note in board.notes:
         out.append(f"<li>note: {e(note)}</li>")
-    out.append(f"</ul><p>antlm-bench {e(__version__)}, {e(board.created_at)}</p></div>")
+    out.append("</ul>")
+    if board.decisions:
+        out.append("<h2>Sweep decision</h2><pre>" + e("\n".join(board.decisions)) + "</pre>")
+    out.append(f"<p>antlm-bench {e(__version__)}, {e(board.created_at)}</p></div>")
     out.append(f"<script>{_JS}</script></body></html>")
     return "\n".join(out)
 

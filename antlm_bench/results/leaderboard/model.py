@@ -145,6 +145,9 @@ class Leaderboard:
     created_at: str
     family: str = "none"  # the Holm family of the gaps' p-values: none, row or board (compare.FAMILIES)
     signal_noise: list[SignalNoise] = field(default_factory=list)  # per column, see ``signal``
+    # the decision lines of the sweeps that decided on these results (``sweep.decision_lines``: read and verified
+    # against their tables by the caller, which knows the folders), shown under the board in every text format
+    decisions: list[str] = field(default_factory=list)
 
     def column_metric(self, column: str) -> str:
         """The metric a column's cells measure (the macro: accuracy-like)."""

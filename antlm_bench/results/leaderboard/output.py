@@ -25,7 +25,7 @@ from antlm_bench.results.leaderboard.html import render_html
 from antlm_bench.results.leaderboard.model import Leaderboard
 from antlm_bench.results.leaderboard.plots import curve_caption, plot_curves
 from antlm_bench.results.leaderboard.results import Results, read_results
-from antlm_bench.results.leaderboard.text import key_text, render_markdown, render_terminal
+from antlm_bench.results.leaderboard.text import FILE_WIDTH, key_text, render_markdown, render_terminal
 
 
 def board_table(board: Leaderboard) -> pa.Table:
@@ -169,7 +169,7 @@ def write_leaderboard(board: Leaderboard, fmt: str, out: Path | None, console: A
             from rich.console import Console
 
             buffer = io.StringIO()
-            render_terminal(board, Console(file=buffer, width=200, no_color=True))
+            render_terminal(board, Console(file=buffer, width=FILE_WIDTH, no_color=True))
             text = buffer.getvalue()
         elif fmt == "markdown":
             text = render_markdown(board, plot_names, curve_caption(board) if plot_names else "")

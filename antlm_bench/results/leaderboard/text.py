@@ -14,6 +14,9 @@ from antlm_bench.results.leaderboard.comparability import limit_text
 from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
 from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, Leaderboard
 
+# a board written to a text file is laid out in whole lines, no cell folded or cut: what the CLI prints to a pipe
+FILE_WIDTH = 10_000
+
 # ----------------------------------------------------------------------------------------------------------
 # rendering
 
@@ -298,6 +301,8 @@ def render_terminal(board: Leaderboard, console: Any) -> None:
             console.print(f"[yellow]note[/yellow] {escape(key_text(board, row.key))}: {escape(note)}")
     for note in board.notes:
         console.print(f"[yellow]note[/yellow] {escape(note)}")
+    for line in board.decisions:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _md_escape(text: str) -> str:
@@ -342,6 +347,8 @@ def render_markdown(board: Leaderboard, plot_files: Sequence[str] = (), plot_cap
     lines += ["", *[f"- {line}" for line in method_lines(board)]]
     notes = [f"{key_text(board, r.key)}: {n}" for r in board.rows for n in r.notes] + board.notes
     lines += [f"- note: {_md_escape(n)}" for n in notes]
+    if board.decisions:  # verbatim: its indentation nests each sweep's comparisons under its rule
+        lines += ["", "## Sweep decision", "", "```text", *board.decisions, "```"]
     lines += ["", f"_antlm-bench {__version__}, {board.created_at}_", ""]
     return "\n".join(lines)
 
