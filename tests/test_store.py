@@ -331,3 +331,29 @@ def test_an_items_table_without_its_correct_column_is_refused(tmp_path, real_dat
     pq.write_table(pq.read_table(items).drop_columns(["correct"]), items)
     with pytest.raises(UserError, match=r"_items.parquet: the items table lacks column correct"):
         read_results_folder(tmp_path / "out")
+
+
+def test_the_recorded_commit_says_when_the_code_that_ran_was_not_the_commit(tmp_path):
+    """A score row's ``git_commit`` names the code: a checkout with an edited tracked file is marked ``+dirty``
+    (the commit alone would claim code that did not run); an untracked file (a run folder, a cache) is not code of
+    the commit and leaves it clean; outside a checkout there is no commit to name."""
+    import shutil
+    import subprocess
+
+    from antlm_bench.results.tables import DIRTY, current_git_commit
+
+    if shutil.which("git") is None:
+        pytest.fail("git is not on PATH: the project is a git checkout, and this test needs the git command")
+    assert current_git_commit(tmp_path) == ""  # no checkout
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "model.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "model.py"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], cwd=tmp_path, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert current_git_commit(tmp_path) == head
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "scores.parquet").write_bytes(b"untracked")
+    assert current_git_commit(tmp_path) == head
+    (tmp_path / "model.py").write_text("x = 2\n")
+    assert current_git_commit(tmp_path) == head + DIRTY

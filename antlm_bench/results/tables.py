@@ -150,14 +150,24 @@ class ScoreRow:
     seed: int | None = None  # set when a row has its own seed (GLUE fine-tuning seeds); else the run's seed
 
 
-def current_git_commit() -> str:
+DIRTY = "+dirty"  # after the commit: tracked files differed from it, so the commit alone does not name the code
+
+
+def current_git_commit(folder: Path | None = None) -> str:
+    """The commit of the checkout this package runs from (or ``folder``'s), ``+dirty`` when a tracked file differs
+    from it (the commit would otherwise claim code that did not run); "" outside a git checkout (an installed
+    wheel: the rows' ``package_version`` names the code then)."""
+    here = folder or Path(__file__).parent
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
-        )
-        return out.stdout.strip() if out.returncode == 0 else ""
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        if head.returncode != 0:
+            return ""
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                                 capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return ""
+    dirty = changed.returncode != 0 or bool(changed.stdout.strip())  # unknown is not clean
+    return head.stdout.strip() + (DIRTY if dirty else "")
 
 
 def score_table(run: RunInfo, checkpoint: CheckpointInfo, rows: Iterable[ScoreRow], eval_set: str = "full",
