@@ -14,6 +14,8 @@
 # A stopped run resumes where it was (`run` reuses finished training and evaluations).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# this checkout's code runs (and its commit is what the rows record), wherever antlm-bench was installed from
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 DATA=${ANTLM_BENCH_DATA:-../shared/data}
 RUNS=${RUNS:-runs/cpu-presets}          # run folders with checkpoints (not committed)
 HERE=leaderboards/cpu-presets

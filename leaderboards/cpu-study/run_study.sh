@@ -22,6 +22,8 @@
 # rendering the boards, so the committed study is the study so far.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# this checkout's code runs (and its commit is what the rows record), wherever antlm-bench was installed from
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 DATA=${ANTLM_BENCH_DATA:-../shared/data}
 RUNS=${RUNS:-runs/cpu-study}            # run folders with checkpoints (not committed)
 HERE=leaderboards/cpu-study

@@ -17,6 +17,8 @@
 # A sweep that is stopped resumes where it was (finished cells are reused, unfinished ones resumed).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# this checkout's code runs (and its commit is what the rows record), wherever antlm-bench was installed from
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 RUNS=${RUNS:-runs/mini-antlm}          # run folders with checkpoints (not committed)
 HERE=leaderboards/mini-antlm
 MAX_SEEDS=${MAX_SEEDS:-10}
