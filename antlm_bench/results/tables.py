@@ -162,8 +162,9 @@ def current_git_commit(folder: Path | None = None) -> str:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
         if head.returncode != 0:
             return ""
-        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                                 capture_output=True, text=True, timeout=10)
+        # --no-optional-locks: a status of many runs at once must not take the checkout's index lock
+        changed = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"],
+                                 cwd=here, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return ""
     dirty = changed.returncode != 0 or bool(changed.stdout.strip())  # unknown is not clean
