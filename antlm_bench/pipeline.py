@@ -12,6 +12,11 @@ precision and corpus text (a finished run of another request is refused in one l
 unfinished one is resumed from its last checkpoint, which refuses other text itself), and a task's final
 evaluation is skipped when a marker keyed by the content hash of (checkpoint weights, task spec, evaluation
 settings) says it was done.
+
+A finished run whose checkpoints are gone (pruned to save disk, or restored from a results export:
+leaderboards/export_runs.py) keeps what its store holds: its final evaluations are reused when each one verifies
+against the request (:func:`kept_final_evaluations`), and a task it lacks is refused in one line, since scoring it
+needs the weights.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -279,11 +284,83 @@ def _task_options(config: RunConfig, recipe: Recipe, preset: str) -> GlueOptions
     return config.glue.under(recipe.preset(preset).glue_budget, f"recipe {recipe.name} preset {preset}: glue_budget")
 
 
+def _spec_text(request: Any) -> str:
+    return request.spec.source.read_text(encoding="utf-8") if request.spec.source else request.name
+
+
+def _spec_digest(request: Any) -> str:
+    """sha256 of the task spec a final evaluation ran under: its event records it, so that a run whose checkpoint
+    is gone (its marker key cannot be recomputed without the weights) still tells an edited spec apart."""
+    return hashlib.sha256(_spec_text(request).encode()).hexdigest()
+
+
+def _task_arg(request: Any) -> str:
+    """The task as a final evaluation names it (``glue:rte,mrpc`` for a few members): evaluate's --tasks, and the
+    ``task`` of its event and marker."""
+    return request.name + (":" + ",".join(request.members) if request.members else "")
+
+
 def _eval_key(weights: str, request: Any, settings: dict[str, Any]) -> str:
     """The content hash a final evaluation's marker is named by: weights, task spec, settings, members."""
-    spec_text = request.spec.source.read_text(encoding="utf-8") if request.spec.source else request.name
-    return _sha256_text(weights, spec_text, json.dumps(settings, sort_keys=True, default=str),
+    return _sha256_text(weights, _spec_text(request), json.dumps(settings, sort_keys=True, default=str),
                         ",".join(request.members or []))
+
+
+@dataclass(frozen=True)
+class KeptEvaluations:
+    """The final evaluations a finished run's store keeps for a request, found without its weights: per task (by
+    its name) the event that verified (``events``), or why none did (``missing``); ``unverified_specs``: tasks
+    whose event was committed before events recorded their spec's digest (its settings and weights verified, its
+    spec not)."""
+
+    events: dict[str, str]
+    missing: dict[str, str]
+    unverified_specs: tuple[str, ...] = ()
+
+
+def kept_final_evaluations(layout: RunLayout, record: RunRecord, requests: Sequence[Any],
+                           settings_of: Callable[[Any], dict[str, Any]]) -> KeptEvaluations:
+    """For each request (``settings_of(request)``: its evaluation settings), the latest final-evaluation event of
+    the run's store that verifies: the same task, the same settings, the same spec (where the event records its
+    digest), and score rows that are all its own (their count the event's) and all of the run's final weights
+    (``weights_digest`` equal to run.json's). Nothing is trusted that the records do not show: a run.json without
+    a weights digest keeps nothing."""
+    from antlm_bench.results.store import stored_events
+
+    events = [e for e in stored_events(layout.folder) if e.record.get("kind") == "final-eval"] \
+        if layout.scores.is_dir() else []
+    weights = record.weights_digest
+    found: dict[str, str] = {}
+    missing: dict[str, str] = {}
+    unverified: list[str] = []
+    for request in requests:
+        task = _task_arg(request)
+        wanted = json.loads(json.dumps(settings_of(request), default=str))
+        why = "its store holds no final evaluation of it"
+        for event in reversed(events):
+            if event.record.get("task") != task:
+                continue
+            if event.record.get("settings") != wanted:
+                why = f"its evaluation {event.name} ran with other settings"
+                continue
+            spec = event.record.get("spec")
+            if spec is not None and spec != _spec_digest(request):
+                why = f"its task spec changed since its evaluation {event.name}"
+                continue
+            scores = event.scores()
+            digests = set(scores.column("weights_digest").to_pylist())
+            if weights is None:
+                why = "its run.json records no weights digest, so no evaluation can be tied to its weights"
+            elif scores.num_rows != event.record.get("scores_rows") or digests != {weights}:
+                why = f"its evaluation {event.name} does not hold the scores of its final weights ({weights[:12]})"
+            else:
+                found[request.name] = event.name
+                if spec is None:
+                    unverified.append(request.name)
+                break
+        else:
+            missing[request.name] = why
+    return KeptEvaluations(found, missing, tuple(unverified))
 
 
 def pending_seeds(config: RunConfig) -> list[int]:
@@ -300,18 +377,24 @@ def pending_seeds(config: RunConfig) -> list[int]:
     for seed in config.seeds:
         folder = run_folder_name(recipe.name, preset, schedule, seed, config.label)
         layout = RunLayout(config.output.expanduser() / folder)
+        def settings_of(request: Any, seed: int = seed) -> dict[str, Any]:
+            return _eval_settings(config, request, task_options, seed, schedule)
+
         try:
-            final = (layout.final_checkpoint() if _finished_training(layout, recipe, preset, schedule, seed,
-                                                                     config) else None)
+            finished = _finished_training(layout, recipe, preset, schedule, seed, config)
+            final = layout.final_checkpoint() if finished else None
+            if finished and final is None:  # checkpoints gone: done when its store keeps every evaluation
+                record = layout.read_run_file()
+                if record is None or kept_final_evaluations(layout, record, requests, settings_of).missing:
+                    pending.append(seed)
+                continue
         except UserError:  # a damaged or foreign run folder: `run` says what is wrong with it
             final = None
         if final is None:
             pending.append(seed)
             continue
         weights = checkpoint_hash(final)
-        if not all(_eval_marker(layout, r.name, _eval_key(weights, r, _eval_settings(config, r, task_options, seed,
-                                                                                    schedule)))
-                   .exists() for r in requests):
+        if not all(_eval_marker(layout, r.name, _eval_key(weights, r, settings_of(r))).exists() for r in requests):
             pending.append(seed)
     return pending
 
@@ -363,6 +446,11 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
         with output_folder(folder, "run"):
             if _finished_training(layout, recipe, preset, schedule, seed, config):
                 status = "reused"
+                if layout.final_checkpoint() is None:
+                    runs.append(_reuse_kept(layout, seed, requests,
+                                            lambda r, s=seed: _eval_settings(config, r, task_options, s, schedule),
+                                            say))
+                    continue
                 say(f"seed {seed}: training already finished in {folder}; reusing it")
             else:
                 status = "resumed" if layout.run_file.exists() else "trained"
@@ -390,7 +478,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                 if marker.exists():
                     seed_run.reused.append(request.name)
                     continue
-                task_arg = request.name + (":" + ",".join(request.members) if request.members else "")
+                task_arg = _task_arg(request)
                 out = evaluate(final, EvalConfig(
                     tasks=task_arg, scoring=settings["scoring"], limit=config.limit, log_samples=True,
                     batch_tokens=config.batch_tokens, device="cuda" if resolve_device(config.device).startswith("cuda") else "cpu",
@@ -405,7 +493,8 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                 # scores and items are one event of the run folder's store; the marker comes after the commit, so a
                 # kill in between re-evaluates next time and the newer event replaces this one's rows (no duplicates)
                 event = commit_results(folder, out.scores, out.items, {"kind": "final-eval", "task": task_arg,
-                                                                       "key": key, "settings": settings})
+                                                                       "key": key, "settings": settings,
+                                                                       "spec": _spec_digest(request)})
                 fault_point("run.marker")
                 atomic_write_bytes(marker, json.dumps({"task": task_arg, "key": key, "settings": settings,
                                                        "event": event}, default=str, indent=1).encode())
@@ -431,6 +520,25 @@ def score_checkpoint(request: ScoreRequest) -> pa.Table:
         fast=request.fast,
     )
     return evaluate(request.model, config, tokenizer=request.tokenizer).scores
+
+
+def _reuse_kept(layout: RunLayout, seed: int, requests: Sequence[Any],
+                settings_of: Callable[[Any], dict[str, Any]], say: Callable[[str], None]) -> SeedRun:
+    """A finished run without its final checkpoint: every asked evaluation reused from its store, or one line
+    naming the first task that would need the weights."""
+    record = layout.read_run_file()
+    assert record is not None  # a finished run has its run.json
+    kept = kept_final_evaluations(layout, record, requests, settings_of)
+    folder = layout.folder
+    if kept.missing:
+        task, why = next(iter(kept.missing.items()))
+        raise UserError(f"{folder}: a finished run whose checkpoints are gone; scoring {task} needs its weights "
+                        f"({why}): restore its checkpoints, or train it again into another --output")
+    unverified = (f"; the spec of {', '.join(kept.unverified_specs)} was not recorded then (settings and weights "
+                  "verified)" if kept.unverified_specs else "")
+    say(f"seed {seed}: training finished in {folder}, its checkpoints are gone; reusing the final evaluations its "
+        f"store keeps for weights {record.weights_digest[:12]} ({', '.join(kept.events)}){unverified}")
+    return SeedRun(seed, folder, "reused", reused=list(kept.events))
 
 
 def _final_checkpoint(layout: RunLayout) -> Path:

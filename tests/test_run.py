@@ -176,3 +176,160 @@ def test_eval_every_words_needs_word_counts(tmp_path):
     result = CliRunner().invoke(app, ["run", "--eval-every", "words", "--output", str(tmp_path), "--preset", "tiny"])
     assert result.exit_code != 0
     assert "--eval-every words needs --save-at-words" in result.output and "Traceback" not in result.output
+
+
+def _pruned_copy(summary, output):
+    """A copy of the fixture's run folder under ``output`` with its checkpoints, resume point and markers gone
+    (what pruning to save disk, or a restore from a results export, leaves)."""
+    import shutil
+
+    source = summary.runs[0].folder
+    pruned = output / source.name
+    shutil.copytree(source, pruned, symlinks=True)
+    for name in ("checkpoints", ".resume", "evals"):
+        shutil.rmtree(pruned / name, ignore_errors=True)
+    (pruned / "last").unlink(missing_ok=True)
+    return pruned
+
+
+def _final_events(folder):
+    return [e for e in sorted((folder / "scores.parquet").iterdir())
+            if e.is_dir() and json.loads((e / "_event.json").read_text()).get("kind") == "final-eval"]
+
+
+def test_a_finished_run_without_its_checkpoints_reuses_what_its_store_keeps(finished_run, tmp_path):
+    """Checkpoints gone, results kept: the final evaluations the store keeps are reused (no training, no
+    scoring, the sweep's pending check agrees); an evaluation it does not keep needs the weights, so it is one
+    line (and the seed stays pending for a sweep), never a retraining that could train another network."""
+    from antlm_bench.pipeline import pending_seeds
+
+    config, summary = finished_run
+    pruned = _pruned_copy(summary, tmp_path / "out")
+    moved = config.model_copy(update={"output": tmp_path / "out"})
+    assert pending_seeds(moved) == []
+    said = []
+    store_before = sorted(p.name for p in (pruned / "scores.parquet").iterdir())
+    (seed_run,) = run_benchmark(moved, console=_Console(said)).runs
+    assert seed_run.trained == "reused" and seed_run.reused == ["blimp", "ewok"] and seed_run.evaluated == []
+    assert any("checkpoints are gone; reusing the final evaluations" in line for line in said)
+    assert sorted(p.name for p in (pruned / "scores.parquet").iterdir()) == store_before
+    assert not (pruned / "checkpoints").exists()
+    other = moved.model_copy(update={"limit": 1, "tasks": "blimp"})  # no test before evaluated --limit 1
+    assert pending_seeds(other) == [3]
+    with pytest.raises(UserError, match=r"checkpoints are gone; scoring blimp needs its weights \(its evaluation "
+                                         r"\S+ ran with other settings\)"):
+        run_benchmark(other)
+
+
+@pytest.mark.parametrize("damage, why", [
+    ("weights", r"does not hold the scores of its final weights"),
+    ("spec", r"its task spec changed since its evaluation"),
+    ("rows", r"does not hold the scores of its final weights"),
+    ("run.json", r"its run.json records no weights digest"),
+])
+def test_kept_evaluations_are_verified_not_trusted(finished_run, tmp_path, damage, why):
+    """Each record a pruned run's reuse reads is checked against the others: rows of other weights, a spec
+    digest that is not the task spec's now, an event whose part holds other rows than it says, a run.json
+    without the final weights' digest: the evaluation is not reused (pending, and `run` says why in one line)."""
+    import pyarrow as pa
+
+    from antlm_bench.pipeline import pending_seeds
+
+    config, summary = finished_run
+    pruned = _pruned_copy(summary, tmp_path / "out")
+    moved = config.model_copy(update={"output": tmp_path / "out", "tasks": "blimp"})
+    # the one evaluation of this request (other tests of the module add blimp evaluations of other settings)
+    wanted = {"limit": config.limit, "scoring": "auto", "convention": "babylm-2025"}
+    (event,) = [e for e in _final_events(pruned) if (record := json.loads((e / "_event.json").read_text()))["task"]
+                == "blimp" and all(record["settings"][k] == v for k, v in wanted.items())]
+    if damage in ("weights", "rows"):
+        table = pq.read_table(event / "part.parquet")
+        if damage == "weights":
+            digests = pa.array(["0" * 64] * table.num_rows, table.schema.field("weights_digest").type)
+            table = table.set_column(table.schema.get_field_index("weights_digest"), "weights_digest", digests)
+        else:
+            table = table.slice(1)
+        pq.write_table(table, event / "part.parquet")
+    elif damage == "spec":
+        record = json.loads((event / "_event.json").read_text())
+        record["spec"] = "f" * 64
+        (event / "_event.json").write_text(json.dumps(record))
+    else:
+        record = json.loads((pruned / "run.json").read_text())
+        record["weights_digest"] = None
+        (pruned / "run.json").write_text(json.dumps(record))
+    assert pending_seeds(moved) == [3]
+    with pytest.raises(UserError, match=why):
+        run_benchmark(moved)
+
+
+def test_an_evaluation_from_before_spec_digests_is_reused_and_says_its_spec_is_unverified(finished_run, tmp_path):
+    config, summary = finished_run
+    pruned = _pruned_copy(summary, tmp_path / "out")
+    for event in _final_events(pruned):
+        record = json.loads((event / "_event.json").read_text())
+        del record["spec"]
+        (event / "_event.json").write_text(json.dumps(record))
+    said = []
+    (seed_run,) = run_benchmark(config.model_copy(update={"output": tmp_path / "out"}), console=_Console(said)).runs
+    assert seed_run.reused == ["blimp", "ewok"]
+    assert any("the spec of blimp, ewok was not recorded then" in line for line in said)
+
+
+def test_a_run_restored_from_its_export_is_reused_and_boards_the_same(finished_run, tmp_path):
+    """leaderboards/export_runs.py there and back: the exported run restored into a sweep's output is a finished
+    run without checkpoints, reused as such, and its board (the sweep's decision reads it) equals the original's."""
+    import importlib.util
+    from pathlib import Path
+
+    from antlm_bench.pipeline import pending_seeds
+    from antlm_bench.results.leaderboard import leaderboard_from_paths
+
+    spec = importlib.util.spec_from_file_location(
+        "export_runs", Path(__file__).resolve().parents[1] / "leaderboards" / "export_runs.py")
+    export = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export)
+    config, summary = finished_run
+    source = summary.runs[0].folder
+    board = tmp_path / "board"
+    export.export_run(source, board)
+    output = tmp_path / "sweep-output"
+    assert export.main(["--restore", str(board / source.parent.name), str(output)]) == 0
+    restored = output / source.name
+    assert sorted(p.name for p in restored.iterdir()) == ["run.json", "scores.parquet"]
+    moved = config.model_copy(update={"output": output})
+    assert pending_seeds(moved) == []
+    (seed_run,) = run_benchmark(moved).runs
+    assert seed_run.reused == ["blimp", "ewok"] and seed_run.evaluated == []
+
+    def cells(folder):
+        (row,) = leaderboard_from_paths([folder], family="none").rows
+        return {column: (cell.value, cell.n) for column, cell in row.cells.items()}
+
+    assert cells(restored) == cells(source)
+
+
+class _Console:
+    def __init__(self, said):
+        self.said = said
+
+    def print(self, message, **_):
+        self.said.append(str(message))
+
+
+def test_the_command_on_a_pruned_run_it_cannot_serve_is_one_line_exit_2(finished_run, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    config, summary = finished_run
+    pruned = _pruned_copy(summary, tmp_path / "out")
+    before = sorted(str(p.relative_to(pruned)) for p in pruned.rglob("*"))
+    command = [sys.executable, "-m", "antlm_bench", "run", "--model", config.model, "--preset", "tiny", "--schedule",
+               SCHEDULE, "--seeds", "3", "--tasks", "blimp", "--limit", "1", "--max-words", "3000", "--output",
+               str(tmp_path / "out"), "--data-dir", str(config.data_dir), "--quiet"]
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "300"})
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "checkpoints are gone; scoring blimp needs its weights" in errors[0]
+    assert sorted(str(p.relative_to(pruned)) for p in pruned.rglob("*")) == before

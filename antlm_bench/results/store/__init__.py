@@ -51,6 +51,7 @@ from antlm_bench.results.store.layout import (  # noqa: F401
 from antlm_bench.results.store.read import (  # noqa: F401
     EVALUATION_TEXT,
     UNREAD_ITEM_TASKS,
+    StoredEvent,
     StoredResults,
     find_results,
     read_results_folder,
@@ -58,5 +59,6 @@ from antlm_bench.results.store.read import (  # noqa: F401
     score_parts,
     statistics_items,
     store_digest,
+    stored_events,
 )
 from antlm_bench.results.store.write import commit_results, new_event_id, tidy_results  # noqa: F401

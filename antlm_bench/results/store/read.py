@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -190,11 +191,12 @@ def _store(source: Path) -> Path:
     return source
 
 
-def _check_version(event: Path) -> None:
-    """Refuse an event written in a layout version this antlm-bench does not know (one line, naming the file)."""
+def _event_record(event: Path) -> dict[str, Any]:
+    """An event's record (``_event.json``; {} for an event committed without one), refused in one line naming the
+    file when it is not a JSON object or is written in a layout version this antlm-bench does not know."""
     record_file = event / EVENT_PART
     if not record_file.is_file():
-        return
+        return {}
     fix = "remove the event folder or re-run the evaluation"
     record = read_json(record_file, "not a readable event record", fix)
     if not isinstance(record, dict):
@@ -203,6 +205,32 @@ def _check_version(event: Path) -> None:
     if version != SCHEMA_VERSION:
         raise UserError(f"{record_file}: schema_version {version!r}, but this antlm-bench reads version "
                         f"{SCHEMA_VERSION}; read it with the antlm-bench that wrote it, or re-run the evaluation")
+    return record
+
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """One committed event of a store: its folder and its record (what the writer passed to ``commit_results``,
+    such as ``run``'s ``kind``, ``task``, ``key`` and ``settings`` of a final evaluation)."""
+
+    folder: Path
+    record: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    def scores(self) -> pa.Table:
+        """Its own score rows (not only the standing ones), read as :func:`read_results_folder` reads them."""
+        part = self.folder / PART
+        return _read(part, SCORE_SCHEMA, "scores") if part.is_file() else SCORE_SCHEMA.empty_table()
+
+
+def stored_events(source: str | Path) -> list[StoredEvent]:
+    """The committed events of a results folder (or its store), oldest first, each with its record."""
+    store = _store(Path(source))
+    return [StoredEvent(store / event, _event_record(store / event)) for event in _events(store)]
 
 
 def read_results_folder(source: str | Path, with_items: bool = True) -> StoredResults:
@@ -212,7 +240,7 @@ def read_results_folder(source: str | Path, with_items: bool = True) -> StoredRe
     score_tables: list[pa.Table] = []
     item_tables: list[pa.Table | None] = []
     for event in events:
-        _check_version(source / event)
+        _event_record(source / event)
         part = source / event / PART
         score_tables.append(_read(part, SCORE_SCHEMA, "scores") if part.is_file() else SCORE_SCHEMA.empty_table())
         items = source / event / ITEMS_PART
