@@ -14,11 +14,22 @@ A sweep's record folder (``OUTPUT/sweep/``) becomes DEST/<OUTPUT's name>/sweep/:
 paths (the logs stay with the run folders) and its decision.json as written, each replaced atomically, so that the
 board prints the sweep's decision (recomputed from the exported tables) under the table. Used by
 leaderboards/cpu-presets/run.sh, leaderboards/mini-antlm/run_study.sh and leaderboards/cpu-study/run_study.sh.
+
+    python3 leaderboards/export_runs.py --restore DEST/<OUTPUT's name> OUTPUT
+
+goes the other way, for a study that outlasts the machine its run folders were on: each exported run becomes
+OUTPUT/<run>/ again (its run.json and committed events, no checkpoints), and the sweep's record and decision
+OUTPUT/sweep/. A finished run without its checkpoints is reused by `run` and `sweep` where its store keeps every
+asked evaluation, each verified against the request (antlm_bench.pipeline.kept_final_evaluations); anything else
+about it needs the weights and is refused in one line. A name OUTPUT already holds (a run folder, a file, a link)
+is left as it is: a restore never replaces a live or earlier run. Each run is copied into a staging folder beside
+it and renamed in one step, so a stopped restore leaves each run whole or absent.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -83,9 +94,89 @@ def export_sweep(sweep: Path, dest: Path) -> Path:
     return out
 
 
+EVENT_FILES = ("part.parquet", "_event.json", "_items.parquet")  # what an exported event holds
+
+
+def _plain_files(folder: Path) -> list[Path]:
+    """The plain files of an exported event (a link is never followed out of the export)."""
+    return [folder / name for name in EVENT_FILES if (folder / name).is_file() and not (folder / name).is_symlink()]
+
+
+def restore_run(exported: Path, output: Path) -> str:
+    """The exported run ``exported`` back as the run folder ``output/<its name>``, without checkpoints; what was
+    done, in a few words."""
+    target = output / exported.name
+    if os.path.lexists(target):
+        return f"{target}: kept as it is (a restore never replaces a run folder)"
+    staging = output / f".{exported.name}.restore"
+    if staging.is_symlink():
+        staging.unlink()  # a planted link is removed, never written through
+    shutil.rmtree(staging, ignore_errors=True)  # what a stopped restore left
+    store = exported / "scores.parquet"
+    for event in sorted(e for e in store.iterdir() if e.is_dir() and not e.is_symlink() and e.name[0] not in "._"):
+        (staging / "scores.parquet" / event.name).mkdir(parents=True)
+        for path in _plain_files(event):
+            shutil.copyfile(path, staging / "scores.parquet" / event.name / path.name)
+    staging.mkdir(parents=True, exist_ok=True)
+    if (exported / "run.json").is_symlink():
+        shutil.rmtree(staging)
+        return f"{exported / 'run.json'}: a link, not an exported record; nothing restored"
+    shutil.copyfile(exported / "run.json", staging / "run.json")
+    staging.rename(target)  # THE step: a folder that appeared at the name meanwhile makes it fail, untouched
+    return f"{target}: restored (no checkpoints)"
+
+
+def restore_sweep(exported: Path, output: Path) -> list[str]:
+    """The exported sweep record and decision back into ``output/sweep/`` where that folder lacks them."""
+    folder = output / "sweep"
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        return [f"{folder}: not a folder; nothing restored into it"]
+    folder.mkdir(exist_ok=True)
+    done = []
+    for name in ("sweep.json", "decision.json"):
+        source, target = exported / name, folder / name
+        if not source.is_file() or source.is_symlink():
+            continue
+        if os.path.lexists(target):
+            done.append(f"{target}: kept as it is")
+            continue
+        staging = folder / f".{name}.restore"
+        if staging.is_symlink():
+            staging.unlink()
+        shutil.copyfile(source, staging)
+        staging.rename(target)
+        done.append(f"{target}: restored")
+    return done
+
+
+def restore(exported: Path, output: Path) -> int:
+    """Every exported run of ``exported`` (a board's folder of one sweep output) and its sweep record into
+    ``output``."""
+    if not exported.is_dir():
+        print(f"{exported}: no such exported folder; give a folder export_runs.py wrote (DEST/<output's name>)",
+              file=sys.stderr)
+        return 2
+    if output.is_symlink() or (output.exists() and not output.is_dir()):
+        print(f"{output}: not a folder; give the sweep's --output folder", file=sys.stderr)
+        return 2
+    output.mkdir(parents=True, exist_ok=True)
+    for run in sorted(p for p in exported.iterdir() if p.is_dir() and not p.is_symlink() and p.name != "sweep"):
+        if (run / "run.json").is_file() and (run / "scores.parquet").is_dir():
+            print(restore_run(run, output))
+    if (exported / "sweep").is_dir() and not (exported / "sweep").is_symlink():
+        for line in restore_sweep(exported / "sweep", output):
+            print(line)
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--restore"]:
+        if len(argv) != 3:
+            print("usage: export_runs.py --restore EXPORTED OUTPUT", file=sys.stderr)
+            return 2
+        return restore(Path(argv[1]), Path(argv[2]))
     if len(argv) < 2:
-        print("usage: export_runs.py DEST RUN [RUN ...]", file=sys.stderr)
+        print("usage: export_runs.py DEST RUN [RUN ...]  |  export_runs.py --restore EXPORTED OUTPUT", file=sys.stderr)
         return 2
     dest = Path(argv[0])
     for run in map(Path, argv[1:]):

@@ -83,3 +83,85 @@ def test_a_sweeps_record_is_exported_without_its_log_paths_and_its_decision_as_w
     assert json.loads((out / "sweep.json").read_text())["cells"] == [{"name": "a-seed1"}]
     assert (out / "decision.json").read_text() == '{"status": "decided"}\n'
     assert sorted(p.name for p in out.iterdir()) == ["decision.json", "sweep.json"]  # no temporaries left
+
+
+def _exported(tmp_path, export):
+    """An exported run and sweep record, as a committed board holds them: DEST/<output's name>/..."""
+    dest = tmp_path / "board"
+    export.export_run(_run(tmp_path / "runs", "r-seed1", 0.6), dest)
+    sweep = tmp_path / "runs" / "antlm-babyllama" / "sweep"
+    sweep.mkdir(parents=True)
+    (sweep / "sweep.json").write_text(json.dumps({"schema_version": 1, "cells": [{"name": "r-seed1"}]}))
+    (sweep / "decision.json").write_text('{"status": "running"}\n')
+    export.export_sweep(sweep, dest)
+    return dest / "antlm-babyllama"
+
+
+def _files(folder: Path) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_restore_brings_back_runs_and_the_sweep_record_and_never_replaces_what_is_there(tmp_path):
+    export = _module()
+    exported = _exported(tmp_path, export)
+    output = tmp_path / "output"
+    (output / "sweep").mkdir(parents=True)
+    (output / "sweep" / "sweep.json").write_text("{}")  # a live sweep's record: kept
+    assert export.main(["--restore", str(exported), str(output)]) == 0
+    assert _files(output / "r-seed1") == _files(exported / "r-seed1")
+    assert (output / "sweep" / "sweep.json").read_text() == "{}"
+    (output / "r-seed1" / "run.json").write_text('{"status": "running"}')  # a run that went on since
+    assert export.main(["--restore", str(exported), str(output)]) == 0
+    assert (output / "r-seed1" / "run.json").read_text() == '{"status": "running"}'
+    assert not [p for p in output.iterdir() if p.name.startswith(".")]
+
+
+def test_a_restore_stopped_midway_leaves_the_run_absent_and_the_next_one_finishes_it(tmp_path, monkeypatch):
+    export = _module()
+    exported = _exported(tmp_path, export)
+    output = tmp_path / "output"
+    copy = export.shutil.copyfile
+    calls = []
+
+    def failing(source, target, *args, **kwargs):
+        calls.append(target)
+        if len(calls) == 2:
+            raise OSError("disk full (injected)")
+        return copy(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(export.shutil, "copyfile", failing)
+    output.mkdir()
+    with pytest.raises(OSError):
+        export.restore_run(exported / "r-seed1", output)
+    assert not (output / "r-seed1").exists()  # only the staging folder, which no reader takes for a run
+    monkeypatch.setattr(export.shutil, "copyfile", copy)
+    assert export.restore_run(exported / "r-seed1", output).endswith("restored (no checkpoints)")
+    assert _files(output / "r-seed1") == _files(exported / "r-seed1")
+    assert sorted(p.name for p in output.iterdir()) == ["r-seed1"]
+
+
+def test_restore_never_writes_through_a_planted_link(tmp_path):
+    export = _module()
+    exported = _exported(tmp_path, export)
+    output, elsewhere = tmp_path / "output", tmp_path / "elsewhere"
+    output.mkdir()
+    elsewhere.mkdir()
+    (output / ".r-seed1.restore").symlink_to(elsewhere)  # the staging name
+    (output / "sweep").mkdir()
+    (output / "sweep" / ".decision.json.restore").symlink_to(elsewhere / "decision.json")
+    (output / "sweep" / "sweep.json").symlink_to(elsewhere / "sweep.json")  # a link at a record's name: kept
+    assert export.main(["--restore", str(exported), str(output)]) == 0
+    assert list(elsewhere.iterdir()) == []
+    assert (output / "r-seed1" / "run.json").is_file() and not (output / "r-seed1").is_symlink()
+    assert (output / "sweep" / "sweep.json").is_symlink()
+    assert (output / "sweep" / "decision.json").read_text() == '{"status": "running"}\n'
+
+
+def test_restore_of_a_missing_folder_or_into_a_file_is_one_line(tmp_path, capsys):
+    export = _module()
+    assert export.main(["--restore", str(tmp_path / "nowhere"), str(tmp_path / "out")]) == 2
+    assert "no such exported folder" in capsys.readouterr().err
+    exported = _exported(tmp_path, export)
+    (tmp_path / "file").write_text("")
+    assert export.main(["--restore", str(exported), str(tmp_path / "file")]) == 2
+    assert "not a folder" in capsys.readouterr().err

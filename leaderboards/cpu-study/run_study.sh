@@ -19,7 +19,10 @@
 # It takes many CPU-hours: stop it at any time (Ctrl-C, or SIGTERM) and run the same command again; finished cells
 # are reused, unfinished ones resume, and the decision is anytime-valid at whatever round it stands. Each run
 # invocation ends by exporting what is finished (tables, the sweep's record and its decision) into results/ and
-# rendering the boards, so the committed study is the study so far.
+# rendering the boards, so the committed study is the study so far. On another machine or a fresh clone, where
+# RUNS holds nothing yet, it first restores the committed results into RUNS (export_runs.py --restore: finished
+# runs without checkpoints, their evaluations verified on reuse), so the sweep goes on from the committed seeds
+# instead of training them again.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # this checkout's code runs (and its commit is what the rows record), wherever antlm-bench was installed from
@@ -40,6 +43,9 @@ common=(--preset cpu --tasks blimp,blimp_supplement,ewok,heldout --run-option "c
 
 status=0
 for arch in $ARCHS; do
+  # the committed study so far, where RUNS lacks it (a run folder already there is never replaced)
+  [ -d "$HERE/results/$arch" ] && { python3 leaderboards/export_runs.py --restore "$HERE/results/$arch" "$RUNS/$arch" \
+                                      > /dev/null || exit 2; }
   case $arch in
     babyllama) antlm-bench sweep --model antlm-babyllama --schedule "0.5_CLM+1_MLM+0.5_CLM,2_CLM" --baseline 2_CLM \
                  --positive-control 0.5_CLM "${common[@]}" --output "$RUNS/babyllama" || status=$? ;;
