@@ -69,3 +69,24 @@ def test_every_long_command_takes_quiet(command, param, quiet_value):
     for flag in ("-q", "--quiet"):
         context = cli.make_context(command, [*required, flag])
         assert context.params[param] is quiet_value
+
+
+def test_no_help_text_loses_a_bracketed_word_to_rich_markup():
+    """`--help` renders option and command texts as rich markup: a literal ``[label]`` would vanish from the
+    screen (``SCHEDULE [label]`` printed as ``SCHEDULE ``); such a bracket must be escaped (``\\[label]``)."""
+    import click
+    import typer.main
+    from rich.text import Text
+
+    from antlm_bench.cli import app
+
+    def texts(command: click.Command, path: str):
+        yield path, command.help or ""
+        for param in command.params:
+            yield f"{path} {param.name}", getattr(param, "help", None) or ""
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from texts(sub, f"{path} {name}")
+
+    lost = [(where, text) for where, text in texts(typer.main.get_command(app), "antlm-bench")
+            if Text.from_markup(text).plain != text.replace("\\[", "[")]
+    assert not lost, lost

@@ -31,7 +31,7 @@ def run(
                                           "as mean and spread."),
     label: str = typer.Option(None, "--label", help="A name for these runs beside their seeds (lower-case "
                               "letters, digits, hyphens): in their folder names and rows (the board shows "
-                              "SCHEDULE [label] as its own row), and in every random draw, so seed s under a label "
+                              "SCHEDULE \\[label] as its own row), and in every random draw, so seed s under a label "
                               "is another initialisation and data order than seed s without; not part of the "
                               "configuration (a negative control: sweep --negative-control)."),
     output: Path = typer.Option(Path("results"), "--output", "-o", callback=output_folder,
