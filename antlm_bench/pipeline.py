@@ -377,6 +377,7 @@ def pending_seeds(config: RunConfig) -> list[int]:
     for seed in config.seeds:
         folder = run_folder_name(recipe.name, preset, schedule, seed, config.label)
         layout = RunLayout(config.output.expanduser() / folder)
+
         def settings_of(request: Any, seed: int = seed) -> dict[str, Any]:
             return _eval_settings(config, request, task_options, seed, schedule)
 
