@@ -32,6 +32,7 @@ from antlm_bench.sweep import (
     SlurmExecutor,
     SlurmResources,
     SweepFolder,
+    SweepInterrupted,
     SweepPlan,
     SweepRecord,
     decision_lines,
@@ -42,12 +43,13 @@ from antlm_bench.sweep import (
     split_top_level,
 )
 from antlm_bench.sweep.executors import Executor
-from antlm_bench.sweep.record import DONE, FAILED, REUSED, RUNNING
+from antlm_bench.sweep.record import DONE, FAILED, INTERRUPTED, REUSED, RUNNING
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # stands in for `python -m antlm_bench run ...`: seed 13 fails; with $FAKE_SLOW it waits for a signal, which it
-# answers like the trainer (a resume point, then exit 128 + signal)
+# answers like the trainer (a resume point, then exit 128 + signal); $FAKE_WAIT="SEED:SECONDS,..." makes those seeds
+# take that long (answering a signal the same way)
 FAKE_PYTHON = textwrap.dedent(f"""\
     #!{sys.executable}
     import os, signal, sys, time
@@ -55,13 +57,14 @@ FAKE_PYTHON = textwrap.dedent(f"""\
     seed = int(args[args.index("--seeds") + 1]); out = args[args.index("--output") + 1]
     schedule = args[args.index("--schedule") + 1]
     print("fake run", schedule, "seed", seed, "threads", os.environ.get("OMP_NUM_THREADS"), flush=True)
-    if os.environ.get("FAKE_SLOW"):
+    waits = dict(item.split(":") for item in os.environ.get("FAKE_WAIT", "").split(",") if item)
+    if os.environ.get("FAKE_SLOW") or str(seed) in waits:
         open(os.path.join(out, f"started-{{seed}}"), "w").close()
         def stop(signum, frame):
             open(os.path.join(out, f"resume-point-{{seed}}-{{signum}}"), "w").close()
             sys.exit(128 + signum)
         signal.signal(signal.SIGINT, stop); signal.signal(signal.SIGTERM, stop)
-        time.sleep(60)
+        time.sleep(float(waits.get(str(seed), 60)))
     sys.exit(3 if seed == 13 else 0)
 """)
 
@@ -179,6 +182,95 @@ def test_sigterm_stops_every_cell_which_keeps_its_resume_point(tmp_path, fake_py
     assert saved["counts"] == {"waiting": 1, "running": 0, "done": 0, "reused": 0, "failed": 0, "interrupted": 2}
 
 
+def _round(*seeds: int) -> list[GridCell]:
+    return [GridCell("antlm-babyllama", "tiny", "0.4_CLM", seed) for seed in seeds]
+
+
+def test_an_idle_worker_runs_a_cell_of_the_next_round_ahead_which_that_round_takes_over(tmp_path, fake_python,
+                                                                                         monkeypatch):
+    """Three cells on two workers leave one idle while the third runs: it starts the next round's first cell, the
+    call returns when its own round is done (the ahead cell still running), and the next round takes the cell over
+    instead of starting it again."""
+    monkeypatch.setenv("FAKE_WAIT", "3:2,4:8")
+    folder, record = _record(tmp_path / "out")
+    executor = LocalExecutor(fake_python, folder.output, folder, [Slot("a"), Slot("b")], poll_s=0.05)
+    progress = Progress(record, 2, terminal=False)
+    first, second = _round(1, 2, 3), _round(4, 5)
+    with executor.session(record):
+        record.add(first)
+        executor.run(first, record, progress, ahead=second)
+        assert [record.states[c.name].status for c in first] == [DONE, DONE, DONE]
+        assert record.states[second[0].name].status == RUNNING  # started ahead, still running
+        assert second[1].name not in record.states  # the round ended before a second worker was idle
+        record.add(second)
+        executor.run(second, record, progress)
+    assert [record.states[c.name].status for c in second] == [DONE, DONE]
+    assert folder.log_of(second[0]).read_text().count("fake run") == 1  # taken over, not started again
+
+
+def test_a_cell_run_ahead_that_no_round_takes_is_stopped_at_its_resume_point(tmp_path, fake_python, monkeypatch):
+    monkeypatch.setenv("FAKE_WAIT", "2:4,3:60")
+    out = tmp_path / "out"
+    folder, record = _record(out)
+    executor = LocalExecutor(fake_python, folder.output, folder, [Slot("a"), Slot("b")], poll_s=0.05)
+    with executor.session(record):
+        record.add(_round(1, 2))
+        executor.run(_round(1, 2), record, Progress(record, 2, terminal=False), ahead=_round(3))
+        assert record.states[_round(3)[0].name].status == RUNNING
+    # the sweep stopped (decided): the cell is stopped as the trainer is, resumable, and recorded so
+    assert (out / "resume-point-3-15").exists()
+    assert record.states[_round(3)[0].name].status == INTERRUPTED
+    assert json.loads(folder.record_file.read_text())["counts"]["interrupted"] == 1
+
+
+def test_a_signal_between_rounds_reaches_the_cells_run_ahead(tmp_path, fake_python, monkeypatch):
+    """While a look is computed no round runs, but cells run ahead do: a SIGTERM then is the sweep's (not the
+    default's, which would leave them running on their own) and stops them at their resume point."""
+    monkeypatch.setenv("FAKE_WAIT", "2:4,3:60")
+    out = tmp_path / "out"
+    folder, record = _record(out)
+    executor = LocalExecutor(fake_python, folder.output, folder, [Slot("a"), Slot("b")], poll_s=0.05)
+    progress = Progress(record, 2, terminal=False)
+    with executor.session(record):
+        record.add(_round(1, 2))
+        executor.run(_round(1, 2), record, progress, ahead=_round(3))
+        os.kill(os.getpid(), signal.SIGTERM)  # during the look
+        with pytest.raises(SweepInterrupted) as stopped:
+            executor.run(_round(3), record, progress)
+    assert stopped.value.exit_code == 128 + signal.SIGTERM
+    assert (out / "resume-point-3-15").exists() and record.states[_round(3)[0].name].status == INTERRUPTED
+    assert signal.getsignal(signal.SIGTERM) is not executor._on_signal  # the handler is given back
+
+
+def test_the_loop_offers_the_next_rounds_unfinished_cells_and_none_at_the_cap(tmp_path):
+    """Each round offers the executor the next round's cells that are not finished, and the last round (the cap)
+    none."""
+    out = tmp_path / "out"
+    folder, record = _record(out)
+    grid = Grid(("antlm-babyllama",), ("tiny",), ("1_CLM", "2_CLM"))
+    plan = SweepPlan(grid, [1, 2, 3], {}, out, Rule("1_CLM", 0.05, None, 5, 1))
+
+    class Offered(TableExecutor):
+        def __init__(self, output, gaps):
+            super().__init__(output, gaps)
+            self.offered = []
+
+        def run(self, cells, record, progress, ahead=()):
+            self.offered.append(sorted((c.schedule, c.seed) for c in ahead))
+            super().run(cells, record, progress)
+
+    executor = Offered(out, {})
+    finished = [GridCell("antlm-babyllama", "tiny", "2_CLM", 4)]  # a cell of round 2 that a sweep before ran
+    record.add(finished)
+    TableExecutor(out, {}).run(finished, record, None)
+
+    def pending(cells):
+        return [c for c in cells if not (out / c.name).exists()]
+
+    run_sweep(plan, executor, record, Progress(record, 1, terminal=False), pending, lambda line: None)
+    assert executor.offered == [[("1_CLM", 4)], [("1_CLM", 5), ("2_CLM", 5)], []]
+
+
 def test_slurm_executor_runs_a_job_array_with_submitits_local_executor(tmp_path, fake_python):
     folder, record = _record(tmp_path / "out")
     cells = [GridCell("antlm-babyllama", "tiny", "0.4_CLM", seed) for seed in (1, 13)]
@@ -243,7 +335,7 @@ class TableExecutor(Executor):
     def check_ready(self) -> None:
         pass
 
-    def run(self, cells, record, progress) -> None:
+    def run(self, cells, record, progress, ahead=()) -> None:
         for cell in cells:
             seed_effect = np.random.default_rng(cell.seed).normal(0, 0.01)
             rng = np.random.default_rng([cell.seed, len(cell.schedule)])
@@ -303,7 +395,7 @@ def test_no_gap_runs_to_the_maximum_or_decides_equivalence(tmp_path):
 class TwoTaskExecutor(TableExecutor):
     """blimp_supplement with the schedule's gap, and ewok with none: a primary and a null secondary endpoint."""
 
-    def run(self, cells, record, progress) -> None:
+    def run(self, cells, record, progress, ahead=()) -> None:
         for cell in cells:
             seed_effect = np.random.default_rng(cell.seed).normal(0, 0.01)
             rng = np.random.default_rng([cell.seed, len(cell.schedule)])
@@ -376,7 +468,7 @@ def test_objective_epochs_and_forced_losses():
 class LossExecutor(TableExecutor):
     """The held-out causal loss of each cell, lower for the schedule with more CLM epochs."""
 
-    def run(self, cells, record, progress) -> None:
+    def run(self, cells, record, progress, ahead=()) -> None:
         from test_metric_kinds import write_loss_run
 
         for cell in cells:
@@ -414,7 +506,7 @@ class ControlExecutor(TableExecutor):
     """As TableExecutor, with each cell's seed effect drawn from its training seed (runs.identity.training_seed), as
     a real run's: the negative control's seed s is another draw than the baseline's seed s."""
 
-    def run(self, cells, record, progress) -> None:
+    def run(self, cells, record, progress, ahead=()) -> None:
         from antlm_bench.runs.identity import training_seed
 
         for cell in cells:

@@ -3,6 +3,10 @@
 Every cell runs as its own ``python -m antlm_bench run ...`` process (``GridCell.argv``) in its own process group, its
 output appended to ``<output>/sweep/logs/<cell>.log``: a crash, a leaked thread or a signal in one cell never
 reaches another, and the parent can stop a whole cell (its data workers included) by its group.
+
+Local workers run ahead: with ``--until-decided``, a worker the round leaves idle (its last cells are fewer than the
+workers) starts a cell of the next round, which that round takes over if the sweep goes on and which is stopped at
+its resume point if the sweep stops. A look never reads it: it reads only the seeds of its rounds.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import sys
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,9 +71,16 @@ class Executor(ABC):
         """Refuse in one line, before anything is written, a sweep that cannot run here (no cluster, no submitit)."""
 
     @abstractmethod
-    def run(self, cells: Sequence[GridCell], record: SweepRecord, progress: Progress) -> None:
+    def run(self, cells: Sequence[GridCell], record: SweepRecord, progress: Progress,
+            ahead: Sequence[GridCell] = ()) -> None:
         """Run ``cells`` to the end (each DONE, FAILED or INTERRUPTED in ``record``); raise SweepInterrupted when
-        a stop signal ended the sweep early."""
+        a stop signal ended the sweep early. ``ahead``: cells the next round would run (not yet finished), which
+        an executor may start on workers this round leaves idle and leave running when it returns."""
+
+    @contextmanager
+    def session(self, record: SweepRecord) -> Iterator[None]:
+        """The whole sweep's span: what an executor started ahead and no round took is stopped when it ends."""
+        yield
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -120,10 +132,12 @@ def visible_gpus(device: str) -> list[str]:
 class LocalExecutor(Executor):
     """``--jobs N`` worker processes on this machine.
 
-    SIGINT (Ctrl-C) or SIGTERM: no new cell starts; the signal is passed to every running cell's process group
-    (the trainer finishes its step and writes a resume point, an evaluation stops before its commit), the sweep
-    waits up to ``grace_s`` for them, records them INTERRUPTED and raises SweepInterrupted. A second signal kills
-    the cells at once (SIGKILL): the resume point of the last finished step is kept either way.
+    SIGINT (Ctrl-C) or SIGTERM, at any time in the sweep's :meth:`session`: no new cell starts; the signal is passed
+    to every running cell's process group (the trainer finishes its step and writes a resume point, an evaluation
+    stops before its commit), the sweep waits up to ``grace_s`` for them, records them INTERRUPTED and raises
+    SweepInterrupted. A second signal kills the cells at once (SIGKILL): the resume point of the last finished step
+    is kept either way. Cells started ahead (:meth:`run`'s ``ahead``) outlive the call that started them; the next
+    call takes over those of its round, and the session's end stops the rest the same way (INTERRUPTED, resumable).
     """
 
     def __init__(self, python: str, output: Path, folder: SweepFolder, slots: Sequence[Slot], why: str = "",
@@ -132,6 +146,10 @@ class LocalExecutor(Executor):
             raise UserError("the local executor needs at least one worker slot")
         self.python, self.output, self.folder, self.slots, self.why = python, output, folder, list(slots), why
         self.grace_s, self.poll_s = grace_s, poll_s
+        self._running: dict[subprocess.Popen[bytes], tuple[GridCell, Slot]] = {}  # every live cell, ahead ones too
+        self._stops: list[int] = []
+        self._told: set[int] = set()  # the cells (by pid) the first stop signal was passed to
+        self._in_session = False
 
     @property
     def parallel(self) -> int:
@@ -144,57 +162,88 @@ class LocalExecutor(Executor):
     def check_ready(self) -> None:
         """Worker processes need nothing but this machine."""
 
-    def run(self, cells: Sequence[GridCell], record: SweepRecord, progress: Progress) -> None:
-        queue = deque(cells)
-        free = list(self.slots)
-        running: dict[subprocess.Popen[bytes], tuple[GridCell, Slot]] = {}
-        stops: list[int] = []
-        told: set[int] = set()  # the cells (by pid) the first stop signal was passed to
-        stop_started: float | None = None
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self._stops.append(signum)
+        if len(self._stops) > 1:  # the second signal: stop now
+            for proc in self._running:
+                _signal_group(proc, signal.SIGKILL)
 
-        def on_signal(signum: int, _frame: Any) -> None:
-            stops.append(signum)
-            if len(stops) > 1:  # the second signal: stop now
-                for proc in running:
-                    _signal_group(proc, signal.SIGKILL)
-
-        previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
+    @contextmanager
+    def session(self, record: SweepRecord) -> Iterator[None]:
+        """The stop signals are this executor's for the whole sweep (between rounds too, while cells run ahead);
+        at the end, whatever still runs (cells run ahead that no round took, or every cell after an error of our
+        own) is stopped at its resume point and recorded INTERRUPTED."""
+        if self._in_session:
+            yield
+            return
+        previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
+        self._in_session = True
         try:
-            while queue or running:
-                while not stops and queue and free:
-                    cell, slot = queue.popleft(), free.pop(0)
-                    running[self._start(cell, slot)] = (cell, slot)
-                    record.set(cell, RUNNING, where=slot.label, returncode=None)
-                    progress.show()
-                if stops:
-                    # passed on here, not in the handler: a cell started while the signal arrived gets it too
-                    for proc in running:
-                        if proc.pid not in told:
-                            _signal_group(proc, stops[0])
-                            told.add(proc.pid)
-                    stop_started = stop_started if stop_started is not None else time.monotonic()
-                    if time.monotonic() - stop_started > self.grace_s:
-                        for proc in running:
-                            _signal_group(proc, signal.SIGKILL)
-                time.sleep(self.poll_s)
-                for proc in [p for p in running if p.poll() is not None]:
-                    cell, slot = running.pop(proc)
-                    free.append(slot)
-                    status = DONE if proc.returncode == 0 else INTERRUPTED if stops else FAILED
-                    record.set(cell, status, returncode=proc.returncode)
-                    progress.show()
-                if stops and not running:
-                    break
-                progress.show()
+            yield
         finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
-            for proc, (cell, _) in running.items():  # only on an exception of our own: leave nothing behind
-                _signal_group(proc, signal.SIGTERM)
+            try:
+                self._stop_all(record, signal.SIGTERM)
+            finally:
+                self._in_session = False
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
+
+    def _stop_all(self, record: SweepRecord, signum: int) -> None:
+        for proc in self._running:
+            _signal_group(proc, signum)
+        deadline = time.monotonic() + self.grace_s
+        for proc, (cell, _) in list(self._running.items()):
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
                 proc.wait()
-                record.set(cell, INTERRUPTED, returncode=proc.returncode)
-        if stops:
-            raise SweepInterrupted(stops[0])
+            del self._running[proc]
+            record.set(cell, DONE if proc.returncode == 0 else INTERRUPTED, returncode=proc.returncode)
+
+    def run(self, cells: Sequence[GridCell], record: SweepRecord, progress: Progress,
+            ahead: Sequence[GridCell] = ()) -> None:
+        if not self._in_session:  # a call on its own: a session of its own
+            with self.session(record):
+                self.run(cells, record, progress, ahead)
+            return
+        wanted = {cell.name for cell in cells}
+        started = {cell.name for cell, _ in self._running.values()}  # cells run ahead by the last call: taken over
+        queue = deque(cell for cell in cells if cell.name not in started)
+        spare = deque(cell for cell in ahead if cell.name not in started and cell.name not in wanted)
+        stop_started: float | None = None
+        while True:
+            busy = {id(slot) for _, slot in self._running.values()}
+            free = [slot for slot in self.slots if id(slot) not in busy]
+            while not self._stops and free and (queue or spare):
+                cell = queue.popleft() if queue else spare.popleft()
+                if cell.name not in wanted:  # the next round's, run ahead on a worker this round leaves idle
+                    record.add([cell])
+                slot = free.pop(0)
+                self._running[self._start(cell, slot)] = (cell, slot)
+                record.set(cell, RUNNING, where=slot.label, returncode=None)
+                progress.show()
+            if self._stops:
+                # passed on here, not in the handler: a cell started while the signal arrived gets it too
+                for proc in self._running:
+                    if proc.pid not in self._told:
+                        _signal_group(proc, self._stops[0])
+                        self._told.add(proc.pid)
+                stop_started = stop_started if stop_started is not None else time.monotonic()
+                if time.monotonic() - stop_started > self.grace_s:
+                    for proc in self._running:
+                        _signal_group(proc, signal.SIGKILL)
+            time.sleep(self.poll_s)
+            for proc in [p for p in self._running if p.poll() is not None]:
+                cell, _ = self._running.pop(proc)
+                status = DONE if proc.returncode == 0 else INTERRUPTED if self._stops else FAILED
+                record.set(cell, status, returncode=proc.returncode)
+                progress.show()
+            if self._stops and not self._running:
+                raise SweepInterrupted(self._stops[0])
+            if not self._stops and not queue and not any(c.name in wanted for c, _ in self._running.values()):
+                return  # the round is done; cells run ahead go on
+            progress.show()
 
     def _start(self, cell: GridCell, slot: Slot) -> subprocess.Popen[bytes]:
         argv = [self.python, *cell.argv(self.output)]
@@ -323,7 +372,10 @@ class SlurmExecutor(Executor):
     def check_ready(self) -> None:
         self._submitit_executor()
 
-    def run(self, cells: Sequence[GridCell], record: SweepRecord, progress: Progress) -> None:
+    def run(self, cells: Sequence[GridCell], record: SweepRecord, progress: Progress,
+            ahead: Sequence[GridCell] = ()) -> None:
+        """A job array of ``cells``; an array task waits in the cluster's queue, not on an idle worker of ours, so
+        nothing is run ahead."""
         if not cells:
             return
         executor = self._submitit_executor()

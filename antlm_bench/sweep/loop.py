@@ -45,22 +45,30 @@ class SweepOutcome:
 
 
 def run_round(cells: Sequence[GridCell], record: SweepRecord, executor: Executor, progress: Progress,
-              pending: PendingCheck) -> list[GridCell]:
-    """Run what is left of ``cells``; the failed cells."""
+              pending: PendingCheck, ahead: Sequence[GridCell] = ()) -> list[GridCell]:
+    """Run what is left of ``cells``; the failed cells. ``ahead``: the next round's cells, which the executor may
+    start on workers this round leaves idle (those already finished are left out here)."""
     record.add(list(cells))
     todo = pending(cells)
     for cell in cells:
         if cell not in todo and record.states[cell.name].status not in FINISHED:  # done in an earlier round: done
             record.set(cell, REUSED, returncode=None)
     progress.show(force=True)
-    executor.run(todo, record, progress)
+    executor.run(todo, record, progress, pending(ahead) if ahead else [])
     progress.finish()
     return [cell for cell in cells if record.states[cell.name].status == FAILED]
 
 
 def run_sweep(plan: SweepPlan, executor: Executor, record: SweepRecord, progress: Progress,
               pending: PendingCheck, say: Callable[[str], None]) -> SweepOutcome:
-    """The plain grid, or rounds of seeds until decided (``plan.rule``)."""
+    """The plain grid, or rounds of seeds until decided (``plan.rule``); whatever the executor started ahead and
+    no round took is stopped at the end (``Executor.session``)."""
+    with executor.session(record):
+        return _rounds(plan, executor, record, progress, pending, say)
+
+
+def _rounds(plan: SweepPlan, executor: Executor, record: SweepRecord, progress: Progress,
+            pending: PendingCheck, say: Callable[[str], None]) -> SweepOutcome:
     if plan.rule is None:
         record.rounds.append(list(plan.seeds))
         failed = run_round(plan.grid.cells(plan.seeds, plan.default_schedule), record, executor, progress, pending)
@@ -74,7 +82,10 @@ def run_sweep(plan: SweepPlan, executor: Executor, record: SweepRecord, progress
     first_decided: dict[tuple[str, str, str, str], int] = {}
     while True:
         cells = plan.grid.cells(seeds, plan.default_schedule)
-        failed = run_round(cells, record, executor, progress, pending)
+        # the next round's cells, for workers this round leaves idle: it runs only if this look adds it
+        ahead = plan.grid.cells(next_seeds(seeds, rule.round_seeds, rule.max_seeds), plan.default_schedule) \
+            if len(seeds) < rule.max_seeds else []
+        failed = run_round(cells, record, executor, progress, pending, ahead)
         if failed:
             _store(folder, rule, [], seeds, record, "stopped: a cell failed", cells)
             return SweepOutcome(failed, [], "stopped: a cell failed")
