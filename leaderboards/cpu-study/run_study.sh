@@ -15,6 +15,7 @@
 #
 #   ANTLM_BENCH_DATA=../shared/data bash leaderboards/cpu-study/run_study.sh                # BabyLlama
 #   ARCHS="babyllama ltgbert" JOBS=2 bash leaderboards/cpu-study/run_study.sh              # both (LTG: 46 CPU-min a cell)
+#   EXPORT_ONLY=1 RUNS=... bash leaderboards/cpu-study/run_study.sh                       # export a running study so far
 #
 # It takes many CPU-hours: stop it at any time (Ctrl-C, or SIGTERM) and run the same command again; finished cells
 # are reused, unfinished ones resume, and the decision is anytime-valid at whatever round it stands. Each run
@@ -42,6 +43,8 @@ common=(--preset cpu --tasks blimp,blimp_supplement,ewok,heldout --run-option "c
         --negative-control --jobs "$JOBS")
 
 status=0
+# EXPORT_ONLY=1: no sweep, only the export and boards of what is finished (a study still running, committed so far)
+[ -n "${EXPORT_ONLY:-}" ] && ARCHS=""
 for arch in $ARCHS; do
   # the committed study so far, where RUNS lacks it (a run folder already there is never replaced)
   [ -d "$HERE/results/$arch" ] && { python3 leaderboards/export_runs.py --restore "$HERE/results/$arch" "$RUNS/$arch" \
@@ -56,14 +59,19 @@ for arch in $ARCHS; do
   [ "$status" -ge 128 ] && break   # stopped by a signal: export what is finished, then stop
 done
 
-# what is finished: each run's tables without evaluation text, each sweep's record and decision
-shopt -s nullglob
+# what is finished: each run's tables without evaluation text, each sweep's record and decision. A cell is finished
+# when its sweep recorded it done or reused (its `run` exited 0: training and every evaluation committed); a run
+# whose training finished while its evaluations still run (a study exported as it goes on) waits for the next export
 for arch in babyllama ltgbert; do
-  runs=("$RUNS/$arch"/*-seed*)
-  finished=()
-  for run in "${runs[@]}"; do
-    grep -q '"status": "finished"' "$run/run.json" 2>/dev/null && [ -d "$run/scores.parquet" ] && finished+=("$run")
-  done
+  record="$RUNS/$arch/sweep/sweep.json"
+  [ -f "$record" ] || continue
+  mapfile -t finished < <(python3 -c '
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+for cell in json.loads((out / "sweep" / "sweep.json").read_text(encoding="utf-8"))["cells"]:
+    if cell["status"] in ("done", "reused") and (out / cell["name"] / "run.json").is_file():
+        print(out / cell["name"])' "$RUNS/$arch")
   [ ${#finished[@]} -gt 0 ] && python3 leaderboards/export_runs.py "$HERE/results" "${finished[@]}"
   [ -f "$RUNS/$arch/sweep/sweep.json" ] && python3 leaderboards/export_runs.py "$HERE/results" "$RUNS/$arch/sweep"
 done
