@@ -33,11 +33,9 @@ class PrefixForest:
     row_of_seq: np.ndarray  # int64 [S]
     node_token: np.ndarray  # int64 [nodes]
     node_depth: np.ndarray  # int64 [nodes]
+    node_seq: np.ndarray  # int64 [nodes] a sorted sequence through the node (its ancestors: that path's first ones)
     row_first_node: np.ndarray  # int64 [rows + 1]
     row_first_seq: np.ndarray  # int64 [rows + 1]
-    edge_child: np.ndarray  # int64 [E] (node, ancestor-or-self) pairs, grouped by the child's row
-    edge_ancestor: np.ndarray  # int64 [E]
-    row_first_edge: np.ndarray  # int64 [rows + 1]
 
     @property
     def row_nodes(self) -> np.ndarray:
@@ -81,13 +79,20 @@ class PrefixForest:
         node_row = row_of_seq[new_seq]
         row_first_node = np.searchsorted(node_row, np.arange(n_rows + 1))
         row_first_seq = np.searchsorted(row_of_seq, np.arange(n_rows + 1))
-        # each node sees the nodes on its sequence's path up to itself
-        _, depth = spans(np.zeros(len(new_seq), dtype=np.int64), new_pos + 1)
-        child = np.repeat(np.arange(len(new_seq)), new_pos + 1)
-        ancestor = path[new_seq[child], depth]
-        row_first_edge = np.searchsorted(node_row[child], np.arange(n_rows + 1))
-        return cls(seqs, path, row_of_seq, node_token, new_pos.astype(np.int64), row_first_node, row_first_seq,
-                   child, ancestor, row_first_edge)
+        return cls(seqs, path, row_of_seq, node_token, new_pos.astype(np.int64), new_seq.astype(np.int64),
+                   row_first_node, row_first_seq)
+
+    def ancestor_mask(self, nodes: np.ndarray, batch_row: np.ndarray, slot: np.ndarray,
+                      mask: np.ndarray) -> None:
+        """Let each of ``nodes`` (at ``mask[batch_row, slot]``; its row's slots are its nodes in order) see the nodes
+        on its path up to itself. Built per batch: the (node, ancestor) pairs of a whole forest, one per node and
+        depth, were the largest arrays of clm scoring (several hundred MB on BLiMP) and grew with the items."""
+        depths = self.node_depth[nodes]
+        _, depth = spans(np.zeros(len(nodes), dtype=np.int64), depths + 1)
+        child = np.repeat(np.arange(len(nodes)), depths + 1)
+        ancestor = self.path[self.node_seq[nodes][child], depth]
+        first = self.row_first_node[self.row_of_seq[self.node_seq[nodes]]][child]
+        mask[batch_row[child], slot[child], ancestor - first] = True
 
 
 def clm_tree_batches(rag: Ragged, seqs: np.ndarray, batch_tokens: int, pad: int,
@@ -126,11 +131,7 @@ def _forest_batches(rag: Ragged, seqs: np.ndarray, batch_tokens: int, pad: int,
         position_ids = np.zeros((n, width), dtype=np.int64)
         position_ids[batch_row, slot] = forest.node_depth[nodes]
         mask = np.broadcast_to(np.eye(width, dtype=bool), (n, width, width)).copy()
-        edge_first = forest.row_first_edge[rows]
-        edges, _ = spans(edge_first, forest.row_first_edge[rows + 1] - edge_first)
-        edge_row = np.repeat(np.arange(n), forest.row_first_edge[rows + 1] - edge_first)
-        row_base = node_first[edge_row]
-        mask[edge_row, forest.edge_child[edges] - row_base, forest.edge_ancestor[edges] - row_base] = True
+        forest.ancestor_mask(nodes, batch_row, slot, mask)
 
         seq_first = forest.row_first_seq[rows]
         sorted_index, _ = spans(seq_first, forest.row_first_seq[rows + 1] - seq_first)
