@@ -242,6 +242,60 @@ def test_a_signal_between_rounds_reaches_the_cells_run_ahead(tmp_path, fake_pyth
     assert signal.getsignal(signal.SIGTERM) is not executor._on_signal  # the handler is given back
 
 
+# a `run` that writes its cell's result table as TableExecutor does (2_CLM 15 points better), in its own process;
+# cells in $FAKE_WAIT ("SCHEDULE@SEED:SECONDS,...") first wait that long (a signal: a resume point, as the trainer)
+FAKE_TABLE_PYTHON = textwrap.dedent(f"""\
+    #!{sys.executable}
+    import os, signal, sys, time
+    sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+    import numpy as np
+    from pathlib import Path
+    from leaderboard_tables import correctness, write_run
+    args = sys.argv[1:]
+    seed = int(args[args.index("--seeds") + 1]); out = Path(args[args.index("--output") + 1])
+    schedule = args[args.index("--schedule") + 1]
+    waits = dict(item.split(":") for item in os.environ.get("FAKE_WAIT", "").split(",") if item)
+    if f"{{schedule}}@{{seed}}" in waits:
+        def stop(signum, frame):
+            (out / f"resume-point-{{schedule}}-{{seed}}").touch()
+            sys.exit(128 + signum)
+        signal.signal(signal.SIGTERM, stop)
+        time.sleep(float(waits[f"{{schedule}}@{{seed}}"]))
+    rng = np.random.default_rng([seed, len(schedule)])
+    p = 0.6 + np.random.default_rng(seed).normal(0, 0.01) + (0.15 if schedule == "2_CLM" else 0.0)
+    name = f"antlm-babyllama-tiny-{{schedule}}-seed{{seed}}"
+    write_run(out, name, [{{"phase_index": 0, "tasks": {{"blimp_supplement": {{f"s{{j}}": correctness(rng, 400, p)
+                                                                         for j in range(5)}}}}}}],
+              recipe="antlm-babyllama", preset="tiny", schedule=schedule, seed=seed)
+""")
+
+
+def test_a_cell_run_ahead_never_enters_the_look_and_is_stopped_when_the_look_decides(tmp_path, monkeypatch):
+    """The whole loop with local workers: the first round's last cell leaves a worker idle, which starts the next
+    round's first cell (slow here); the look decides at the first round on its seeds alone, and the cell run ahead
+    is stopped at its resume point, recorded interrupted, its seed in no comparison."""
+    fake = tmp_path / "fake-table-python"
+    fake.write_text(FAKE_TABLE_PYTHON)
+    fake.chmod(0o755)
+    # the round's last two cells start together; 2_CLM's is slower, so 1_CLM's worker is left idle
+    monkeypatch.setenv("FAKE_WAIT", "2_CLM@4:4,1_CLM@5:60")
+    out = tmp_path / "out"
+    folder, record = _record(out)
+    grid = Grid(("antlm-babyllama",), ("tiny",), ("1_CLM", "2_CLM"))
+    plan = SweepPlan(grid, [1, 2, 3, 4], {}, out, Rule("1_CLM", 0.05, None, 8, 1))  # its tables decide at 4
+    executor = LocalExecutor(str(fake), out, folder, [Slot("a"), Slot("b")], poll_s=0.05)
+
+    def pending(cells):
+        return [c for c in cells if not (out / c.name / "scores.parquet").exists()]
+
+    outcome = run_sweep(plan, executor, record, Progress(record, 2, terminal=False), pending, lambda line: None)
+    ahead = GridCell("antlm-babyllama", "tiny", "1_CLM", 5)
+    assert outcome.status == "decided" and outcome.comparisons[0].seeds == (1, 2, 3, 4)
+    assert record.rounds == [[1, 2, 3, 4]]
+    assert record.states[ahead.name].status == INTERRUPTED and (out / "resume-point-1_CLM-5").exists()
+    assert not (out / ahead.name).exists()  # it wrote nothing a board could read
+
+
 def test_the_loop_offers_the_next_rounds_unfinished_cells_and_none_at_the_cap(tmp_path):
     """Each round offers the executor the next round's cells that are not finished, and the last round (the cap)
     none."""

@@ -131,7 +131,7 @@ def sweep_command(
     `antlm-bench leaderboard OUTPUT`."""
 
     from antlm_bench.sweep import SweepInterrupted, load_sweep_file, prepare_sweep, settings_of
-    from antlm_bench.sweep.record import DONE, REUSED
+    from antlm_bench.sweep.record import DONE, INTERRUPTED, REUSED
 
     for folder in include_path or []:
         add_include_path(folder)
@@ -186,6 +186,10 @@ def sweep_command(
                           f"{folder.log_of(cell)}", highlight=False, markup=False, soft_wrap=True)
     if sweep.plan.rule is not None and not outcome.failed:
         _say(f"decision: {outcome.status}; stored in {folder.decision_file}")
+    ahead = [state.cell.name for state in record.states.values() if state.status == INTERRUPTED]
+    if ahead:  # run ahead for a round that did not come (an interrupted sweep returned above)
+        _say(f"stopped at their resume point: {len(ahead)} cell(s) run ahead for a round the sweep did not add "
+             f"(a later sweep that adds it resumes them): {', '.join(ahead)}")
     console.print(f"compare: antlm-bench leaderboard {output}", highlight=False, markup=False)
     if outcome.failed:
         raise typer.Exit(1)
