@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import shutil
 
 import numpy as np
@@ -237,6 +238,23 @@ def test_parquet_and_markdown_renderings(tmp_path):
     assert first < second
     assert f"{100 * board.rows[0].cells['blimp'].value:.1f}" in text
     assert "paired" in text
+
+
+def test_the_same_results_render_the_same_board_stamped_with_their_newest_row(tmp_path, monkeypatch):
+    # a committed board must change only when its results do: its stamp is the newest score row's time, not the
+    # time of rendering (a re-export of unchanged results once churned every board's footer)
+    _study(tmp_path / "runs", seeds=(0, 1))
+    results = read_results([tmp_path / "runs"])
+    newest = max(row["created_at"] for row in results.rows)
+    first = render_markdown(build_leaderboard(results))
+    assert f"results as of {newest:%Y-%m-%d %H:%M} UTC" in first
+    assert render_markdown(build_leaderboard(read_results([tmp_path / "runs"]))) == first
+    # a seed written later moves the stamp to its rows' time
+    later = datetime.datetime(2031, 5, 4, 3, 2, tzinfo=datetime.timezone.utc)
+    monkeypatch.setattr("antlm_bench.results.tables.utc_now", lambda: later)
+    _study(tmp_path / "later", seeds=(2,))
+    again = render_markdown(build_leaderboard(read_results([tmp_path / "runs", tmp_path / "later"])))
+    assert "results as of 2031-05-04 03:02 UTC" in again and again != first
 
 
 def test_definition_file_with_results_glob(tmp_path):

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from antlm_bench.clock import utc_now
 from antlm_bench.errors import UserError
 from antlm_bench.results.leaderboard.checkpoints import RunCheckpoint, base_task, run_checkpoints
 from antlm_bench.results.leaderboard.compare import FAMILIES, apply_holm, compare
@@ -114,8 +113,17 @@ def build_leaderboard(
         notes.append("some cells have no interval (one seed, and rows without ci_low/ci_high or items)")
     return Leaderboard(definition, group_by, columns, macro_columns, rows, comparisons,
                        ref_row.key if ref_row else None, alpha, notes,
-                       utc_now().strftime("%Y-%m-%d %H:%M UTC"), family,
+                       _newest_result(results, checkpoints), family,
                        signal_noise(rows, columns))
+
+
+def _newest_result(results: Results, checkpoints: Mapping[str, Any]) -> str:
+    """When the newest score row of the board's runs was written: the board's "as of", so that the same results
+    render the same board byte for byte (a committed board changes only when its results do), not the time of
+    rendering."""
+    stamps = [row["created_at"] for row in results.rows
+              if row["run_id"] in checkpoints and row["created_at"] is not None]
+    return max(stamps).strftime("%Y-%m-%d %H:%M UTC") if stamps else "no result time recorded"
 
 
 MINIMAL_PAIR_METHODS = ("clm", "pll", "pll-word-l2r", "mntp")

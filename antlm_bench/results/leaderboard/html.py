@@ -160,7 +160,7 @@ def render_html(board: Leaderboard, x: str = "epoch") -> str:
     out.append("</ul>")
     if board.decisions:
         out.append("<h2>Sweep decision</h2><pre>" + e("\n".join(board.decisions)) + "</pre>")
-    out.append(f"<p>antlm-bench {e(__version__)}, {e(board.created_at)}</p></div>")
+    out.append(f"<p>antlm-bench {e(__version__)}, results as of {e(board.results_as_of)}</p></div>")
     out.append(f"<script>{_JS}</script></body></html>")
     return "\n".join(out)
 

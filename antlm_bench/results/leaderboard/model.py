@@ -142,7 +142,7 @@ class Leaderboard:
     reference: tuple[str, ...] | None
     alpha: float
     notes: list[str]
-    created_at: str
+    results_as_of: str  # when the newest score row the board shows was written (not when it was rendered)
     family: str = "none"  # the Holm family of the gaps' p-values: none, row or board (compare.FAMILIES)
     signal_noise: list[SignalNoise] = field(default_factory=list)  # per column, see ``signal``
     # the decision lines of the sweeps that decided on these results (``sweep.decision_lines``: read and verified

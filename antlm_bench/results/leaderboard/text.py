@@ -349,6 +349,6 @@ def render_markdown(board: Leaderboard, plot_files: Sequence[str] = (), plot_cap
     lines += [f"- note: {_md_escape(n)}" for n in notes]
     if board.decisions:  # verbatim: its indentation nests each sweep's comparisons under its rule
         lines += ["", "## Sweep decision", "", "```text", *board.decisions, "```"]
-    lines += ["", f"_antlm-bench {__version__}, {board.created_at}_", ""]
+    lines += ["", f"_antlm-bench {__version__}, results as of {board.results_as_of}_", ""]
     return "\n".join(lines)
 
