@@ -488,6 +488,21 @@ def test_only_primary_endpoints_take_alpha_and_must_be_decided(tmp_path, primary
     assert not any("NOT SHOWN" in line for line in decision_lines([out]))  # recomputed from the tables: the same
 
 
+def test_the_round_line_counts_the_family_not_the_secondary_columns(tmp_path):
+    """A round that adds seeds says how many of the *family's* comparisons are undecided: the secondary column
+    (ewok) has no verdict to wait for, so it is in neither count (the LTG-BERT study once printed '3 of 7')."""
+    out = tmp_path / "out"
+    _, record = _record(out)
+    grid = Grid(("antlm-babyllama",), ("tiny",), ("1_CLM", "2_CLM"))
+    rule = Rule("1_CLM", 0.05, None, 5, 2, ("blimp_supplement",))
+    said: list[str] = []
+    outcome = run_sweep(SweepPlan(grid, [1, 2, 3], {}, out, rule), TwoTaskExecutor(out, {}), record,
+                        Progress(record, 1, terminal=False),
+                        lambda cells: [c for c in cells if not (out / c.name).exists()], said.append)
+    assert outcome.status == "max seeds reached"
+    assert "1 of the family's 1 comparison(s) undecided after 3 seeds: adding seeds 4,5" in said
+
+
 def test_a_margin_per_endpoint_lets_a_null_endpoint_end_equivalent(tmp_path):
     """ewok (no gap) has its own equivalence margin, blimp_supplement none: the sweep stops once ewok is
     equivalent within its margin and the supplement's gap is decided, and the record keeps each margin."""

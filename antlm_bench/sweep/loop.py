@@ -112,8 +112,10 @@ def _rounds(plan: SweepPlan, executor: Executor, record: SweepRecord, progress: 
             status = "max seeds reached"
         else:
             added = next_seeds(seeds, rule.round_seeds, rule.max_seeds)
-            say(f"{len(undecided)} of {len(studied)} comparison(s) undecided after {len(seeds)} seeds: adding "
-                f"seeds {','.join(map(str, added))}")
+            # of the family only: secondary, forced and untested comparisons get no verdict, so never "undecided"
+            family = [c for c in studied if c.decision not in (NOT_TESTED, FORCED, SECONDARY)]
+            say(f"{len(undecided)} of the family's {len(family)} comparison(s) undecided after {len(seeds)} seeds: "
+                f"adding seeds {','.join(map(str, added))}")
             _store(folder, rule, comparisons, seeds, record, "running", cells)
             seeds += added
             record.rounds.append(added)
