@@ -527,10 +527,12 @@ def _reuse_kept(layout: RunLayout, seed: int, requests: Sequence[Any],
                 settings_of: Callable[[Any], dict[str, Any]], say: Callable[[str], None]) -> SeedRun:
     """A finished run without its final checkpoint: every asked evaluation reused from its store, or one line
     naming the first task that would need the weights."""
-    record = layout.read_run_file()
-    assert record is not None  # a finished run has its run.json
-    kept = kept_final_evaluations(layout, record, requests, settings_of)
     folder = layout.folder
+    record = layout.read_run_file()
+    if record is None:  # it was there when training was found finished: removed since, by another process
+        raise UserError(f"{folder}: its run.json is gone while the run was being reused; check what else writes "
+                        "this --output, then run again")
+    kept = kept_final_evaluations(layout, record, requests, settings_of)
     if kept.missing:
         task, why = next(iter(kept.missing.items()))
         raise UserError(f"{folder}: a finished run whose checkpoints are gone; scoring {task} needs its weights "

@@ -221,6 +221,17 @@ def test_a_finished_run_without_its_checkpoints_reuses_what_its_store_keeps(fini
         run_benchmark(other)
 
 
+def test_a_run_json_removed_while_a_pruned_run_is_reused_is_one_line(finished_run, tmp_path, monkeypatch):
+    """Another process removes run.json between the finished-training check and the reuse: one line naming the
+    folder, no traceback (fault injected by holding the check's answer)."""
+    config, summary = finished_run
+    pruned = _pruned_copy(summary, tmp_path / "out")
+    (pruned / "run.json").unlink()
+    monkeypatch.setattr("antlm_bench.pipeline._finished_training", lambda *args: True)
+    with pytest.raises(UserError, match=r"its run\.json is gone while the run was being reused"):
+        run_benchmark(config.model_copy(update={"output": tmp_path / "out"}))
+
+
 @pytest.mark.parametrize("damage, why", [
     ("weights", r"does not hold the scores of its final weights"),
     ("spec", r"its task spec changed since its evaluation"),

@@ -208,7 +208,6 @@ def _event_record(event: Path) -> dict[str, Any]:
     return record
 
 
-
 @dataclass(frozen=True)
 class StoredEvent:
     """One committed event of a store: its folder and its record (what the writer passed to ``commit_results``,
