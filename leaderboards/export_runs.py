@@ -102,6 +102,15 @@ def _plain_files(folder: Path) -> list[Path]:
     return [folder / name for name in EVENT_FILES if (folder / name).is_file() and not (folder / name).is_symlink()]
 
 
+def _clear(path: Path) -> None:
+    """Whatever stands at one of our staging names (what a stopped restore left, or a planted link, file or
+    folder) removed; a link is unlinked, never followed."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
 def restore_run(exported: Path, output: Path) -> str:
     """The exported run ``exported`` back as the run folder ``output/<its name>``, without checkpoints; what was
     done, in a few words."""
@@ -109,9 +118,7 @@ def restore_run(exported: Path, output: Path) -> str:
     if os.path.lexists(target):
         return f"{target}: kept as it is (a restore never replaces a run folder)"
     staging = output / f".{exported.name}.restore"
-    if staging.is_symlink():
-        staging.unlink()  # a planted link is removed, never written through
-    shutil.rmtree(staging, ignore_errors=True)  # what a stopped restore left
+    _clear(staging)
     store = exported / "scores.parquet"
     for event in sorted(e for e in store.iterdir() if e.is_dir() and not e.is_symlink() and e.name[0] not in "._"):
         (staging / "scores.parquet" / event.name).mkdir(parents=True)
@@ -122,7 +129,13 @@ def restore_run(exported: Path, output: Path) -> str:
         shutil.rmtree(staging)
         return f"{exported / 'run.json'}: a link, not an exported record; nothing restored"
     shutil.copyfile(exported / "run.json", staging / "run.json")
-    staging.rename(target)  # THE step: a folder that appeared at the name meanwhile makes it fail, untouched
+    try:
+        # THE step. A run folder (not empty) or a file that appeared at the name since the check makes it fail and
+        # stays untouched; an empty folder there holds no run and is taken (rename(2) has no no-replace flag here)
+        staging.rename(target)
+    except OSError:
+        _clear(staging)
+        return f"{target}: kept as it is (it appeared while the run was being restored)"
     return f"{target}: restored (no checkpoints)"
 
 
@@ -141,11 +154,22 @@ def restore_sweep(exported: Path, output: Path) -> list[str]:
             done.append(f"{target}: kept as it is")
             continue
         staging = folder / f".{name}.restore"
-        if staging.is_symlink():
-            staging.unlink()
+        _clear(staging)
         shutil.copyfile(source, staging)
-        staging.rename(target)
-        done.append(f"{target}: restored")
+        kept = f"{target}: kept as it is (it appeared while the record was being restored)"
+        try:
+            os.link(staging, target)  # published only where the name is free: a live record is never replaced
+            done.append(f"{target}: restored")
+        except FileExistsError:
+            done.append(kept)
+        except OSError:  # a file system without hard links: check, then rename (a narrow race left)
+            if os.path.lexists(target):
+                done.append(kept)
+            else:
+                staging.rename(target)
+                done.append(f"{target}: restored")
+        finally:
+            staging.unlink(missing_ok=True)
     return done
 
 

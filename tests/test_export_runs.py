@@ -157,6 +157,44 @@ def test_restore_never_writes_through_a_planted_link(tmp_path):
     assert (output / "sweep" / "decision.json").read_text() == '{"status": "running"}\n'
 
 
+@pytest.mark.parametrize("occupant", ["file", "folder"])
+def test_restore_clears_a_staging_name_that_a_file_or_folder_holds(tmp_path, occupant):
+    export = _module()
+    exported = _exported(tmp_path, export)
+    output = tmp_path / "output"
+    (output / "sweep").mkdir(parents=True)
+    for staging in (output / ".r-seed1.restore", output / "sweep" / ".decision.json.restore"):
+        if occupant == "file":
+            staging.write_text("left over")
+        else:
+            (staging / "inside").mkdir(parents=True)
+    assert export.main(["--restore", str(exported), str(output)]) == 0
+    assert _files(output / "r-seed1") == _files(exported / "r-seed1")
+    assert (output / "sweep" / "decision.json").read_text() == '{"status": "running"}\n'
+    assert not [p for p in [*output.iterdir(), *(output / "sweep").iterdir()] if p.name.startswith(".")]
+
+
+def test_a_run_or_record_that_appears_during_the_restore_is_kept(tmp_path, monkeypatch):
+    """Another process makes the run folder and the sweep record after the restore looked (fault injected: the
+    look says the names are free): both are kept as they are, and no staging copy is left."""
+    export = _module()
+    exported = _exported(tmp_path, export)
+    output = tmp_path / "output"
+    (output / "r-seed1").mkdir(parents=True)
+    (output / "r-seed1" / "run.json").write_text("live")
+    (output / "sweep").mkdir()
+    (output / "sweep" / "decision.json").write_text("live")
+    looked = export.os.path.lexists
+    monkeypatch.setattr(export.os.path, "lexists", lambda path: False if Path(path).parent.name in
+                        ("output", "sweep") else looked(path))
+    assert "appeared while the run was being restored" in export.restore_run(exported / "r-seed1", output)
+    lines = export.restore_sweep(exported / "sweep", output)
+    assert any("decision.json: kept as it is (it appeared" in line for line in lines)
+    assert (output / "r-seed1" / "run.json").read_text() == "live"
+    assert (output / "sweep" / "decision.json").read_text() == "live"
+    assert not [p for p in [*output.iterdir(), *(output / "sweep").iterdir()] if p.name.startswith(".")]
+
+
 def test_restore_of_a_missing_folder_or_into_a_file_is_one_line(tmp_path, capsys):
     export = _module()
     assert export.main(["--restore", str(tmp_path / "nowhere"), str(tmp_path / "out")]) == 2
