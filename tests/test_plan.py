@@ -1,5 +1,5 @@
 """``antlm-bench plan``: the simulation of a ``sweep --until-decided`` design is the sweep's own rule (checked against
-a plain loop over ``sequential.confidence_sequence`` and ``decide``), reproduces the power the reference study's
+a plain loop over ``sequential.confidence_sequence`` and ``decide``), reproduces the power the mini study's
 design was measured to have, keeps the family's error under alpha, and refuses bad input in one line."""
 
 from __future__ import annotations

@@ -566,7 +566,7 @@ def test_a_loss_the_objectives_decide_leaves_the_family(tmp_path, forced_out):
         assert outcome.status.startswith("nothing to decide: no comparison is in the family")
         assert decision["rule"]["forced_out"] is True and decision["rule"]["comparisons"] == 0
     else:
-        assert heldout.decision == "difference" and outcome.status == "decided"  # as the reference study's were
+        assert heldout.decision == "difference" and outcome.status == "decided"  # as the mini study's were
         assert decision["rule"]["forced_out"] is False
     assert not any("NOT SHOWN" in line for line in decision_lines([out]))
 

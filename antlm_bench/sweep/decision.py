@@ -130,7 +130,7 @@ def objective_epochs(schedule: str, objective: str) -> float:
 def forced_reason(schedule: str, baseline: str, metric: str, scoring: str) -> str | None:
     """Why a comparison's direction is implied by the objectives, or None: a held-out loss (clm: the causal loss,
     pll: the masked one) that one schedule trains for more epochs than the other is won by that side by
-    construction (the reference study's heldout verdicts), so deciding it spends alpha on nothing."""
+    construction (the mini study's heldout verdicts), so deciding it spends alpha on nothing."""
     objective = _LOSS_OBJECTIVE.get(scoring)
     if metric != "loss" or objective is None:
         return None

@@ -40,7 +40,7 @@ done
 # every run's tables without evaluation text, each run swapped in whole (leaderboards/export_runs.py)
 python3 leaderboards/export_runs.py "$HERE/results" "$RUNS"/*/*
 antlm-bench leaderboard "$HERE/results" --by recipe,preset,schedule -f markdown -o "$HERE/leaderboard.md"
-# BLiMP paradigm by paradigm, beside the tiny presets of the reference study (leaderboards/mini-antlm): which
+# BLiMP paradigm by paradigm, beside the tiny presets of the mini study (leaderboards/mini-antlm): which
 # paradigms the cpu presets learn and which stay where tiny left them
 antlm-bench leaderboard "$HERE/results" leaderboards/mini-antlm/results --by recipe,preset,schedule --subtasks blimp \
   -f markdown -o "$HERE/paradigms.md"
