@@ -138,6 +138,8 @@ OTHER_CASES: list[Case] = [
       for v in ("inf", "1e308", "nan", "0")],
     *[C(f"numbers-check-seed-sd-{v}", "check", "--results", "{run}", "--baseline", "{run}", "--seed-sd", v,
         says="--seed-sd", needs=("run",)) for v in ("inf", "1e308", "nan", "0")],
+    *[C(f"numbers-plan-paired-sd-{v}", "plan", "-k", "2", "--paired-sd", v, says="--paired-sd")
+      for v in ("inf", "1e308", "nan", "0", "-1", "101")],
     # models that cannot be right: a recipe that cannot build
     C("models-recipe-hidden-not-divisible-by-heads-train", "train", "--model", "r", "--include-path", "{tmp}/spec",
       "-o", "{tmp}/out", says="not divisible", setup=lambda t: _recipe(t, BAD_HEADS)),

@@ -116,6 +116,8 @@ def test_plan_command_prints_the_design_and_its_table(monkeypatch, capsys):
     (["-k", "2", "--tolerance", "-1"], "--tolerance -1"),
     (["-k", "500", "--max-seeds", "1000", "--reps", "1000"], "draws"),
     (["-k", "2", "--reps", "10"], "--reps 10"),
+    (["-k", "2", "--paired-sd", "1", "--correlation", "0.5"], "instead of --seed-sd and --correlation"),
+    (["-k", "2", "--paired-sd", "0"], "--paired-sd 0"),
 ])
 def test_bad_plan_input_is_one_line(monkeypatch, capsys, args, fragment):
     code, out, err = run_cli(monkeypatch, capsys, "plan", *args)
@@ -157,6 +159,35 @@ def test_plan_reads_seed_sd_and_correlation_from_a_pilot(monkeypatch, capsys):
     correlation = float(line.split("correlation with 24_CLM ")[1].split()[0])
     assert -0.7 < correlation < 0.7 and "10 paired seeds" in line
     assert f"seed SD {sd:.3g}" in out  # the simulation used them
+
+
+def test_paired_sd_is_the_simulations_noise_and_a_pilot_prints_each_rows(monkeypatch, capsys, tmp_path):
+    """--paired-sd simulates exactly what a seed SD of paired / sqrt(2) at correlation 0 does (the differences are
+    all the rule sees), and a pilot with --baseline prints each row's SD of its same-seed differences, computed here
+    from the values written."""
+    rng = np.random.default_rng(0)
+    values = {}
+    for seed in (1, 2, 3, 4):
+        for schedule in ("2_CLM", "1_CLM+1_MLM"):
+            correct = correctness(rng, 200, 0.6)
+            values[schedule, seed] = 100 * float(np.mean(correct))
+            write_run(tmp_path / "pilot", f"{schedule}-s{seed}", [{"phase_index": 0, "tasks": {
+                "blimp": {"a": correct}}}], schedule=schedule, seed=seed, items=False)
+    expected = float(np.std([values["1_CLM+1_MLM", s] - values["2_CLM", s] for s in (1, 2, 3, 4)], ddof=1))
+    common = ["plan", "-k", "3", "--max-seeds", "10", "--first-seeds", "5", "--gap", "1", "--tolerance", "1",
+              "--reps", "500"]
+    code, out, err = run_cli(monkeypatch, capsys, *common, "--pilot", str(tmp_path / "pilot"), "--baseline",
+                             "2_CLM", "--paired-sd", "0.8")
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if "paired difference SD against 2_CLM" in x)
+    assert f"1_CLM+1_MLM {expected:.3g} (4 seeds)" in line
+    assert "truth: paired difference SD 0.8 (given)" in out and "1 (1.2 paired SD)" in out
+    table = [x for x in out.splitlines() if x.startswith("│")]
+    code, out, err = run_cli(monkeypatch, capsys, *common, "--seed-sd", str(0.8 / math.sqrt(2)),
+                             "--correlation", "0")
+    assert code == 0, err
+    # the same simulated sweeps (same --seed): every share equal, only the gap's unit named otherwise
+    assert [x.split("│", 2)[2] for x in out.splitlines() if x.startswith("│")] == [x.split("│", 2)[2] for x in table]
 
 
 @pytest.mark.parametrize(("args", "fragment"), [

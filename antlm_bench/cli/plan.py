@@ -32,8 +32,9 @@ def _gaps(text: str) -> list[float]:
 
 
 def _from_pilot(paths: list[Path], column: str, baseline: str | None, seed_sd: float | None,
-                correlation: float | None) -> tuple[float | None, float | None]:
-    """The seed SD and correlation of ``column`` on the pilot's board, where not given; says what it read."""
+                correlation: float | None, paired_sd_given: bool = False) -> tuple[float | None, float | None]:
+    """The seed SD and correlation of ``column`` on the pilot's board, where not given; says what it read, and
+    each row's paired difference SD against ``baseline``."""
     from antlm_bench.results.leaderboard import leaderboard_from_paths
     from antlm_bench.results.leaderboard.power import pilot_estimate
 
@@ -65,8 +66,17 @@ def _from_pilot(paths: list[Path], column: str, baseline: str | None, seed_sd: f
                     "paired seeds)")
     elif baseline is not None:
         said.append(f"no row shares 3 seeds with {baseline}: correlation not estimated")
-    console.print(escape("; ".join(said) + ("" if seed_sd is None and correlation is None
+    console.print(escape("; ".join(said) + ("" if seed_sd is None and correlation is None and not paired_sd_given
                                             else " (given values take precedence)")))
+    if estimate.paired_sds:
+        others = {key[:at] + key[at + 1:] for key, _, _ in estimate.paired_sds}
+
+        def name(key: tuple[str, ...]) -> str:  # the schedule alone where every row is of one recipe and preset
+            return key[at] if len(others) == 1 else " ".join(key)
+
+        console.print(escape(f"pilot: {column} paired difference SD against {baseline} (each row's same-seed "
+                             "differences; --paired-sd simulates one): " + "; ".join(
+                                 f"{name(key)} {sd:.3g} ({n} seeds)" for key, sd, n in estimate.paired_sds)))
     return (estimate.seed_sd if seed_sd is None else seed_sd,
             estimate.correlation if correlation is None and estimate.correlation is not None else correlation)
 
@@ -82,6 +92,10 @@ def plan_command(
     correlation: float | None = typer.Option(None, "--correlation", help="Correlation of the two sides' scores at "
                                              "the same seed (same initialisation and data order), in [-1, 1) "
                                              "(default: from --pilot with --baseline, else 0)."),
+    paired_sd: float | None = typer.Option(None, "--paired-sd", help="SD of one comparison's same-seed "
+                                           "differences (points), instead of --seed-sd and --correlation: the "
+                                           "noise of that comparison alone, e.g. a row's value that --pilot with "
+                                           "--baseline prints."),
     pilot: list[Path] | None = typer.Option(None, "--pilot", help="Result folders of pilot runs: the seed SD "
                                             "(pooled over their rows) and, with --baseline, the same-seed "
                                             "correlation are read from their board."),
@@ -113,10 +127,18 @@ def plan_command(
     from antlm_bench.results.stats.planning import Design, PlanOutcome, Truth, fixed_sample_power, simulate_design
 
     gaps = _gaps(gap)
+    if paired_sd is not None:
+        if seed_sd is not None or correlation is not None:
+            raise UserError("--paired-sd: give it instead of --seed-sd and --correlation, not with them")
+        if not (math.isfinite(paired_sd) and 0 < paired_sd <= 100):
+            raise UserError(f"--paired-sd {paired_sd}: a number of points above 0 and at most 100")
     if pilot:
-        seed_sd, correlation = _from_pilot(pilot, column, baseline, seed_sd, correlation)
+        seed_sd, correlation = _from_pilot(pilot, column, baseline, seed_sd, correlation, paired_sd is not None)
     elif baseline is not None:
         raise UserError("--baseline reads the pilot's pairing: give --pilot RESULTS as well")
+    if paired_sd is not None:
+        # the simulation's truth is the differences' SD alone: two uncorrelated sides of SD paired / sqrt(2)
+        seed_sd, correlation = paired_sd / math.sqrt(2.0), 0.0
     seed_sd = 1.0 if seed_sd is None else seed_sd
     correlation = 0.0 if correlation is None else correlation
     if not 1 <= comparisons <= 10_000:
@@ -154,8 +176,10 @@ def plan_command(
         f"design: {comparisons} comparison(s) sharing alpha {alpha:g} (Bonferroni: {design.alpha_each:.3g} each), "
         f"looks at {', '.join(map(str, looks))} seeds a side, cap {max_seeds}"
         + (f", equivalence within ±{tolerance:g}" if tolerance else ", no equivalence margin")
-        + f"; truth: seed SD {seed_sd:.3g}, same-seed correlation {correlation:.2g} (paired difference SD "
-        f"{Truth(seed_sd, correlation, 0).difference_sd:.3g}), other comparisons' gap {others_gap:g}"))
+        + (f"; truth: paired difference SD {paired_sd:.3g} (given)" if paired_sd is not None else
+           f"; truth: seed SD {seed_sd:.3g}, same-seed correlation {correlation:.2g} (paired difference SD "
+           f"{Truth(seed_sd, correlation, 0).difference_sd:.3g})")
+        + f", other comparisons' gap {others_gap:g}"))
     if first is None:
         console.print(escape(f"no look can decide anything: the interval is unbounded up to {max_seeds} seeds at "
                              f"this alpha; allow more seeds or fewer comparisons"))
@@ -180,7 +204,8 @@ def plan_command(
         def share(p: float) -> str:
             return f"{100 * p:.1f}% ±{100 * PlanOutcome.margin(p, reps):.1f}"
 
-        row = ["0 (A/A)" if g == 0 else f"{g:g} ({g / seed_sd:.2g} seed SD)", share(out.decided_right),
+        unit = f"{g / paired_sd:.2g} paired SD" if paired_sd is not None else f"{g / seed_sd:.2g} seed SD"
+        row = ["0 (A/A)" if g == 0 else f"{g:g} ({unit})", share(out.decided_right),
                share(out.decided_wrong_sign), share(out.decided_equivalent), share(out.others_difference),
                share(out.family_difference), f"{out.mean_seeds:.1f}", share(out.all_decided),
                "-" if g == 0 else f"{100 * fixed_sample_power(design, truth):.1f}%"]

@@ -87,6 +87,10 @@ class PilotEstimate:
     rows: int  # rows that gave it
     correlation: float | None  # mean same-seed correlation of each row with the reference row (Fisher z); None
     pairs: int  # seeds paired with the reference over all rows (each row needs >= 3 to count)
+    # per row with >= 3 seeds shared with its reference: (its key, the SD of its same-seed differences to the
+    # reference, in the column's shown units, and how many seeds): the noise of that one comparison, which the
+    # pooled SD and the mean correlation only approximate
+    paired_sds: tuple[tuple[tuple[str, ...], float, int], ...] = ()
 
 
 def pilot_estimate(board: Leaderboard, column: str,
@@ -104,6 +108,7 @@ def pilot_estimate(board: Leaderboard, column: str,
     pooled = sum((len(c.seed_values) - 1) * statistics.variance(c.seed_values) for _, c in cells) / df
     by_key = dict(cells)
     zs, weights, pairs = [], [], 0
+    paired: list[tuple[tuple[str, ...], float, int]] = []
     for key, cell in cells:
         reference = reference_of(key) if reference_of is not None else None
         base = by_key.get(reference) if reference is not None and reference != key else None
@@ -113,6 +118,7 @@ def pilot_estimate(board: Leaderboard, column: str,
             if len(common) < 3:
                 continue
             mine, other = zip(*common)
+            paired.append((key, statistics.stdev(m - o for m, o in common) * scale, len(common)))
             if statistics.pstdev(mine) == 0 or statistics.pstdev(other) == 0:
                 continue
             r = max(-0.999, min(0.999, statistics.correlation(mine, other)))
@@ -120,4 +126,4 @@ def pilot_estimate(board: Leaderboard, column: str,
             weights.append(len(common) - 3 if len(common) > 3 else 1)
             pairs += len(common)
     correlation = math.tanh(sum(w * z for w, z in zip(weights, zs)) / sum(weights)) if zs else None
-    return PilotEstimate(column, math.sqrt(pooled) * scale, df, len(cells), correlation, pairs)
+    return PilotEstimate(column, math.sqrt(pooled) * scale, df, len(cells), correlation, pairs, tuple(paired))
