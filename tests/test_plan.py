@@ -51,7 +51,7 @@ def test_vectorised_rule_is_the_sweeps_rule(design):
     assert len(seen) >= 3  # the draws reach differences of both signs and undecided (and equivalence where set)
 
 
-def test_reproduces_the_reference_studys_power():
+def test_reproduces_the_mini_studys_power():
     """The mini-antlm design (8 comparisons, seeds 1-3 then one a round, cap 10, paired correlation ~0): 31% power
     at a 2-seed-SD gap and 2.5% at 1 SD (issue #33's figures), against 78% and 17% for a fixed-n Bonferroni t."""
     design = Design(comparisons=8, max_seeds=10, first_seeds=3, round_seeds=1)
