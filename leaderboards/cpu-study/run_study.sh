@@ -77,9 +77,11 @@ for cell in json.loads((out / "sweep" / "sweep.json").read_text(encoding="utf-8"
 done
 for arch in babyllama ltgbert; do
   [ -d "$HERE/results/$arch" ] || continue
-  antlm-bench leaderboard "$HERE/results/$arch" -f markdown -o "$HERE/leaderboard-$arch.md"
+  # the study's shipped definition (leaderboards/cpu-study-<arch>.yaml: its tasks, the macro of its primary
+  # endpoints, the baseline as reference), so `antlm-bench leaderboard -d cpu-study-<arch>` shows this same board
+  antlm-bench leaderboard -d "leaderboards/cpu-study-$arch.yaml" -f markdown -o "$HERE/leaderboard-$arch.md"
   # the board, the decision under it (the terminal's text, written atomically: a failed run of the tool leaves
   # the committed decision as it was)
-  antlm-bench leaderboard "$HERE/results/$arch" -o "$HERE/decision-$arch.txt" || status=1
+  antlm-bench leaderboard -d "leaderboards/cpu-study-$arch.yaml" -o "$HERE/decision-$arch.txt" || status=1
 done
 exit "$status"
