@@ -61,7 +61,10 @@ done
 
 # what is finished: each run's tables without evaluation text, each sweep's record and decision. A cell is finished
 # when its sweep recorded it done or reused (its `run` exited 0: training and every evaluation committed); a run
-# whose training finished while its evaluations still run (a study exported as it goes on) waits for the next export
+# whose training finished while its evaluations still run (a study exported as it goes on) waits for the next export.
+# Only the seeds of the sweep's last look (decision.json; before the first look, the first round's): a cell run
+# ahead joins the export with the look that reads it, so the board shows the seeds the decision under it rests on
+# (a row with a seed more than its baseline would be compared by Welch's t instead of paired by seed)
 for arch in babyllama ltgbert; do
   record="$RUNS/$arch/sweep/sweep.json"
   [ -f "$record" ] || continue
@@ -69,8 +72,12 @@ for arch in babyllama ltgbert; do
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
-for cell in json.loads((out / "sweep" / "sweep.json").read_text(encoding="utf-8"))["cells"]:
-    if cell["status"] in ("done", "reused") and (out / cell["name"] / "run.json").is_file():
+record = json.loads((out / "sweep" / "sweep.json").read_text(encoding="utf-8"))
+decision = out / "sweep" / "decision.json"
+looked = set(json.loads(decision.read_text(encoding="utf-8"))["seeds"] if decision.is_file()
+             else (record.get("rounds") or [[]])[0])
+for cell in record["cells"]:
+    if cell["status"] in ("done", "reused") and cell["seed"] in looked and (out / cell["name"] / "run.json").is_file():
         print(out / cell["name"])' "$RUNS/$arch")
   [ ${#finished[@]} -gt 0 ] && python3 leaderboards/export_runs.py "$HERE/results" "${finished[@]}"
   [ -f "$RUNS/$arch/sweep/sweep.json" ] && python3 leaderboards/export_runs.py "$HERE/results" "$RUNS/$arch/sweep"
