@@ -15,6 +15,11 @@ paths (the logs stay with the run folders) and its decision.json as written, eac
 board prints the sweep's decision (recomputed from the exported tables) under the table. Used by
 leaderboards/cpu-presets/run.sh, leaderboards/mini-antlm/run_study.sh and leaderboards/cpu-study/run_study.sh.
 
+    python3 leaderboards/export_runs.py --finished OUTPUT
+
+prints the run folders of OUTPUT's sweep to export (finished cells of the seeds its last look read:
+:func:`finished_cells`), one a line, for the study scripts.
+
     python3 leaderboards/export_runs.py --restore DEST/<OUTPUT's name> OUTPUT
 
 goes the other way, for a study that outlasts the machine its run folders were on: each exported run becomes
@@ -193,14 +198,52 @@ def restore(exported: Path, output: Path) -> int:
     return 0
 
 
+def finished_cells(output: Path) -> list[Path]:
+    """The run folders of ``output``'s sweep to export: the cells it recorded done or reused (training and every
+    evaluation committed; a run whose evaluations still run waits for a later export) of the seeds its last look
+    read (decision.json's; before the first look, the first round's; every seed for a sweep without rounds). A cell
+    run ahead joins the export with the look that reads it, so a board shows the seeds its decision rests on (a row
+    with a seed more than its baseline would be compared by Welch's t instead of paired by seed). Both records are
+    read through their models: a damaged one is one line naming the file and the field."""
+    from antlm_bench.data.readers import read_json_model
+    from antlm_bench.sweep.decision import read_decision
+    from antlm_bench.sweep.record import FINISHED, SweepFile
+
+    folder = output / "sweep"
+    record = read_json_model(folder / "sweep.json", SweepFile, "not a sweep record this version reads",
+                             "export it with the antlm-bench that wrote it")
+    decision = folder / "decision.json"
+    if decision.is_file():
+        looked: set[int] | None = set(read_decision(decision).seeds)
+    else:
+        looked = set(record.rounds[0]) if record.rounds else None
+    return [output / cell.name for cell in record.cells
+            if cell.status in FINISHED and (looked is None or cell.seed in looked)
+            and (output / cell.name / "run.json").is_file()]
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--finished"]:
+        if len(argv) != 2:
+            print("usage: export_runs.py --finished OUTPUT", file=sys.stderr)
+            return 2
+        from antlm_bench.errors import UserError
+
+        try:
+            for run in finished_cells(Path(argv[1])):
+                print(run)
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        return 0
     if argv[:1] == ["--restore"]:
         if len(argv) != 3:
             print("usage: export_runs.py --restore EXPORTED OUTPUT", file=sys.stderr)
             return 2
         return restore(Path(argv[1]), Path(argv[2]))
     if len(argv) < 2:
-        print("usage: export_runs.py DEST RUN [RUN ...]  |  export_runs.py --restore EXPORTED OUTPUT", file=sys.stderr)
+        print("usage: export_runs.py DEST RUN [RUN ...]  |  export_runs.py --restore EXPORTED OUTPUT  |  "
+              "export_runs.py --finished OUTPUT", file=sys.stderr)
         return 2
     dest = Path(argv[0])
     for run in map(Path, argv[1:]):

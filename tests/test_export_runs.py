@@ -203,3 +203,52 @@ def test_restore_of_a_missing_folder_or_into_a_file_is_one_line(tmp_path, capsys
     (tmp_path / "file").write_text("")
     assert export.main(["--restore", str(exported), str(tmp_path / "file")]) == 2
     assert "not a folder" in capsys.readouterr().err
+
+
+def _sweep_output(tmp_path, rounds, decision_seeds):
+    """A sweep's output: seeds 1-3 of one schedule done (seed 3 run ahead), seed 2 of another failed, a done cell
+    whose run folder is gone; a decision (the committed cpu-study one, its seeds replaced) when given."""
+    from antlm_bench.sweep.decision import read_decision
+
+    out = tmp_path / "out"
+    (out / "sweep").mkdir(parents=True)
+    cells = []
+    for name, seed, status in (("a-seed1", 1, "done"), ("a-seed2", 2, "reused"), ("a-seed3", 3, "done"),
+                               ("b-seed2", 2, "failed"), ("gone-seed1", 1, "done")):
+        cells.append({"name": name, "recipe": "antlm-babyllama", "preset": "tiny", "schedule": "1_CLM",
+                      "seed": seed, "status": status})
+        if name != "gone-seed1":
+            (out / name).mkdir()
+            (out / name / "run.json").write_text("{}")
+    (out / "sweep" / "sweep.json").write_text(json.dumps({
+        "schema_version": 1, "asked": {}, "started_at": "2026-12-06T00:00:00+00:00",
+        "updated_at": "2026-12-06T00:00:00+00:00", "rounds": rounds, "history": [], "counts": {}, "cells": cells}))
+    if decision_seeds is not None:
+        committed = ROOT / "leaderboards" / "cpu-study" / "results" / "ltgbert" / "sweep" / "decision.json"
+        record = read_decision(committed).model_copy(update={"seeds": decision_seeds, "comparisons": [],
+                                                              "tables": {}})
+        (out / "sweep" / "decision.json").write_text(record.model_dump_json())
+    return out
+
+
+@pytest.mark.parametrize(("rounds", "decision_seeds", "names"), [
+    ([[1, 2], [3]], [1, 2], ["a-seed1", "a-seed2"]),  # the last look read 1-2: seed 3 ran ahead, not yet exported
+    ([[1, 2], [3]], None, ["a-seed1", "a-seed2"]),  # before the first look: the first round's seeds
+    ([], None, ["a-seed1", "a-seed2", "a-seed3"]),  # a sweep without rounds: every finished cell
+])
+def test_finished_cells_are_those_of_the_last_look(tmp_path, capsys, rounds, decision_seeds, names):
+    export = _module()
+    out = _sweep_output(tmp_path, rounds, decision_seeds)
+    assert [p.name for p in export.finished_cells(out)] == names  # never a failed cell or a missing folder
+    assert export.main(["--finished", str(out)]) == 0
+    assert capsys.readouterr().out.split() == [str(out / name) for name in names]
+
+
+def test_finished_cells_of_a_damaged_record_is_one_line(tmp_path, capsys):
+    export = _module()
+    out = _sweep_output(tmp_path, [[1]], None)
+    (out / "sweep" / "sweep.json").write_text('{"schema_version": 1, "cells": 3}')
+    assert export.main(["--finished", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sweep.json" in err[0]
+

@@ -59,26 +59,14 @@ for arch in $ARCHS; do
   [ "$status" -ge 128 ] && break   # stopped by a signal: export what is finished, then stop
 done
 
-# what is finished: each run's tables without evaluation text, each sweep's record and decision. A cell is finished
-# when its sweep recorded it done or reused (its `run` exited 0: training and every evaluation committed); a run
-# whose training finished while its evaluations still run (a study exported as it goes on) waits for the next export.
-# Only the seeds of the sweep's last look (decision.json; before the first look, the first round's): a cell run
-# ahead joins the export with the look that reads it, so the board shows the seeds the decision under it rests on
-# (a row with a seed more than its baseline would be compared by Welch's t instead of paired by seed)
+# what is finished (export_runs.py --finished: cells recorded done or reused, of the seeds the sweep's last look
+# read, so that a board shows the seeds its decision rests on): each run's tables without evaluation text, then
+# each sweep's record and decision
 for arch in babyllama ltgbert; do
-  record="$RUNS/$arch/sweep/sweep.json"
-  [ -f "$record" ] || continue
-  mapfile -t finished < <(python3 -c '
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-record = json.loads((out / "sweep" / "sweep.json").read_text(encoding="utf-8"))
-decision = out / "sweep" / "decision.json"
-looked = set(json.loads(decision.read_text(encoding="utf-8"))["seeds"] if decision.is_file()
-             else (record.get("rounds") or [[]])[0])
-for cell in record["cells"]:
-    if cell["status"] in ("done", "reused") and cell["seed"] in looked and (out / cell["name"] / "run.json").is_file():
-        print(out / cell["name"])' "$RUNS/$arch")
+  [ -f "$RUNS/$arch/sweep/sweep.json" ] || continue
+  finished_list=$(python3 leaderboards/export_runs.py --finished "$RUNS/$arch") || { status=2; continue; }
+  mapfile -t finished <<< "$finished_list"
+  [ -z "${finished[0]:-}" ] && finished=()
   [ ${#finished[@]} -gt 0 ] && python3 leaderboards/export_runs.py "$HERE/results" "${finished[@]}"
   [ -f "$RUNS/$arch/sweep/sweep.json" ] && python3 leaderboards/export_runs.py "$HERE/results" "$RUNS/$arch/sweep"
 done
