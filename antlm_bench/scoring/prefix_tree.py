@@ -91,8 +91,8 @@ class PrefixForest:
         _, depth = spans(np.zeros(len(nodes), dtype=np.int64), depths + 1)
         child = np.repeat(np.arange(len(nodes)), depths + 1)
         ancestor = self.path[self.node_seq[nodes][child], depth]
-        first = self.row_first_node[self.row_of_seq[self.node_seq[nodes]]][child]
-        mask[batch_row[child], slot[child], ancestor - first] = True
+        row_first = nodes - slot  # an ancestor is in its node's row: its slot is its offset from the row's first
+        mask[batch_row[child], slot[child], ancestor - row_first[child]] = True
 
 
 def clm_tree_batches(rag: Ragged, seqs: np.ndarray, batch_tokens: int, pad: int,

@@ -68,7 +68,7 @@ for arch in babyllama ltgbert; do
   mapfile -t finished <<< "$finished_list"
   [ -z "${finished[0]:-}" ] && finished=()
   [ ${#finished[@]} -gt 0 ] && python3 leaderboards/export_runs.py "$HERE/results" "${finished[@]}"
-  [ -f "$RUNS/$arch/sweep/sweep.json" ] && python3 leaderboards/export_runs.py "$HERE/results" "$RUNS/$arch/sweep"
+  python3 leaderboards/export_runs.py "$HERE/results" "$RUNS/$arch/sweep"
 done
 for arch in babyllama ltgbert; do
   [ -d "$HERE/results/$arch" ] || continue
