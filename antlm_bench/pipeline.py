@@ -74,6 +74,9 @@ class RunConfig(BaseModel):
     max_words: int | None = Field(None, gt=0)
     eval_every: Literal["none", "phase", "epoch", "words"] = "phase"
     save_at_words: list[int] = Field(default_factory=list)  # checkpoints/chck_<N>M (train --save-at-words)
+    # a resume point (`last`) every M minutes of training: what a hard kill (SIGKILL, a lost machine) can cost;
+    # not part of the configuration (checkpoint settings never change the network a seed trains)
+    save_every_minutes: float = Field(30.0, gt=0)
 
     @field_validator("label", mode="before")
     @classmethod
@@ -132,8 +135,8 @@ class RunSummary:
 
 # `antlm-bench run`'s options that are RunConfig fields of the same name and value
 _SAME_NAMED_OPTIONS = ("model", "tasks", "preset", "schedule", "label", "output", "data_dir", "corpus", "max_words",
-                       "eval_limit", "limit", "eval_every", "save_at_words", "device", "precision", "threads",
-                       "convention", "final_scoring")
+                       "eval_limit", "limit", "eval_every", "save_at_words", "save_every_minutes", "device",
+                       "precision", "threads", "convention", "final_scoring")
 
 
 def run_config_of_options(options: Mapping[str, Any]) -> RunConfig:
@@ -462,6 +465,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                     resume=status == "resumed", eval_every=config.eval_every if minimal_pair_tasks else "none",
                     eval_tasks=",".join(minimal_pair_tasks) or "blimp", eval_limit=eval_limit, device=config.device,
                     convention=config.convention, progress=config.progress, save_at_words=config.save_at_words,
+                    save_every_minutes=config.save_every_minutes,
                     torch_threads=n_threads, torch_threads_reason=threads_why, precision=config.precision,
                 )
                 result = train(train_config, console=console, scorer=score_checkpoint)

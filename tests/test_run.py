@@ -178,6 +178,24 @@ def test_eval_every_words_needs_word_counts(tmp_path):
     assert "--eval-every words needs --save-at-words" in result.output and "Traceback" not in result.output
 
 
+def test_save_every_minutes_reaches_the_trainer(real_data_dir, tmp_path, monkeypatch):
+    """`run --save-every-minutes M` (what a hard kill can cost a study's cell) is the trainer's resume-point
+    interval, not the trainer's default; a non-positive value is one line."""
+    seen = {}
+
+    def stop_at_train(config, **_):
+        seen["minutes"] = config.save_every_minutes
+        raise UserError("stopped by the test")
+
+    monkeypatch.setattr("antlm_bench.training.trainer.train", stop_at_train)
+    common = ["run", "--preset", "tiny", "--schedule", "0.5_CLM", "--tasks", "blimp", "--data-dir", str(real_data_dir),
+              "--max-words", "3000", "--output", str(tmp_path / "out"), "--quiet"]
+    result = CliRunner().invoke(app, [*common, "--save-every-minutes", "7.5"])
+    assert "stopped by the test" in result.output and seen == {"minutes": 7.5}
+    result = CliRunner().invoke(app, [*common, "--save-every-minutes", "0"])
+    assert result.exit_code == 2 and "--save-every-minutes" in result.output and "Traceback" not in result.output
+
+
 def _pruned_copy(summary, output):
     """A copy of the fixture's run folder under ``output`` with its checkpoints, resume point and markers gone
     (what pruning to save disk, or a restore from a results export, leaves)."""

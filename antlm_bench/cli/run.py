@@ -50,6 +50,10 @@ def run(
                                              "seen (repeats counted): 1M,2M,... or a BabyLM grid: "
                                              "babylm-strict-small (19: every 1M to 10M, then every 10M to 100M; "
                                              "babylm is its alias) or babylm-strict (28: and every 100M to 1000M)."),
+    save_every_minutes: float = typer.Option(30.0, "--save-every-minutes",
+                                             help="A resume point every M minutes of training: the most a hard "
+                                                  "kill (SIGKILL, a lost machine) costs; Ctrl-C and SIGTERM write "
+                                                  "one anyway."),
     limit: int | None = typer.Option(None, help="Final minimal-pair evaluation on the first N items per subtask "
                                                "(a quick look; rows record it)."),
     glue_epochs: int | None = typer.Option(None, help="GLUE fine-tuning epochs (default: 10, 30 for WSC; the tiny "

@@ -11,7 +11,8 @@
 # out for CPU time), equivalence margins +-1 point (BLiMP, EWoK) and +-3 (the supplement, whose seed SD is 2.3);
 # the held-out loss is a secondary column (and forced for the positive control); first look at 5 seeds (no interval
 # of a 3-comparison family is bounded before), at most 10; every run scored by clm (each schedule ends in CLM);
-# every run in bf16 autocast (PRECISION, stated rather than probed: docs/precision.md).
+# every run in bf16 autocast (PRECISION, stated rather than probed: docs/precision.md); a resume point every 10
+# minutes (a 40-minute cell killed hard, by a lost machine rather than a signal, loses at most that).
 #
 #   ANTLM_BENCH_DATA=../shared/data bash leaderboards/cpu-study/run_study.sh                # BabyLlama
 #   ARCHS="babyllama ltgbert" JOBS=2 bash leaderboards/cpu-study/run_study.sh              # both (LTG: 46 CPU-min a cell)
@@ -38,7 +39,7 @@ MAX_SEEDS=${MAX_SEEDS:-10}
 PRECISION=${PRECISION:-bf16}
 export OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false ANTLM_BENCH_DATA="$DATA"
 common=(--preset cpu --tasks blimp,blimp_supplement,ewok,heldout --run-option "corpus=$DATA/pretrain_1600k"
-        --run-option eval-every=none --run-option "precision=$PRECISION" --threads 1 --until-decided --seeds 1-5 --max-seeds "$MAX_SEEDS"
+        --run-option eval-every=none --run-option "precision=$PRECISION" --run-option save-every-minutes=10 --threads 1 --until-decided --seeds 1-5 --max-seeds "$MAX_SEEDS"
         --primary blimp,blimp_supplement,ewok --margin blimp=1 --margin ewok=1 --margin blimp_supplement=3
         --negative-control --jobs "$JOBS")
 
