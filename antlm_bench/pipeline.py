@@ -77,6 +77,18 @@ class RunConfig(BaseModel):
     # a resume point (`last`) every M minutes of training: what a hard kill (SIGKILL, a lost machine) can cost;
     # not part of the configuration (checkpoint settings never change the network a seed trains)
     save_every_minutes: float = Field(30.0, gt=0)
+    eval_limit: int | None = Field(None, gt=0)  # per-phase scoring; default: the preset's eval_limit
+    limit: int | None = Field(None, gt=0)  # final minimal-pair evaluation: first N items per subtask
+    glue: GlueOptions = Field(default_factory=GlueOptions)  # GLUE's options (epochs, max_train_examples, probe, ...)
+    batch_tokens: int = Field(4096, gt=0)
+    device: str = "auto"
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # training's (models.precision); recorded in run.json
+    threads: int | None = Field(None, gt=0)  # CPU threads for torch (default: models.threads.choose_threads)
+    convention: Literal["babylm-2025", "babylm-2024"] = "babylm-2025"  # scoring convention, recorded in every row
+    # the final minimal-pair evaluation's method: auto (by the last phase: CLM -> clm, MLM -> pll), or one method
+    # for every run, so that schedules ending in different objectives are measured by one instrument
+    final_scoring: Literal["auto", "clm", "pll"] = "auto"
+    progress: bool = True
 
     @field_validator("label", mode="before")
     @classmethod
@@ -100,18 +112,6 @@ class RunConfig(BaseModel):
         if self.eval_every == "words" and not self.save_at_words:
             raise ValueError("--eval-every words needs --save-at-words")
         return self
-    eval_limit: int | None = Field(None, gt=0)  # per-phase scoring; default: the preset's eval_limit
-    limit: int | None = Field(None, gt=0)  # final minimal-pair evaluation: first N items per subtask
-    glue: GlueOptions = Field(default_factory=GlueOptions)  # GLUE's options (epochs, max_train_examples, probe, ...)
-    batch_tokens: int = Field(4096, gt=0)
-    device: str = "auto"
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # training's (models.precision); recorded in run.json
-    threads: int | None = Field(None, gt=0)  # CPU threads for torch (default: models.threads.choose_threads)
-    convention: Literal["babylm-2025", "babylm-2024"] = "babylm-2025"  # scoring convention, recorded in every row
-    # the final minimal-pair evaluation's method: auto (by the last phase: CLM -> clm, MLM -> pll), or one method
-    # for every run, so that schedules ending in different objectives are measured by one instrument
-    final_scoring: Literal["auto", "clm", "pll"] = "auto"
-    progress: bool = True
 
 
 @dataclass
