@@ -118,6 +118,10 @@ def test_plan_command_prints_the_design_and_its_table(monkeypatch, capsys):
     (["-k", "2", "--reps", "10"], "--reps 10"),
     (["-k", "2", "--paired-sd", "1", "--correlation", "0.5"], "instead of --seed-sd and --correlation"),
     (["-k", "2", "--paired-sd", "0"], "--paired-sd 0"),
+    (["-k", "2", "--observed", "1,y"], "--observed 'y'"),
+    (["-k", "2", "--observed", "0.5"], "without spread give no SD"),
+    (["-k", "2", "--observed", "1,1,1"], "without spread give no SD"),
+    (["-k", "2", "--max-seeds", "3", "--observed", "1,2,3"], "at the cap (--max-seeds 3)"),
 ])
 def test_bad_plan_input_is_one_line(monkeypatch, capsys, args, fragment):
     code, out, err = run_cli(monkeypatch, capsys, "plan", *args)
@@ -209,3 +213,51 @@ def test_bad_pilot_input_is_one_line(monkeypatch, capsys, tmp_path, args, fragme
     assert code == 2, out + err
     lines = [line for line in (out + err).splitlines() if line.strip()]
     assert len(lines) == 1 and fragment in lines[0], out + err
+
+
+def test_observed_seeds_give_the_conditional_share_that_averages_to_the_plans():
+    """Conditional power is calibrated: over prefixes drawn from the truth, P(sweep stopped by the prefix's look and
+    decided right there) plus the mean over the others of the conditional share given that prefix equals the
+    unconditional share (the law of total probability). A share that ignored the observed seeds, or let a look
+    the sweep already went on from stop it, breaks the equality."""
+    design = Design(comparisons=1, max_seeds=12, first_seeds=3, round_seeds=1, alpha=0.1, tolerance=None)
+    # a truth where about one sweep in six stops by the look at 8 seeds: the prefixes that went on are the less
+    # lucky ones, so their conditional share (0.35 here) is far from a fresh sweep's (0.47 when the seeds so far are
+    # ignored), and the sum comes back to the unconditional share only when both parts are right
+    truth, n_seen, prefixes, reps = Truth(1.0, 0.0, 1.0), 8, 600, 400
+    rng = np.random.default_rng(11)
+    whole = simulate_design(design, truth, 40_000, rng).decided_right
+    draws = truth.gap + truth.difference_sd * rng.standard_normal((prefixes, 1, design.max_seeds))
+    early = decide_sweeps(design, draws)
+    stopped = (early.seeds_at_stop <= n_seen) & early.all_decided
+    total = float((stopped & early.positive[:, 0]).sum())
+    for row in np.flatnonzero(~stopped):
+        total += simulate_design(design, truth, reps, rng, observed=draws[row, 0, :n_seen]).decided_right
+    mixed = total / prefixes
+    assert 0.2 < whole < 0.8  # both parts of the sum matter at this truth
+    assert abs(mixed - whole) < 0.05, (mixed, whole)  # sd of `mixed` about 0.02 (600 prefixes)
+    assert 0.1 < stopped.mean() < 0.3
+
+
+def test_looks_a_sweep_under_way_went_on_from_cannot_stop_it():
+    """Seven observed seeds decided at every look so far: the sweep under way stops at its next look (8), where
+    the same truth simulated from the first seed stops at its first (5); at the cap nothing is left to simulate."""
+    design = Design(comparisons=1, max_seeds=10, first_seeds=5, tolerance=1.0)
+    truth = Truth(0.1, 0.0, 1.0)
+    observed = [1.0, 1.05, 0.95, 1.02, 0.98, 1.0, 1.01]
+    under_way = simulate_design(design, truth, 500, np.random.default_rng(2), observed=observed)
+    fresh = simulate_design(design, truth, 500, np.random.default_rng(2))
+    assert under_way.decided_right == fresh.decided_right == 1.0
+    assert under_way.mean_seeds == 8.0 and fresh.mean_seeds == 5.0
+    with pytest.raises(ValueError, match="at its cap"):
+        simulate_design(design, truth, 100, np.random.default_rng(2), observed=[0.0] * 10)
+
+
+def test_plan_observed_prints_a_conditional_table(monkeypatch, capsys):
+    code, out, err = run_cli(monkeypatch, capsys, "plan", "-k", "3", "--max-seeds", "10", "--first-seeds", "5",
+                             "--observed=-2.1,-0.6,-0.6,-0.6,-1.1,-0.3,0.1", "--gap=-0.75", "--tolerance", "1",
+                             "--reps", "500", "--runs-per-seed", "4", "--cpu-minutes-per-run", "30")
+    assert code == 0, err
+    assert "paired difference SD 0.7 (the observed differences')" in out  # their SD, 0.6997
+    assert "7 observed paired difference(s)" in out and "conditional power" in out
+    assert "continuations of the sweep after 7 seeds" in out and "CPU-hours to go" in out

@@ -4,6 +4,7 @@ CPU-hours by simulating the sweep's own rule (``results.stats.planning``)."""
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 import typer
@@ -18,17 +19,18 @@ from antlm_bench.options import MAX_SEEDS
 MAX_DRAWS = 50_000_000
 
 
-def _gaps(text: str) -> list[float]:
-    gaps = []
+def _points(text: str, option: str) -> list[float]:
+    """Comma-separated numbers of points (gaps, or paired differences), each within +-100; a bad one is one line."""
+    values = []
     for part in text.split(","):
         try:
-            gap = float(part)
+            value = float(part)
         except ValueError:
-            raise UserError(f"--gap {part.strip()!r}: give numbers separated by commas, e.g. 1,2") from None
-        if not math.isfinite(gap) or abs(gap) > 100:
-            raise UserError(f"--gap {part.strip()}: a gap is a number of points between -100 and 100")
-        gaps.append(gap)
-    return gaps
+            raise UserError(f"{option} {part.strip()!r}: give numbers separated by commas, e.g. 1,2") from None
+        if not math.isfinite(value) or abs(value) > 100:
+            raise UserError(f"{option} {part.strip()}: a number of points between -100 and 100")
+        values.append(value)
+    return values
 
 
 def _from_pilot(paths: list[Path], column: str, baseline: str | None, seed_sd: float | None,
@@ -115,6 +117,12 @@ def plan_command(
                                       "configurations: the baseline and each schedule, per recipe and preset)."),
     cpu_minutes_per_run: float | None = typer.Option(None, "--cpu-minutes-per-run", help="CPU-minutes of one run "
                                                      "(training and evaluation), for the expected CPU-hours."),
+    observed: str | None = typer.Option(None, "--observed", help="A sweep under way: the comparison of interest's "
+                                        "paired differences so far (points, one a seed, comma-separated, signed as "
+                                        "--gap: schedule minus baseline). The simulated sweeps keep them and go on "
+                                        "from the look at that many seeds: the shares are conditional on them "
+                                        "(conditional power), the CPU-hours those still to spend. Without "
+                                        "--paired-sd, --seed-sd or --pilot, the truth's paired SD is theirs."),
     reps: int = typer.Option(20_000, "--reps", help="Simulated sweeps per gap."),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulation."),
 ) -> None:
@@ -126,7 +134,13 @@ def plan_command(
 
     from antlm_bench.results.stats.planning import Design, PlanOutcome, Truth, fixed_sample_power, simulate_design
 
-    gaps = _gaps(gap)
+    gaps = _points(gap, "--gap")
+    sd_from = "given"
+    seen = _points(observed, "--observed") if observed is not None else []
+    if seen and paired_sd is None and seed_sd is None and correlation is None and not pilot:
+        if len(seen) < 2 or statistics.stdev(seen) == 0:
+            raise UserError(f"--observed: {len(seen)} difference(s) without spread give no SD; give --paired-sd")
+        paired_sd, sd_from = statistics.stdev(seen), "the observed differences'"
     if paired_sd is not None:
         if seed_sd is not None or correlation is not None:
             raise UserError("--paired-sd: give it instead of --seed-sd and --correlation, not with them")
@@ -163,6 +177,9 @@ def plan_command(
         raise UserError(f"--runs-per-seed {runs_per_seed}: at least 1")
     if cpu_minutes_per_run is not None and not (math.isfinite(cpu_minutes_per_run) and cpu_minutes_per_run > 0):
         raise UserError(f"--cpu-minutes-per-run {cpu_minutes_per_run}: a positive number of minutes")
+    if len(seen) >= max_seeds:
+        raise UserError(f"--observed: {len(seen)} seeds, at the cap (--max-seeds {max_seeds}): no seed is left to "
+                        "simulate; the sweep's verdict there is its last")
     if reps < 100:
         raise UserError(f"--reps {reps}: at least 100 (the shares' margins are printed beside them)")
     if reps * comparisons * max_seeds > MAX_DRAWS:
@@ -176,7 +193,7 @@ def plan_command(
         f"design: {comparisons} comparison(s) sharing alpha {alpha:g} (Bonferroni: {design.alpha_each:.3g} each), "
         f"looks at {', '.join(map(str, looks))} seeds a side, cap {max_seeds}"
         + (f", equivalence within ±{tolerance:g}" if tolerance else ", no equivalence margin")
-        + (f"; truth: paired difference SD {paired_sd:.3g} (given)" if paired_sd is not None else
+        + (f"; truth: paired difference SD {paired_sd:.3g} ({sd_from})" if paired_sd is not None else
            f"; truth: seed SD {seed_sd:.3g}, same-seed correlation {correlation:.2g} (paired difference SD "
            f"{Truth(seed_sd, correlation, 0).difference_sd:.3g})")
         + f", other comparisons' gap {others_gap:g}"))
@@ -187,19 +204,26 @@ def plan_command(
         wasted = [n for n in looks if n < first]
         console.print(escape(f"the looks at {', '.join(map(str, wasted))} seed(s) cannot decide anything (the "
                              f"interval is unbounded before {first} seeds): start the sweep at --seeds 1-{first}"))
-    table = Table(title=escape(f"simulated sweeps ({reps:,} per gap, Gaussian seeds, seed {seed}): shares "
+    if seen:
+        console.print(escape(
+            f"given: {len(seen)} observed paired difference(s) of the comparison of interest (mean "
+            f"{statistics.fmean(seen):+.3g}); each simulated sweep keeps them and goes on from its look at "
+            f"{len(seen)} seeds: the shares are conditional on them (conditional power), the CPU-hours those still to "
+            "spend; the other comparisons' seeds so far are simulated, not observed"))
+    what = f"continuations of the sweep after {len(seen)} seeds" if seen else "sweeps"
+    table = Table(title=escape(f"simulated {what} ({reps:,} per gap, Gaussian seeds, seed {seed}): shares "
                                "±95% simulation margin"))
     columns = ["true gap", "decided (right sign)", "wrong sign", "equivalent", "others: any difference",
                "family: any difference",
                "mean seeds a side", "all decided", "fixed-n t at cap"]
     if cpu_minutes_per_run is not None:
-        columns.append("CPU-hours")
+        columns.append("CPU-hours to go" if seen else "CPU-hours")
     for column in columns:
         table.add_column(escape(column), justify="left" if column == "true gap" else "right")
     rng = np.random.default_rng(seed)
     for g in [0.0, *[g for g in gaps if g != 0]]:
         truth = Truth(seed_sd, correlation, g, others_gap)
-        out = simulate_design(design, truth, reps, rng)
+        out = simulate_design(design, truth, reps, rng, observed=seen)
 
         def share(p: float) -> str:
             return f"{100 * p:.1f}% ±{100 * PlanOutcome.margin(p, reps):.1f}"
@@ -208,9 +232,10 @@ def plan_command(
         row = ["0 (A/A)" if g == 0 else f"{g:g} ({unit})", share(out.decided_right),
                share(out.decided_wrong_sign), share(out.decided_equivalent), share(out.others_difference),
                share(out.family_difference), f"{out.mean_seeds:.1f}", share(out.all_decided),
-               "-" if g == 0 else f"{100 * fixed_sample_power(design, truth):.1f}%"]
+               # the fixed-n t's power is that of a design planned in advance: no conditional reading
+               "-" if g == 0 or seen else f"{100 * fixed_sample_power(design, truth):.1f}%"]
         if cpu_minutes_per_run is not None:
-            row.append(f"{out.mean_seeds * runs_per_seed * cpu_minutes_per_run / 60:.1f}")
+            row.append(f"{(out.mean_seeds - len(seen)) * runs_per_seed * cpu_minutes_per_run / 60:.1f}")
         table.add_row(*(escape(cell) for cell in row))
     console.print(table)
     console.print("[dim]" + escape(
@@ -218,5 +243,6 @@ def plan_command(
         "positive rate of one comparison); others: sweeps in which any other comparison of the family is decided a "
         "difference (an error when their gap is 0); family: any comparison at all (the A/A row's is the family's error rate, to hold at or under alpha); all decided: sweeps that stopped with every comparison decided "
         "(the rest ran to the cap); fixed-n t at cap: a paired t test at the cap, Bonferroni, one look, for "
-        "reference; CPU-hours: mean seeds x --runs-per-seed x --cpu-minutes-per-run. Method: docs/statistics.md "
+        "reference (not with --observed); CPU-hours: mean seeds (those still to run with --observed) x "
+        "--runs-per-seed x --cpu-minutes-per-run. Method: docs/statistics.md "
         "(Planning a sweep).") + "[/dim]")

@@ -20,6 +20,7 @@ rate under heavier tails and seed-to-seed drift as well.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,10 +101,11 @@ class SweepVerdicts:
     equivalent: np.ndarray
 
 
-def decide_sweeps(design: Design, differences: np.ndarray) -> SweepVerdicts:
+def decide_sweeps(design: Design, differences: np.ndarray, went_on_after: int = 0) -> SweepVerdicts:
     """The sweep's rule on paired per-seed differences [reps, comparisons, max_seeds] (vectorised: every sweep and
     comparison at once): intervals at each look, the stop (first look with no comparison undecided, else the
-    cap) and the verdicts there."""
+    cap) and the verdicts there. ``went_on_after``: a sweep known to have gone on from its looks up to that many
+    seeds (a study under way): only later looks can stop it."""
     reps, k, n_max = differences.shape
     if (k, n_max) != (design.comparisons, design.max_seeds):
         raise ValueError(f"differences {differences.shape}: expected [reps, {design.comparisons}, {design.max_seeds}]")
@@ -122,7 +124,7 @@ def decide_sweeps(design: Design, differences: np.ndarray) -> SweepVerdicts:
     if design.tolerance is not None and design.tolerance > 0:
         equivalent = ~(positive | negative) & (low > -design.tolerance) & (high < design.tolerance)
     undecided = ~(positive | negative | equivalent)  # [reps, k, looks]
-    all_decided = ~undecided.any(axis=1)  # [reps, looks]
+    all_decided = ~undecided.any(axis=1) & (looks > went_on_after)[None, :]  # [reps, looks]: where it can stop
     decided_somewhere = all_decided.any(axis=1)
     stop = np.where(decided_somewhere, all_decided.argmax(axis=1), len(looks) - 1)
     rows = np.arange(reps)
@@ -130,13 +132,20 @@ def decide_sweeps(design: Design, differences: np.ndarray) -> SweepVerdicts:
                          equivalent[rows, :, stop])
 
 
-def simulate_design(design: Design, truth: Truth, reps: int, rng: np.random.Generator) -> PlanOutcome:
-    """The sweep's rule on ``reps`` simulated sweeps of this truth."""
+def simulate_design(design: Design, truth: Truth, reps: int, rng: np.random.Generator,
+                    observed: Sequence[float] = ()) -> PlanOutcome:
+    """The sweep's rule on ``reps`` simulated sweeps of this truth. ``observed``: the comparison of interest's
+    paired differences of the seeds a sweep under way has run (fewer than ``max_seeds``), kept in every simulated
+    sweep, which goes on from its look at that many seeds: the shares are then conditional on them (conditional
+    power, the chance that going on decides). The other comparisons' seeds so far are simulated, not observed."""
     k = design.comparisons
     gaps = np.full(k, truth.others_gap)
     gaps[0] = truth.gap
     d = gaps[None, :, None] + truth.difference_sd * rng.standard_normal((reps, k, design.max_seeds))
-    v = decide_sweeps(design, d)
+    if len(observed) >= design.max_seeds:
+        raise ValueError(f"{len(observed)} observed seeds: a sweep at its cap ({design.max_seeds}) has no seeds to go")
+    d[:, 0, :len(observed)] = np.asarray(observed, dtype=np.float64)
+    v = decide_sweeps(design, d, went_on_after=len(observed))
     pos, neg, equiv = v.positive, v.negative, v.equivalent
     if truth.gap > 0:
         right, wrong = pos[:, 0], neg[:, 0]
