@@ -22,6 +22,8 @@ from antlm_bench.errors import UserError
 MAX_SEEDS = 1000
 # numpy's and torch's generators take seeds in [0, 2**32); one bit kept back for the offsets added per rank/step
 MAX_SEED = 2**31 - 1
+# minutes between resume points (`train`, `run`): the most a hard kill (SIGKILL, a lost machine) costs a run
+SAVE_EVERY_MINUTES = 30.0
 
 _ITEM = re.compile(r"\s*(\d{1,19})\s*(?:-\s*(\d{1,19})\s*)?")
 EXAMPLE = "e.g. 42, 1-3 or 1,2,5-7"

@@ -38,7 +38,7 @@ from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
 from antlm_bench.models import count_parameters
 from antlm_bench.models.threads import choose_threads
-from antlm_bench.options import parse_device, parse_label, parse_seeds, resolve_device
+from antlm_bench.options import SAVE_EVERY_MINUTES, parse_device, parse_label, parse_seeds, resolve_device
 from antlm_bench.recipes import Recipe, load_recipe
 from antlm_bench.registry import add_include_path
 from antlm_bench.results.store import commit_results, output_folder
@@ -76,7 +76,7 @@ class RunConfig(BaseModel):
     save_at_words: list[int] = Field(default_factory=list)  # checkpoints/chck_<N>M (train --save-at-words)
     # a resume point (`last`) every M minutes of training: what a hard kill (SIGKILL, a lost machine) can cost;
     # not part of the configuration (checkpoint settings never change the network a seed trains)
-    save_every_minutes: float = Field(30.0, gt=0)
+    save_every_minutes: float = Field(SAVE_EVERY_MINUTES, gt=0)
     eval_limit: int | None = Field(None, gt=0)  # per-phase scoring; default: the preset's eval_limit
     limit: int | None = Field(None, gt=0)  # final minimal-pair evaluation: first N items per subtask
     glue: GlueOptions = Field(default_factory=GlueOptions)  # GLUE's options (epochs, max_train_examples, probe, ...)

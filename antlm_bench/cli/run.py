@@ -8,6 +8,7 @@ import typer
 
 from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, console
 from antlm_bench.cli.paths import input_folder, output_folder
+from antlm_bench.options import SAVE_EVERY_MINUTES
 
 FINAL_SCORING_HELP = ("Method of the final minimal-pair evaluation: auto (the last phase's: CLM -> clm, MLM -> "
                       "pll), clm or pll for every run. Schedules that end in different objectives are compared "
@@ -50,7 +51,7 @@ def run(
                                              "seen (repeats counted): 1M,2M,... or a BabyLM grid: "
                                              "babylm-strict-small (19: every 1M to 10M, then every 10M to 100M; "
                                              "babylm is its alias) or babylm-strict (28: and every 100M to 1000M)."),
-    save_every_minutes: float = typer.Option(30.0, "--save-every-minutes",
+    save_every_minutes: float = typer.Option(SAVE_EVERY_MINUTES, "--save-every-minutes",
                                              help="A resume point every M minutes of training: the most a hard "
                                                   "kill (SIGKILL, a lost machine) costs; Ctrl-C and SIGTERM write "
                                                   "one anyway."),

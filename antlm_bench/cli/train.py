@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, err_console
 from antlm_bench.cli.paths import input_folder, output_folder
 from antlm_bench.errors import UserError, validation_line
+from antlm_bench.options import SAVE_EVERY_MINUTES
 
 
 @app.command("train")
@@ -41,7 +42,7 @@ def train_command(
     convention: str = typer.Option("babylm-2025", "--convention", help="Scoring convention of --eval-every: "
                                    "babylm-2025 (sentences as given) or babylm-2024 (leading space)."),
     save_every_steps: int | None = typer.Option(None, "--save-every-steps", help="Resume point every N steps."),
-    save_every_minutes: float = typer.Option(30.0, "--save-every-minutes", help="Resume point every M minutes."),
+    save_every_minutes: float = typer.Option(SAVE_EVERY_MINUTES, "--save-every-minutes", help="Resume point every M minutes."),
     save_every_epoch: bool = typer.Option(False, "--save-every-epoch", help="A checkpoint at every epoch end."),
     save_at_words: str | None = typer.Option(None, "--save-at-words", help="checkpoints/chck_<N>M at these words "
                                              "seen (repeats counted): 1M,2M,... (K and M suffixes), or a BabyLM "

@@ -47,7 +47,7 @@ from rich.console import Console
 from antlm_bench.errors import DivergedError, UserError
 from antlm_bench.models import build_model
 from antlm_bench.models.precision import Precision, resolve_precision
-from antlm_bench.options import parse_device, parse_label
+from antlm_bench.options import SAVE_EVERY_MINUTES, parse_device, parse_label
 from antlm_bench.recipes import load_recipe
 from antlm_bench.runs.identity import training_seed
 from antlm_bench.runs.layout import RunLayout, words_checkpoint_name
@@ -111,7 +111,7 @@ class TrainConfig(BaseModel):
     eval_limit: int | None = Field(None, gt=0)
     convention: Literal["babylm-2025", "babylm-2024"] = "babylm-2025"  # scoring convention of --eval-every
     save_every_steps: int | None = Field(None, gt=0)
-    save_every_minutes: float | None = Field(30.0, gt=0)
+    save_every_minutes: float | None = Field(SAVE_EVERY_MINUTES, gt=0)
     save_every_epoch: bool = False
     # checkpoints/chck_<N>M at the first step where the words seen (repeats counted) reach each of these
     save_at_words: list[int] = Field(default_factory=list)

@@ -138,12 +138,12 @@ def simulate_design(design: Design, truth: Truth, reps: int, rng: np.random.Gene
     paired differences of the seeds a sweep under way has run (fewer than ``max_seeds``), kept in every simulated
     sweep, which goes on from its look at that many seeds: the shares are then conditional on them (conditional
     power, the chance that going on decides). The other comparisons' seeds so far are simulated, not observed."""
+    if len(observed) >= design.max_seeds:
+        raise ValueError(f"{len(observed)} observed seeds: a sweep at its cap ({design.max_seeds}) has no seeds to go")
     k = design.comparisons
     gaps = np.full(k, truth.others_gap)
     gaps[0] = truth.gap
     d = gaps[None, :, None] + truth.difference_sd * rng.standard_normal((reps, k, design.max_seeds))
-    if len(observed) >= design.max_seeds:
-        raise ValueError(f"{len(observed)} observed seeds: a sweep at its cap ({design.max_seeds}) has no seeds to go")
     d[:, 0, :len(observed)] = np.asarray(observed, dtype=np.float64)
     v = decide_sweeps(design, d, went_on_after=len(observed))
     pos, neg, equiv = v.positive, v.negative, v.equivalent
