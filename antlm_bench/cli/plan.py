@@ -122,7 +122,8 @@ def plan_command(
                                         "--gap: schedule minus baseline). The simulated sweeps keep them and go on "
                                         "from the look at that many seeds: the shares are conditional on them "
                                         "(conditional power), the CPU-hours those still to spend. Without "
-                                        "--paired-sd, --seed-sd or --pilot, the truth's paired SD is theirs."),
+                                        "--paired-sd, --seed-sd, --correlation or --pilot, the truth's paired SD "
+                                        "is theirs."),
     reps: int = typer.Option(20_000, "--reps", help="Simulated sweeps per gap."),
     seed: int = typer.Option(0, "--seed", help="Seed of the simulation."),
 ) -> None:
