@@ -1,9 +1,13 @@
 """Leaderboard rows pool only seeds of one configuration: plain Hugging Face models (no antlm-bench training
-record) are told apart by the folder they scored, and a row says how many runs it pools."""
+record) are told apart by the folder they scored, and a row says how many runs it pools; and every committed board
+re-renders from its committed tables to the same bytes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 from leaderboard_tables import write_run
 from typer.testing import CliRunner
 
@@ -42,3 +46,33 @@ def test_seeds_of_one_recipe_pool_and_repeated_seeds_are_named(tmp_path):
     (row,) = board.rows
     assert len(row.run_ids) == 3
     assert any("seed(s) 2 appear more than once" in note for note in row.notes)
+
+
+# -- the committed boards -------------------------------------------------------------------------------------------
+# Each committed board, rendered again from its committed tables by the command its study script ran, is the same
+# bytes: the results layer may get faster, never say other numbers (a change of wording on purpose re-renders them).
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED_BOARDS = {
+    "cpu-study/leaderboard-ltgbert.md": ["-d", "leaderboards/cpu-study-ltgbert.yaml", "-f", "markdown"],
+    "cpu-study/decision-ltgbert.txt": ["-d", "leaderboards/cpu-study-ltgbert.yaml"],
+    "cpu-study/leaderboard-babyllama.md": ["-d", "leaderboards/cpu-study-babyllama.yaml", "-f", "markdown"],
+    "cpu-study/decision-babyllama.txt": ["-d", "leaderboards/cpu-study-babyllama.yaml"],
+    "mini-antlm/leaderboard.html": ["-d", "mini-antlm", "--family", "row", "-f", "html"],
+    "mini-antlm/leaderboard-ltgbert.md": ["-d", "mini-antlm-ltgbert", "--family", "row", "-f", "markdown"],
+    "mini-antlm/decision-ltgbert.txt": ["leaderboards/mini-antlm/results/ltgbert"],
+    "mini-antlm/leaderboard-babyllama.md": ["-d", "mini-antlm-babyllama", "--family", "row", "-f", "markdown"],
+    "mini-antlm/decision-babyllama.txt": ["leaderboards/mini-antlm/results/babyllama"],
+    "cpu-presets/leaderboard.md": ["leaderboards/cpu-presets/results", "--by", "recipe,preset,schedule", "-f",
+                                   "markdown"],
+    "cpu-presets/paradigms.md": ["leaderboards/cpu-presets/results", "leaderboards/mini-antlm/results", "--by",
+                                 "recipe,preset,schedule", "--subtasks", "blimp", "-f", "markdown"],
+}
+
+
+@pytest.mark.parametrize("board", sorted(COMMITTED_BOARDS))
+def test_a_committed_board_renders_the_same_bytes(board, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / Path(board).name
+    result = CliRunner().invoke(app, ["leaderboard", *COMMITTED_BOARDS[board], "-o", str(out)])
+    assert out.is_file(), result.output
+    assert out.read_bytes() == (ROOT / "leaderboards" / board).read_bytes(), f"{board} renders otherwise now"
