@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,6 +42,7 @@ from antlm_bench.recipes import Recipe, load_recipe
 from antlm_bench.registry import add_include_path
 from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import append_index
+from antlm_bench.runs.identity import run_folder_name
 from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.record import read_record
 from antlm_bench.runs.run_file import RunRecord
@@ -166,11 +166,6 @@ def default_preset() -> tuple[str, str]:
     if torch.cuda.is_available():
         return "paper", f"CUDA device {torch.cuda.get_device_name(0)} found: preset paper"
     return "tiny", "no CUDA device: preset tiny (CPU quickstart size; --preset cpu learns grammar on a CPU in under an hour a seed, small or paper are larger)"
-
-
-def run_folder_name(recipe: str, preset: str, schedule: str, seed: int, label: str | None = None) -> str:
-    slug = re.sub(r"[^A-Za-z0-9.]+", "_", schedule).strip("_")
-    return f"{recipe}-{preset}-{slug}-{label}-seed{seed}" if label else f"{recipe}-{preset}-{slug}-seed{seed}"
 
 
 def _sha256_text(*parts: str) -> str:

@@ -155,7 +155,7 @@ def test_unusable_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
     bad = tmp_path / "bad" / "scores.parquet"
     (bad / "0-bad").mkdir(parents=True)  # a committed event whose part is not a scores table
     pq.write_table(pa.table({"run_id": ["x"], "score": [1.0]}), bad / "0-bad" / "part.parquet")
-    cases.append((["--results", tmp_path / "base", "--baseline", bad], "not a scores table"))
+    cases.append((["--results", tmp_path / "base", "--baseline", bad], "the scores table lacks column"))
     for args, message in cases:
         code, _, err = _cli(monkeypatch, capsys, *args)
         assert code == 2, args

@@ -131,7 +131,7 @@ def test_a_label_that_cannot_name_a_folder_is_one_line(bad: str) -> None:
 
 
 def test_a_labelled_run_is_another_network_of_the_same_configuration(tmp_path: Path) -> None:
-    from antlm_bench.pipeline import run_folder_name
+    from antlm_bench.runs.identity import run_folder_name
 
     plain, labelled = _train(tmp_path, "plain"), _train(tmp_path, "labelled", label="negative-control")
     a, b = read_record(plain), read_record(labelled)

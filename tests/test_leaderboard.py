@@ -216,10 +216,10 @@ def test_unusable_input_is_a_user_error(tmp_path):
     bad = tmp_path / "bad" / "scores.parquet"
     (bad / "0-bad").mkdir(parents=True)  # a committed event whose part is not a scores table
     pq.write_table(pa.table({"run_id": ["x"], "value": [1.0]}), bad / "0-bad" / "part.parquet")
-    with pytest.raises(UserError, match="not a scores table"):
+    with pytest.raises(UserError, match="the scores table lacks column"):
         read_results([bad])
     (bad / "0-bad" / "part.parquet").write_bytes(b"not parquet")
-    with pytest.raises(UserError, match="not a readable Parquet"):
+    with pytest.raises(UserError, match="not a readable scores table"):
         read_results([bad])
 
 

@@ -18,7 +18,7 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,8 +28,10 @@ from antlm_bench.data.readers import data_files
 from antlm_bench.errors import UserError, did_you_mean
 from antlm_bench.results.stats import bootstrap_macro, bootstrap_mean, win_score
 from antlm_bench.results.tables import ScoreRow
-from antlm_bench.scoring import ScoringModel, check_method, load_scoring_model, score_pairs, wrap_model
 from antlm_bench.tasks import TaskSpec
+
+if TYPE_CHECKING:  # the scoring engine (torch) is imported when a task scores, not when a board asks what it is
+    from antlm_bench.scoring import ScoringModel
 
 
 @dataclass
@@ -63,6 +65,8 @@ def subtask_name(file_name: str) -> str:
 
 def scoring_model_for(ctx: EvalContext) -> ScoringModel:
     """The context's scoring model: given (a ScoringModel or a model + tokenizer), else loaded once and kept."""
+    from antlm_bench.scoring import ScoringModel, load_scoring_model, wrap_model
+
     if isinstance(ctx.model, ScoringModel):
         return ctx.model
     if ctx.model is not None:
@@ -209,6 +213,8 @@ class MinimalPairTask(TaskAdapter):
 
     # -- scoring ------------------------------------------------------------------------------------------------
     def run(self, ctx: EvalContext) -> TaskResult:
+        from antlm_bench.scoring import check_method, score_pairs
+
         started = time.perf_counter()
         subtasks = self.load(ctx.data_dir, ctx.limit)
         sm = scoring_model_for(ctx)

@@ -58,6 +58,7 @@ def leaderboard_command(
     ranked after every full evaluation; one ranking in every format. Without --definition the board is named
     after the folders given."""
     from antlm_bench.results.leaderboard import format_for, leaderboard_from_paths, write_leaderboard
+    from antlm_bench.results.leaderboard.results import results_reader
 
     for folder in include_path or []:
         add_include_path(folder)
@@ -75,7 +76,8 @@ def leaderboard_command(
     if subtasks is not None and chosen_format not in ("terminal", "markdown"):
         raise UserError(f"--subtasks {subtasks}: writes terminal or markdown, not {chosen_format}; choose --format "
                         "markdown or an --out FILE.md")
-    board = leaderboard_from_paths(results or [], definition, group_by, wanted, alpha, family)
+    reader = results_reader()  # each table read once: the board and the sweep decisions checked under it share it
+    board = leaderboard_from_paths(results or [], definition, group_by, wanted, alpha, family, reader)
     if subtasks is not None:
         _write_subtasks(board, subtasks.strip(), chosen_format, out)
         return
@@ -94,9 +96,9 @@ def leaderboard_command(
         # board in every text format, read (and checked against its tables) before anything is written, so that a
         # damaged one is one line instead of a board and a line
         from antlm_bench.results.leaderboard.definition import definition_result_paths
-        from antlm_bench.sweep import decision_lines
+        from antlm_bench.sweep.decision import decision_lines
 
-        board.decisions = decision_lines([*definition_result_paths(board.definition), *(results or [])])
+        board.decisions = decision_lines([*definition_result_paths(board.definition), *(results or [])], reader)
     written = write_leaderboard(board, chosen_format, out, console, plots, x_axis)
     for path in written:
         err_console.print(f"wrote {path}")

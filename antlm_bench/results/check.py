@@ -51,7 +51,7 @@ from antlm_bench.results.leaderboard import (
 )
 from antlm_bench.results.leaderboard.comparability import Incomparable, instrument_difference
 from antlm_bench.results.leaderboard.definition import metric_kind, separate_metric_columns
-from antlm_bench.results.leaderboard.results import Results
+from antlm_bench.results.leaderboard.results import Results, results_reader
 from antlm_bench.results.leaderboard.text import DESIGN_TEXT
 from antlm_bench.results.stats import SeedSD
 
@@ -188,8 +188,9 @@ def _one_instrument(current: Results, baseline: Results, tasks: set[str]) -> tup
 
 def _boards(results: Sequence[str | Path], baseline: Sequence[str | Path],
             group_by: Sequence[str] | None) -> tuple[Leaderboard, Leaderboard]:
-    current_results = read_results(results)
-    baseline_results = read_results(baseline)
+    reader = results_reader()  # a folder on both sides (a run checked against itself) is read once
+    current_results = read_results(results, reader)
+    baseline_results = read_results(baseline, reader)
     for option, side in (("--baseline", baseline_results), ("--results", current_results)):
         _all_finite(option, side)
     tasks = sorted({r["task"] for r in current_results.rows} | {r["task"] for r in baseline_results.rows})

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,13 @@ def labelled_schedule(schedule: str, label: str | None) -> str:
     """The board's name for the runs of ``schedule`` under ``label``: ``2_CLM [negative-control]``, a row of its own
     beside the unlabelled ``2_CLM``; the schedule itself without a label."""
     return f"{schedule} [{label}]" if label else schedule
+
+
+def run_folder_name(recipe: str, preset: str, schedule: str, seed: int, label: str | None = None) -> str:
+    """The folder ``run`` trains a seed in (and a sweep's cell is): ``<recipe>-<preset>-<schedule>[-<label>]-seed<s>``,
+    the schedule's punctuation as ``_``."""
+    slug = re.sub(r"[^A-Za-z0-9.]+", "_", schedule).strip("_")
+    return f"{recipe}-{preset}-{slug}-{label}-seed{seed}" if label else f"{recipe}-{preset}-{slug}-seed{seed}"
 
 
 def configuration_digest(recipe_content: Mapping[str, Any], preset: str, preset_content: Mapping[str, Any],

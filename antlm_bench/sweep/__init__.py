@@ -16,27 +16,33 @@ The command, ``antlm_bench/cli/sweep.py``, turns its options into one ``SweepSet
 and prints; docs/sweep.md says how to use it, on a laptop and on a cluster.
 """
 
-from antlm_bench.sweep.decision import Decision, Rule, decision_lines
-from antlm_bench.sweep.executors import (
-    Executor,
-    LocalExecutor,
-    Slot,
-    SlurmExecutor,
-    SlurmResources,
-    SweepInterrupted,
-    local_slots,
-)
-from antlm_bench.sweep.grid import Grid, GridCell, canonical_schedules, next_seeds, parse_seeds, split_top_level
-from antlm_bench.sweep.loop import PendingCheck, SweepOutcome, SweepPlan, run_sweep
-from antlm_bench.sweep.plan import PreparedSweep, RunOption, RunParser, prepare_sweep
-from antlm_bench.sweep.progress import Progress
-from antlm_bench.sweep.record import SweepFolder, SweepRecord
-from antlm_bench.sweep.settings import SlurmSettings, SweepSettings, UntilDecidedSettings, load_sweep_file, settings_of
+from __future__ import annotations
 
-__all__ = [
-    "GridCell", "Decision", "Executor", "Grid", "LocalExecutor", "PendingCheck", "PreparedSweep", "Progress", "Rule",
-    "RunOption", "RunParser", "SlurmExecutor", "SlurmResources", "SlurmSettings", "Slot", "SweepFolder",
-    "SweepInterrupted", "SweepOutcome", "SweepPlan", "SweepRecord", "SweepSettings", "UntilDecidedSettings",
-    "canonical_schedules", "decision_lines", "load_sweep_file", "local_slots", "next_seeds", "parse_seeds",
-    "prepare_sweep", "run_sweep", "settings_of", "split_top_level",
-]
+import importlib
+from typing import Any
+
+# name -> module, imported on first use: reading a decision (``leaderboard``) must not import the trainer, which
+# ``executors`` and ``plan`` do through ``pipeline`` (torch)
+_EXPORTS = {
+    "decision": ["Decision", "Rule", "decision_lines"],
+    "executors": ["Executor", "LocalExecutor", "Slot", "SlurmExecutor", "SlurmResources", "SweepInterrupted",
+                  "local_slots"],
+    "grid": ["Grid", "GridCell", "canonical_schedules", "next_seeds", "parse_seeds", "split_top_level"],
+    "loop": ["PendingCheck", "SweepOutcome", "SweepPlan", "run_sweep"],
+    "plan": ["PreparedSweep", "RunOption", "RunParser", "prepare_sweep"],
+    "progress": ["Progress"],
+    "record": ["SweepFolder", "SweepRecord"],
+    "settings": ["SlurmSettings", "SweepSettings", "UntilDecidedSettings", "load_sweep_file", "settings_of"],
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -28,6 +28,7 @@ from antlm_bench.data.readers import read_json_model
 from antlm_bench.errors import UserError
 from antlm_bench.results.leaderboard.comparability import instrument_difference
 from antlm_bench.results.leaderboard.definition import metric_kind
+from antlm_bench.results.leaderboard.results import results_reader
 from antlm_bench.results.stats.sequential import (
     DIFFERENCE,
     EQUIVALENT,
@@ -37,7 +38,7 @@ from antlm_bench.results.stats.sequential import (
     fewest_seeds,
     prior_precision,
 )
-from antlm_bench.results.store import store_digest
+from antlm_bench.results.store import StoreReader, store_digest
 from antlm_bench.runs.identity import labelled_schedule
 from antlm_bench.sweep.grid import NEGATIVE_CONTROL, GridCell
 from antlm_bench.sweep.record import DECISION_FILE, SWEEP_DIR, SweepFolder
@@ -216,12 +217,12 @@ class Decision:
         return self.decision == DIFFERENCE and ((self.mean > 0) if self.lower_is_better else (self.mean < 0))
 
 
-def _board(cells: Sequence[GridCell], output: Path) -> Any:
+def _board(cells: Sequence[GridCell], output: Path, reader: StoreReader | None) -> Any:
     """The board ``antlm-bench leaderboard`` shows for these cells' run folders (its columns: each task and each
     task's margin; the macro where the four AntLM tasks are there)."""
     from antlm_bench.results.leaderboard import leaderboard_from_paths
 
-    return leaderboard_from_paths(sorted({output / cell.name for cell in cells}), family="none")
+    return leaderboard_from_paths(sorted({output / cell.name for cell in cells}), family="none", reader=reader)
 
 
 def _seed_values(cell: Any, seeds: Sequence[int]) -> dict[int, float]:
@@ -229,10 +230,11 @@ def _seed_values(cell: Any, seeds: Sequence[int]) -> dict[int, float]:
     return {wanted[label]: value for label, value in zip(cell.seed_labels, cell.seed_values) if label in wanted}
 
 
-def compare_round(cells: Sequence[GridCell], output: Path, rule: Rule, seeds: Sequence[int]) -> list[Decision]:
+def compare_round(cells: Sequence[GridCell], output: Path, rule: Rule, seeds: Sequence[int],
+                  reader: StoreReader | None = None) -> list[Decision]:
     """Every schedule against ``rule.baseline`` (same recipe and preset) on each column and the macro, over the
-    seeds both sides finished."""
-    board = _board(cells, output)
+    seeds both sides finished (``reader``: the command's, when it read these tables already)."""
+    board = _board(cells, output, reader)
     rows = {row.key: row for row in board.rows}
     keys = sorted({(cell.recipe, cell.preset) for cell in cells})
     # every arm but the baseline: the schedules, then the labelled ones (the negative control)
@@ -389,12 +391,14 @@ class DecisionRecord(BaseModel):
                 for seed in self.seeds]
 
 
-def _table_digests(cells: Sequence[GridCell], output: Path) -> dict[str, str]:
-    return {cell.name: store_digest(output / cell.name) for cell in sorted(set(cells), key=lambda c: c.name)}
+def _table_digests(cells: Sequence[GridCell], output: Path, reader: StoreReader | None) -> dict[str, str]:
+    digest = reader.digest if reader is not None else store_digest
+    return {cell.name: digest(output / cell.name) for cell in sorted(set(cells), key=lambda c: c.name)}
 
 
 def write_decision(folder: SweepFolder, rule: Rule, comparisons: Sequence[Decision], seeds: Sequence[int],
-                   rounds: Sequence[Sequence[int]], status: str, cells: Sequence[GridCell] = ()) -> DecisionRecord:
+                   rounds: Sequence[Sequence[int]], status: str, cells: Sequence[GridCell] = (),
+                   reader: StoreReader | None = None) -> DecisionRecord:
     """Store the rule, the seeds used, each comparison's decision and the digests of the tables of ``cells`` (the
     run folders it was computed from) in ``<output>/sweep/decision.json`` (atomically); ``status``: decided, max
     seeds reached, or stopped (a failed or interrupted round)."""
@@ -411,7 +415,7 @@ def write_decision(folder: SweepFolder, rule: Rule, comparisons: Sequence[Decisi
                         decided_when="the interval excludes 0 (difference) or lies within +-tolerance (equivalent)"),
         seeds=list(seeds), rounds=[list(r) for r in rounds],
         comparisons=[ComparisonRecord.of(c) for c in comparisons],
-        tables=_table_digests(cells, folder.output),
+        tables=_table_digests(cells, folder.output, reader),
     )
     folder.write_json(folder.decision_file, record.model_dump(mode="json"))
     return record
@@ -423,19 +427,20 @@ def read_decision(path: Path) -> DecisionRecord:
                            "run the sweep again")
 
 
-def verify_decision(path: Path, record: DecisionRecord) -> str | None:
+def verify_decision(path: Path, record: DecisionRecord, reader: StoreReader | None = None) -> str | None:
     """Whether the decision is what the tables beside it give: the digests of the tables it recorded (schema 2)
     are those of the tables now, and the comparisons recomputed from the tables (``compare_round``, the sweep's own
     code) are the recorded ones, decision for decision, with the recorded status. None when it holds; else why
-    not, in a few words."""
+    not, in a few words. ``reader``: the command's, whose reads the board and this share."""
     output = path.parent.parent
+    reader = reader if reader is not None else results_reader()
     for name, digest in (record.tables.items() if record.schema_version >= CONTENT_DIGESTS else ()):
-        if store_digest(output / name) != digest:
+        if reader.digest(output / name) != digest:
             return f"the tables of {name} changed since the decision"
     if not record.comparisons:
         return None
     try:
-        recomputed = compare_round(record.cells(), output, record.rule.rule(), record.seeds)
+        recomputed = compare_round(record.cells(), output, record.rule.rule(), record.seeds, reader)
     except UserError as err:
         return f"it cannot be recomputed from the tables ({err})"
     stored = [row.comparison() for row in record.comparisons]
@@ -470,12 +475,13 @@ def _decision_files(folders: Sequence[Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def decision_lines(folders: Sequence[Path]) -> list[str]:
+def decision_lines(folders: Sequence[Path], reader: StoreReader | None = None) -> list[str]:
     """What the leaderboard prints under the table for the sweeps that decided in ``folders`` or any folder below
     them (a study may hold one sweep per architecture; nothing where none did): per decision, the rule in one line,
     a reminder that the table assumed a fixed seed count, then one line per comparison. A decision that its tables
     do not give (edited, or the tables changed since) is never shown as decided: one line says so instead."""
-    return [line for path in _decision_files(folders) for line in _decision_file_lines(path)]
+    reader = reader if reader is not None else results_reader()
+    return [line for path in _decision_files(folders) for line in _decision_file_lines(path, reader)]
 
 
 def decision_reference(folders: Sequence[Path], group_by: Sequence[str]) -> dict[str, str] | None:
@@ -498,9 +504,9 @@ def decision_reference(folders: Sequence[Path], group_by: Sequence[str]) -> dict
     return wanted if all(key in group_by for key in wanted) else None
 
 
-def _decision_file_lines(path: Path) -> list[str]:
+def _decision_file_lines(path: Path, reader: StoreReader) -> list[str]:
     record = read_decision(path)
-    problem = verify_decision(path, record)
+    problem = verify_decision(path, record, reader)
     if problem is not None:
         return [f"sweep decision NOT SHOWN: {path} does not match the tables beside it ({problem}); it is not a "
                 "decision of these results: run the sweep again to decide"]

@@ -1,6 +1,6 @@
 """The grid of a sweep: recipes x presets x schedules x seeds, each cell exactly one ``antlm-bench run`` cell.
 
-A cell's run folder is the one ``run`` names (``pipeline.run_folder_name``) under the sweep's output, and a cell is
+A cell's run folder is the one ``run`` names (``runs.identity.run_folder_name``) under the sweep's output, and a cell is
 run as ``python -m antlm_bench run --model R --preset P --schedule S --seeds N --output OUT [run options]``: the
 same folders, content hashes and store as a ``run`` typed by hand, so a finished cell is reused and an unfinished
 one resumed by either command.
@@ -14,8 +14,7 @@ from pathlib import Path
 
 from antlm_bench.errors import UserError
 from antlm_bench.options import parse_seeds  # the one seeds grammar (re-exported: sweep files use it)
-from antlm_bench.pipeline import run_folder_name
-from antlm_bench.runs.identity import labelled_schedule
+from antlm_bench.runs.identity import labelled_schedule, run_folder_name
 from antlm_bench.runs.schedule import parse_schedule
 
 # the `run` options every cell's words set (GridCell.argv): axes of the grid, never pass-through options

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from antlm_bench.errors import UserError
+from antlm_bench.results.leaderboard.results import results_reader
 from antlm_bench.results.stats.sequential import DIFFERENCE, EQUIVALENT, UNDECIDED
+from antlm_bench.results.store import StoreReader
 from antlm_bench.sweep.decision import (
     FORCED,
     NOT_TESTED,
@@ -89,7 +91,8 @@ def _rounds(plan: SweepPlan, executor: Executor, record: SweepRecord, progress: 
         if failed:
             _store(folder, rule, [], seeds, record, "stopped: a cell failed", cells)
             return SweepOutcome(failed, [], "stopped: a cell failed")
-        comparisons = compare_round(cells, plan.output, rule, seeds)
+        reader = results_reader()  # this look's reads: the comparisons and the digests the decision records share them
+        comparisons = compare_round(cells, plan.output, rule, seeds, reader)
         for c in comparisons:
             if c.decision in (DIFFERENCE, EQUIVALENT):
                 first_decided.setdefault(c.key, len(seeds))
@@ -116,17 +119,17 @@ def _rounds(plan: SweepPlan, executor: Executor, record: SweepRecord, progress: 
             family = [c for c in studied if c.decision not in (NOT_TESTED, FORCED, SECONDARY)]
             say(f"{len(undecided)} of the family's {len(family)} comparison(s) undecided after {len(seeds)} seeds: "
                 f"adding seeds {','.join(map(str, added))}")
-            _store(folder, rule, comparisons, seeds, record, "running", cells)
+            _store(folder, rule, comparisons, seeds, record, "running", cells, reader)
             seeds += added
             record.rounds.append(added)
             continue
-        _store(folder, rule, comparisons, seeds, record, status, cells)
+        _store(folder, rule, comparisons, seeds, record, status, cells, reader)
         return SweepOutcome([], comparisons, status)
 
 
 def _store(folder: SweepFolder, rule: Rule, comparisons: list[Decision], seeds: list[int], record: SweepRecord,
-           status: str, cells: list[GridCell]) -> None:
-    write_decision(folder, rule, comparisons, seeds, record.rounds, status, cells)
+           status: str, cells: list[GridCell], reader: StoreReader | None = None) -> None:
+    write_decision(folder, rule, comparisons, seeds, record.rounds, status, cells, reader)
     record.save()
 
 

@@ -377,6 +377,11 @@ def _group_items(results: Results, present: list[RunCheckpoint], column: str,
     out: dict[str, ItemMatrix] = {}
     for subtask in per_seed[0]:
         ids = per_seed[0][subtask][0]
+        if all(np.array_equal(ids, other[subtask][0]) for other in per_seed[1:]):  # the usual case: one item set
+            rows = [correct for _, correct, _ in (s[subtask] for s in per_seed)]
+            groups = next((g for _, _, g in (s[subtask] for s in per_seed) if g is not None), None)
+            out[subtask] = ItemMatrix(ids, np.stack(rows), groups)
+            continue
         for other in per_seed[1:]:
             ids = np.intersect1d(ids, other[subtask][0])
         rows = [correct[np.searchsorted(seed_ids, ids)] for seed_ids, correct, _ in (s[subtask] for s in per_seed)]

@@ -26,6 +26,7 @@ from antlm_bench.results.leaderboard.model import Leaderboard
 from antlm_bench.results.leaderboard.plots import curve_caption, plot_curves
 from antlm_bench.results.leaderboard.results import Results, read_results
 from antlm_bench.results.leaderboard.text import FILE_WIDTH, key_text, render_markdown, render_terminal
+from antlm_bench.results.store import StoreReader
 
 
 def board_table(board: Leaderboard) -> pa.Table:
@@ -78,8 +79,10 @@ def leaderboard_from_paths(
     reference: Mapping[str, str] | None = None,
     alpha: float = 0.05,
     family: str = "board",
+    reader: StoreReader | None = None,
 ) -> Leaderboard:
-    """The ``antlm-bench leaderboard`` entry point: a definition's results and/or result folders, aggregated."""
+    """The ``antlm-bench leaderboard`` entry point: a definition's results and/or result folders, aggregated
+    (``reader``: the command's, when it reads the same tables again, as a sweep decision's check does)."""
     loaded = (load_definition(definition) if definition is not None
               else LeaderboardDefinition(name=folders_name(results)))
     paths = [*definition_result_paths(loaded), *map(Path, results)]
@@ -90,7 +93,7 @@ def leaderboard_from_paths(
         raise UserError("no results: give result folders, or --definition with a results: list")
     if not 0 < alpha < 1:
         raise UserError(f"--alpha {alpha}: must be between 0 and 1")
-    results = read_results(paths)
+    results = read_results(paths, reader)
     if definition is None:
         # no definition: the AntLM tasks first, then any other task the tables hold (an --include-path task)
         # and each task's separate metrics (the minimal-pair tasks' margin) beside it, as task.metric columns

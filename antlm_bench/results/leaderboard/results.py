@@ -11,11 +11,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from antlm_bench.errors import UserError
-from antlm_bench.results.leaderboard.definition import REQUIRED_COLUMNS, metric_kind
-from antlm_bench.results.store import find_results, read_results_folder, score_parts
+from antlm_bench.results.leaderboard.definition import metric_kind
+from antlm_bench.results.store import StoreReader, find_results
 
 # ----------------------------------------------------------------------------------------------------------
 # reading result tables
@@ -23,39 +21,36 @@ from antlm_bench.results.store import find_results, read_results_folder, score_p
 
 @dataclass
 class Results:
-    """Standing score rows of every results folder read (the latest row of every key, see antlm_bench.results.store)."""
+    """Standing score rows of every results folder read (the latest row of every key, see antlm_bench.results.store),
+    and the reader that read them, which holds their items for ``run_items``."""
 
     rows: list[dict[str, Any]]
     items_sources: dict[str, Path]  # run_id -> the first results store (or old file) holding items of that run
     files: list[Path]  # the results stores (scores.parquet folders) and old single scores.parquet files read
     notes: list[str] = field(default_factory=list)
+    reader: StoreReader[ItemIndex] = field(default_factory=lambda: results_reader())
 
 
-def _check_columns(part: Path) -> None:
-    try:
-        names = set(pq.read_schema(part).names)
-    except (pa.ArrowException, OSError) as err:
-        raise UserError(f"{part}: not a readable Parquet file ({err}); re-run the evaluation") from None
-    missing = [c for c in REQUIRED_COLUMNS if c not in names]
-    if missing:
-        raise UserError(f"{part}: not a scores table (columns {', '.join(missing)} missing)")
+def results_reader() -> StoreReader[ItemIndex]:
+    """A command's reader of result tables: each store read once, its items kept as an :class:`ItemIndex`."""
+    return StoreReader(ItemIndex.build)
 
 
-def read_results(paths: Sequence[str | Path]) -> Results:
-    """Every results store under ``paths``; a missing path or none at all: UserError."""
+def read_results(paths: Sequence[str | Path], reader: StoreReader[ItemIndex] | None = None) -> Results:
+    """Every results store under ``paths``, each read once (``reader``: the command's, shared with what else it
+    reads); a missing path or none at all: UserError."""
+    reader = reader if reader is not None else results_reader()
     rows: list[dict[str, Any]] = []
     items_sources: dict[str, Path] = {}
     run_files: dict[str, list[Path]] = defaultdict(list)
     files = find_results(paths)
     empty: list[Path] = []
     for source in files:
-        for part in score_parts(source):
-            _check_columns(part)
-        stored = read_results_folder(source, with_items=False)
+        stored = reader.read(source)
         file_rows = stored.scores.to_pylist()
         if not file_rows:
             empty.append(source)
-        has_items = _has_items(source)
+        has_items = stored.items is not None
         for run_id in dict.fromkeys(row["run_id"] for row in file_rows):
             run_files[run_id].append(source)
             if has_items:
@@ -65,55 +60,111 @@ def read_results(paths: Sequence[str | Path]) -> Results:
              "merged as one run (a copy of a run folder?)" for run_id, found in run_files.items() if len(found) > 1]
     notes += [f"{source}: no score rows (a run that was never evaluated, or whose evaluation failed); nothing of "
               "it is on the board" for source in empty]
-    return Results(rows, items_sources, files, notes)
+    return Results(rows, items_sources, files, notes, reader)
 
 
-def _has_items(source: Path) -> bool:
-    from antlm_bench.results.store import ITEMS_PART
-
-    return any((part.parent / ITEMS_PART).is_file() for part in score_parts(source))
+# what a cell's items are looked up by (results.store's ITEM_GROUP less the subtask)
+_SLICE = ("run_id", "checkpoint", "phase_index", "scoring", "task")
 
 
-_items_cache: dict[tuple[str, tuple], pa.Table] = {}
+@dataclass
+class ItemIndex:
+    """One store's standing items, arranged once for every cell's lookup: sorted by (slice, subtask, item id), one
+    row per item of a slice (the last record of an item wins, as the store keeps one per item and seed and GLUE's
+    seeds repeat an item), each metric's per-item values as float64 (NaN where an item lacks it)."""
+
+    slices: dict[tuple, dict[str, tuple[int, int]]]  # (run, checkpoint, phase, scoring, task) -> subtask -> rows
+    ids: np.ndarray  # item ids (str), ascending within each slice's subtask
+    # each item's cluster as a code that sorts as the cluster names do (an item without one: "_item_<id>"), so
+    # that a statistic that orders clusters orders them as by name; and whether the item named a cluster
+    clusters: np.ndarray
+    grouped: np.ndarray
+    values: dict[str, np.ndarray]  # item_value column (correct, margin, value) -> per-row values
+    position: np.ndarray  # each row's position in the store's items (the record order)
+
+    @classmethod
+    def build(cls, items: pa.Table) -> ItemIndex:
+        if items.num_rows == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls({}, np.zeros(0, dtype=str), empty, empty.astype(bool), {}, empty)
+        keys = [*_SLICE, "subtask"]
+        # an item without an id reads as "None", as it always has; filled before the sort so the order is the ids'
+        item_id = pc.fill_null(items["item_id"], "None")
+        items = pa.table({**{k: items[k] for k in keys}, "item_id": item_id, "group_id": items["group_id"],
+                          "correct": items["correct"], "value": items["value"],
+                          "margin": pc.subtract(items["score_good"], items["score_bad"]),
+                          "position": pa.array(np.arange(items.num_rows, dtype=np.int64))})
+        # a stable sort: equal keys keep their record order, so the last of an item's records is the last of its run
+        order = pc.sort_indices(items, sort_keys=[(k, "ascending", "at_start") for k in (*keys, "item_id")])
+        items = items.take(order)
+        slice_changes = _changes(items, keys)
+        last = np.append(slice_changes | _changes(items, ["item_id"]), True)
+        if not last.all():
+            items = items.filter(pa.array(last, pa.bool_()))
+            slice_changes = _changes(items, keys)
+        starts = np.flatnonzero(np.append(True, slice_changes))
+        ends = np.append(starts[1:], items.num_rows)
+        slices: dict[tuple, dict[str, tuple[int, int]]] = defaultdict(dict)
+        heads = items.take(pa.array(starts, pa.int64())).select(keys).to_pylist()
+        for head, begin, end in zip(heads, starts.tolist(), ends.tolist()):
+            slices[tuple(head[k] for k in _SLICE)][head["subtask"]] = (begin, end)
+        ids = np.asarray(items["item_id"].to_numpy(zero_copy_only=False)).astype(str)
+        named = pc.if_else(pc.is_null(items["group_id"]), pc.binary_join_element_wise("_item_", items["item_id"], ""),
+                           items["group_id"])
+        _, clusters = np.unique(np.asarray(named.to_numpy(zero_copy_only=False)).astype(str), return_inverse=True)
+
+        def floats(name: str) -> np.ndarray:
+            return np.asarray(pc.fill_null(pc.cast(items[name], pa.float64()), float("nan")).to_numpy(
+                zero_copy_only=False), dtype=np.float64)
+
+        return cls(dict(slices), ids, clusters.reshape(-1).astype(np.int64),
+                   np.asarray(pc.is_valid(items["group_id"]).to_numpy(zero_copy_only=False), dtype=bool),
+                   {name: floats(name) for name in ("correct", "value", "margin")}, items["position"].to_numpy())
+
+    def subtask_items(self, key: tuple, subtask: str, metric: str) -> tuple[np.ndarray, np.ndarray,
+                                                                              np.ndarray | None] | None:
+        """One subtask of one slice: (ids ascending, each item's value under ``metric``, cluster codes or None when
+        no item names a cluster); None when the slice lacks the subtask."""
+        found = self.slices.get(key, {}).get(subtask)
+        if found is None:
+            return None
+        return self._items(np.arange(*found), metric)
+
+    def any_checkpoint_items(self, key: tuple, subtask: str, metric: str) -> tuple[np.ndarray, np.ndarray,
+                                                                                     np.ndarray | None] | None:
+        """As :meth:`subtask_items` for a score row without a checkpoint: the items of every checkpoint of
+        (run, phase, scoring, task), the last record of an item winning."""
+        run_id, _, phase, scoring, task = key
+        rows = [np.arange(*found[subtask]) for (r, _, p, s, t), found in self.slices.items()
+                if (r, p, s, t) == (run_id, phase, scoring, task) and subtask in found]
+        if not rows:
+            return None
+        rows_all = np.concatenate(rows)
+        rows_all = rows_all[np.lexsort((self.position[rows_all], self.ids[rows_all]))]
+        ids = self.ids[rows_all]
+        return self._items(rows_all[np.append(ids[1:] != ids[:-1], True)], metric)
+
+    def _items(self, rows: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        column = metric_kind(metric).item_value
+        if column is None:
+            raise ValueError(f"metric {metric!r} has no per-item value")
+        clusters = self.clusters[rows] if self.grouped[rows].any() else None
+        return self.ids[rows], self.values[column][rows], clusters
 
 
-def _stamp(source: Path) -> tuple:
-    """What changes when a results folder does: its committed events."""
-    return tuple(p.parent.name for p in score_parts(source))
-
-
-def _read_items_table(source: Path) -> pa.Table:
-    key = (str(source), _stamp(source))
-    if key not in _items_cache:
-        try:
-            items = read_results_folder(source).items
-        except UserError as err:
-            raise UserError(f"{err}; re-run with --log-samples") from None
-        if items is None:
-            from antlm_bench.results.tables import ITEM_SCHEMA
-
-            items = ITEM_SCHEMA.empty_table()
-        _items_cache[key] = items.select(["run_id", "checkpoint", "phase_index", "scoring", "task", "subtask",
-                                          "item_id", "group_id", "correct", "score_good", "score_bad", "value"])
-    return _items_cache[key]
-
-
-def _eq(column: pa.ChunkedArray, value: Any) -> pa.ChunkedArray:
-    return pc.is_null(column) if value is None else pc.fill_null(pc.equal(column, value), False)
-
-
-def _item_values(table: pa.Table, metric: str) -> np.ndarray:
-    """Each item's value under ``metric`` (``definition.METRICS``: accuracy -> correct, margin -> score_good -
-    score_bad, loss -> value), NaN where an item lacks it."""
-    column = metric_kind(metric).item_value
-    if column == "margin":
-        values = pc.subtract(table["score_good"], table["score_bad"])
-    elif column is not None:
-        values = table[column]
-    else:
-        raise ValueError(f"metric {metric!r} has no per-item value")
-    return np.asarray(pc.fill_null(pc.cast(values, pa.float64()), float("nan")).to_numpy(zero_copy_only=False),
-                      dtype=np.float64)
+def _changes(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
+    """For each row after the first, whether it differs from the row before in any of ``columns`` (null equals
+    null): on a sorted table, where one key's rows end."""
+    changed = np.zeros(max(0, table.num_rows - 1), dtype=bool)
+    if table.num_rows < 2:
+        return changed
+    for name in columns:
+        column = table[name].combine_chunks()
+        before, after = column.slice(0, len(column) - 1), column.slice(1)
+        differ = pc.fill_null(pc.not_equal(after, before), False)
+        one_null = pc.xor(pc.is_null(after), pc.is_null(before))
+        changed |= np.asarray(pc.or_(differ, one_null).to_numpy(zero_copy_only=False), dtype=bool)
+    return changed
 
 
 def run_items(results: Results, run_id: str, meta: Mapping[str, Any], task: str, scoring: str,
@@ -128,30 +179,15 @@ def run_items(results: Results, run_id: str, meta: Mapping[str, Any], task: str,
     source = results.items_sources.get(run_id)
     if source is None:
         return None
-    table = _read_items_table(source)
-    mask = pc.and_(pc.and_(_eq(table["run_id"], run_id), _eq(table["task"], task)), _eq(table["scoring"], scoring))
-    mask = pc.and_(mask, _eq(table["phase_index"], meta["phase_index"]))
-    if meta["checkpoint"]:
-        mask = pc.and_(mask, _eq(table["checkpoint"], meta["checkpoint"]))
-    chosen = table.filter(mask)
+    index = results.reader.read(source).items
+    if index is None:
+        return None
+    key = (run_id, meta["checkpoint"], meta["phase_index"], scoring, task)
     by_subtask: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
-    subtask_col = np.asarray(chosen["subtask"].to_pylist(), dtype=object)
-    ids_all = np.asarray(chosen["item_id"].to_pylist(), dtype=object).astype(str)
-    values_all = _item_values(chosen, metric)
-    groups_all = chosen["group_id"].to_pylist()
     for subtask in subtasks:
-        where = np.flatnonzero(subtask_col == subtask)
-        if where.size == 0:
+        found = (index.subtask_items(key, subtask, metric) if meta["checkpoint"]
+                 else index.any_checkpoint_items(key, subtask, metric))
+        if found is None or np.isnan(found[1]).any():
             return None
-        # the last record of an item wins (the store already keeps one per item and seed; GLUE's seeds repeat
-        # an item, and this keeps one of them, as before); np.unique keeps the first, so reverse
-        rev = where[::-1]
-        uniq, first = np.unique(ids_all[rev], return_index=True)
-        pick = rev[first]
-        groups = [groups_all[i] for i in pick]
-        group_array = None if all(g is None for g in groups) else np.asarray(
-            [g if g is not None else f"_item_{uid}" for g, uid in zip(groups, uniq)], dtype=object).astype(str)
-        if np.isnan(values_all[pick]).any():
-            return None
-        by_subtask[subtask] = (uniq, values_all[pick], group_array)
+        by_subtask[subtask] = found
     return by_subtask

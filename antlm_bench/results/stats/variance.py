@@ -35,7 +35,7 @@ class ItemMatrix:
 
     ids: np.ndarray  # item ids, sorted
     correct: np.ndarray  # [k seeds, n items]
-    groups: np.ndarray | None = None  # cluster of each item, or None when every item stands alone
+    groups: np.ndarray | None = None  # cluster of each item (a name or a code), None when each stands alone
 
     def clustered(self) -> np.ndarray:
         """[k, clusters] linearised values whose column mean is each seed's subtask accuracy."""
@@ -89,6 +89,8 @@ def item_variance(subtasks: Mapping[str, ItemMatrix]) -> float:
 
 def _aligned(a: ItemMatrix, b: ItemMatrix) -> tuple[np.ndarray, np.ndarray]:
     """Both sides' clustered matrices on the items (clusters) they share, in one order."""
+    if np.array_equal(a.ids, b.ids):  # the usual case: both sides scored one item set
+        return a.clustered(), ItemMatrix(a.ids, b.correct, a.groups).clustered()
     common, ia, ib = np.intersect1d(a.ids, b.ids, return_indices=True)
     groups = None if a.groups is None else a.groups[ia]
     left = ItemMatrix(common, a.correct[:, ia], groups).clustered()
@@ -98,7 +100,8 @@ def _aligned(a: ItemMatrix, b: ItemMatrix) -> tuple[np.ndarray, np.ndarray]:
 
 def shared_items(a: Mapping[str, ItemMatrix], b: Mapping[str, ItemMatrix]) -> int:
     """How many items both sides scored, over the subtasks both have."""
-    return int(sum(np.intersect1d(a[s].ids, b[s].ids).size for s in set(a) & set(b)))
+    return int(sum(a[s].ids.size if np.array_equal(a[s].ids, b[s].ids) else np.intersect1d(a[s].ids, b[s].ids).size
+                   for s in set(a) & set(b)))
 
 
 def item_variance_of_difference(a: Mapping[str, ItemMatrix], b: Mapping[str, ItemMatrix], design: str) -> float:

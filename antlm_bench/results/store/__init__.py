@@ -17,7 +17,7 @@ order they were committed. An event is written into its staging folder (scores, 
 committed by ONE ``os.rename`` of that folder to its event name: a reader sees all of an event or nothing of it,
 scores and items never disagree, and two writers never touch the same file (no read-modify-write anywhere).
 
-Reading (``read_results_folder``) takes the committed events in name order and keeps, for every key, the row of
+Reading (``read_results_folder``; ``StoreReader``: each store once per command) takes the committed events in name order and keeps, for every key, the row of
 the LATEST event: a re-evaluation replaces what it re-scored and leaves the rest. Score key: (run_id, checkpoint,
 phase_index, task, subtask, metric, scoring, limit, seed); the seed is part of it because GLUE rows repeat once per
 fine-tuning seed. Items follow their scores: a (run, checkpoint, phase, scoring, task, subtask)'s items come from
@@ -51,8 +51,10 @@ from antlm_bench.results.store.layout import (  # noqa: F401
 from antlm_bench.results.store.read import (  # noqa: F401
     EVALUATION_TEXT,
     UNREAD_ITEM_TASKS,
+    ReadStore,
     StoredEvent,
     StoredResults,
+    StoreReader,
     find_results,
     read_results_folder,
     read_scores,

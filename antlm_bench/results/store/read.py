@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +26,8 @@ from antlm_bench.results.store.layout import (
     _events,
 )
 from antlm_bench.results.tables import ITEM_SCHEMA, SCORE_SCHEMA
+
+T = TypeVar("T")
 
 # -- reading ----------------------------------------------------------------------------------------------------
 
@@ -80,7 +82,9 @@ def statistics_items(items: pa.Table) -> pa.Table:
     import pyarrow.compute as pc
 
     if "task" in items.column_names:
-        items = items.filter(pc.invert(pc.is_in(items["task"], pa.array(UNREAD_ITEM_TASKS))))
+        unread = pc.is_in(items["task"], pa.array(UNREAD_ITEM_TASKS))
+        if pc.any(unread).as_py():  # a filter copies every column: only when there is something to leave out
+            items = items.filter(pc.invert(unread))
     return items.drop_columns([c for c in EVALUATION_TEXT if c in items.column_names])
 
 
@@ -91,7 +95,7 @@ def store_digest(source: str | Path) -> str:
     column by column, not by their file's bytes: an export that drops the evaluation text and re-encodes the
     numbers losslessly keeps the digest. A folder without a store gives the digest of nothing.
 
-    A command that also reads the tables gets this digest from the same read (``read_store(..., digest=True)``)."""
+    A command that also reads the tables gets this digest from the same read (``StoreReader.digest``)."""
     source = Path(source)
     store = source if source.name == STORE else source / STORE
     return _read_store(store, with_items=False, with_digest=True, checked=False).digest or ""
@@ -347,6 +351,53 @@ def _read_store(source: Path, with_items: bool, with_digest: bool, checked: bool
     if with_items and any(t is not None for t in item_tables):
         items = _standing_items(scores_all, score_event, picks, item_tables)
     return StoredResults(source, scores, items, events, digest.hexdigest() if digest is not None else None)
+
+
+@dataclass(frozen=True)
+class ReadStore(Generic[T]):
+    """What a :class:`StoreReader` keeps of one store: its standing scores, its digest, and its items only as the
+    reader's view of them (an index a board looks cells up in), never the whole items table."""
+
+    source: Path  # the store folder
+    scores: pa.Table
+    events: tuple[str, ...]
+    digest: str
+    items: T | None  # the reader's view of the standing items; None when no event logged items
+
+
+class StoreReader(Generic[T]):
+    """One command's reads of results stores: each store read once (its standing scores, items and digest from the
+    same bytes), its items kept as ``item_view(items)``. A command makes one at its edge and passes it down, so a
+    board, the decision verified under it and the digests it checks share the reads. A store's events are
+    immutable and a new one is a new name, so a read is kept under the store's committed event names: a store that
+    gained an event since is read again."""
+
+    def __init__(self, item_view: Callable[[pa.Table], T]) -> None:
+        self._item_view = item_view
+        self._held: dict[Path, ReadStore[T]] = {}
+
+    def read(self, source: str | Path) -> ReadStore[T]:
+        """The store at ``source`` (a store or a results folder), read once."""
+        store = _store(Path(source))
+        key = store.resolve()
+        held = self._held.get(key)
+        if held is None or held.events != tuple(_events(store)):
+            stored = _read_store(store, with_items=True, with_digest=True)
+            held = ReadStore(store, stored.scores, tuple(stored.events), stored.digest or "",
+                             None if stored.items is None else self._item_view(stored.items))
+            self._held[key] = held
+        return held
+
+    def digest(self, source: str | Path) -> str:
+        """``store_digest(source)``, from the read when the store is readable (a damaged one: digested as it is)."""
+        source = Path(source)
+        store = source if source.name == STORE else source / STORE
+        if store.is_dir():
+            try:
+                return self.read(store).digest
+            except UserError:
+                pass
+        return store_digest(source)
 
 
 def _bytes(path: Path, what: str) -> bytes:
