@@ -31,6 +31,22 @@ class LRSchedule(_Strict):
     cycles: int | None = Field(None, gt=0, le=10_000)  # restarts: N cycles over the phase
     min_lr_ratio: float = Field(0.0, ge=0, le=1)
 
+    def describe(self) -> str:
+        """One human line: ``cosine with restarts every 4 epochs, warm-up 1%``."""
+        if self.kind == "cosine_with_restarts":
+            if self.cycle_epochs is not None:
+                cycle = f"every {self.cycle_epochs:g} epochs"
+            else:
+                cycle = f"{self.cycles or 1} cycles"
+            text = f"cosine with restarts, {cycle}"
+        else:
+            text = self.kind
+        if self.warmup_ratio:
+            text += f", warm-up {self.warmup_ratio * 100:g}%"
+        if self.min_lr_ratio:
+            text += f", floor {self.min_lr_ratio:g}"
+        return text
+
 
 class Preset(_Strict):
     """Model size and the batch/sequence settings that go with it."""

@@ -9,7 +9,7 @@ import torch
 from transformers import get_cosine_schedule_with_warmup
 
 from antlm_bench.recipes import LRSchedule, load_recipe
-from antlm_bench.training.lr_schedules import build_phase_lr, cycle_boundaries, describe, lr_factor, phase_scheduler
+from antlm_bench.training.lr_schedules import build_phase_lr, cycle_boundaries, lr_factor, phase_scheduler
 
 
 def _curve(spec: LRSchedule, n_steps: int, steps_per_epoch: float) -> list[float]:
@@ -112,4 +112,4 @@ def test_recipes_follow_the_paper() -> None:
     ltg = load_recipe("antlm-ltgbert")
     for objective in ("CLM", "MLM", "MNTP"):
         assert ltg.lr_schedule(objective).kind == "cosine_with_restarts" and ltg.lr_schedule(objective).cycles == 4
-    assert describe(baby.lr_schedule("MLM")) == "cosine with restarts, every 4 epochs, warm-up 1%"
+    assert baby.lr_schedule("MLM").describe() == "cosine with restarts, every 4 epochs, warm-up 1%"

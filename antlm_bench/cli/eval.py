@@ -103,6 +103,12 @@ def eval_command(
     Accuracy = (wins + ties / 2) / n per subtask; a task's score is the unweighted mean over its subtasks, with a
     95% bootstrap interval.
     """
+    from antlm_bench.errors import UserError
+    from antlm_bench.runs.layout import model_folder
+
+    if not model_folder(model)[0].is_dir():  # answered before the scoring engine (torch) is imported
+        raise UserError(f"--model {Path(model).expanduser()}: not a folder; give a Hugging Face model folder "
+                        "(config.json + weights)")
     from antlm_bench.adapters.glue.options import GlueOptions
     from antlm_bench.evaluate import eval_config, evaluate
     from antlm_bench.options import parse_device, resolve_device
@@ -121,8 +127,6 @@ def eval_command(
         convention=convention, progress=progress,
         options=glue_options, seeds=parse_seeds(seeds),
     )
-    from antlm_bench.runs.layout import model_folder
-
     model, chosen = model_folder(model)
     if chosen is not None:
         err_console.print(f"[dim]note:[/dim] --model {escape(chosen)}", soft_wrap=True)

@@ -82,6 +82,13 @@ def run(
     """Train a model under a schedule, score each phase its own way, evaluate the final model, and print a Table-2-style summary (BLiMP, supplement, EWoK, GLUE, macro, with 95% intervals).
 
     Re-running the same command reuses finished training and evaluations and resumes unfinished ones."""
+    from antlm_bench.recipes import load_recipe
+    from antlm_bench.registry import add_include_path
+
+    # a mistyped recipe is answered before the trainer (torch) is imported
+    for folder in ctx.params.get("include_path") or []:
+        add_include_path(folder)
+    load_recipe(ctx.params["model"])
     from antlm_bench.pipeline import run_benchmark, run_config_of_options
     from antlm_bench.results.leaderboard import build_leaderboard, read_results, render_terminal
 

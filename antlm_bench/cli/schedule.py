@@ -20,7 +20,6 @@ def schedule_command(
     from antlm_bench.recipes import load_recipe
     from antlm_bench.registry import add_include_path
     from antlm_bench.runs.schedule import format_number, parse_schedule
-    from antlm_bench.training.lr_schedules import describe
 
     for folder in include_path or []:
         add_include_path(folder)
@@ -33,7 +32,7 @@ def schedule_command(
         table.add_column(column, justify="right" if numeric else "left", no_wrap=column == "objective")
     start = 0.0
     for index, phase in enumerate(parsed.phases):
-        lr = describe(recipe.lr_schedule(phase.dominant_objective))
+        lr = recipe.lr_schedule(phase.dominant_objective).describe()
         if phase.weights is not None:  # MIX or BATCHMIX
             lr = f"{phase.dominant_objective}'s: {lr}"  # the heaviest weight decides
         table.add_row(

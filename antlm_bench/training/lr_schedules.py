@@ -104,20 +104,3 @@ def phase_scheduler(
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """A LambdaLR whose k-th step is the phase's step ``start_step + k``; the optimizer's lr is set at once."""
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: lr_factor(start_step + k, phase))
-
-
-def describe(spec: LRSchedule) -> str:
-    """One human line: ``cosine with restarts every 4 epochs, warm-up 1%``."""
-    if spec.kind == "cosine_with_restarts":
-        if spec.cycle_epochs is not None:
-            cycle = f"every {spec.cycle_epochs:g} epochs"
-        else:
-            cycle = f"{spec.cycles or 1} cycles"
-        text = f"cosine with restarts, {cycle}"
-    else:
-        text = spec.kind
-    if spec.warmup_ratio:
-        text += f", warm-up {spec.warmup_ratio * 100:g}%"
-    if spec.min_lr_ratio:
-        text += f", floor {spec.min_lr_ratio:g}"
-    return text

@@ -29,7 +29,6 @@ from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.record import CheckpointRecord, read_record
 from antlm_bench.runs.run_file import RUN_SCHEMA_VERSION, RunRecord, TrainSettings
 from antlm_bench.training.checkpointer import RunFacts
-from antlm_bench.training.lr_schedules import describe
 from antlm_bench.training.plan import PhasePlan
 from antlm_bench.training.step import Dist
 
@@ -172,7 +171,7 @@ class Reporter:
         policy = self.facts.recipe.optimizer_at_phase
         return (f"phase {plan.index}/{len(self.facts.plans) - 1} {plan.phase.label}: {plan.n_steps} steps"
                 + (f" (resuming after {done})" if done else "") + (f", optimizer {policy}" if plan.index else "")
-                + f", {plan.phase.attention_mode} attention, lr {describe(plan.lr.spec)}")
+                + f", {plan.phase.attention_mode} attention, lr {plan.lr.spec.describe()}")
 
     # -- the run's life: start, steps, end -------------------------------------------------------------------------
 
@@ -273,7 +272,7 @@ class Reporter:
             precision_reason=facts.precision.reason, data_hash=facts.data_hash, tokenizer_hash=facts.tokenizer_hash,
             training_fingerprint=facts.training_fingerprint, config_fingerprint=facts.config_fingerprint,
             phases=[{"index": p.index, "objective": p.phase.label, "epochs": p.phase.epochs, "steps": p.n_steps,
-                     "lr_schedule": describe(p.lr.spec)} for p in facts.plans],
+                     "lr_schedule": p.lr.spec.describe()} for p in facts.plans],
             masking=facts.recipe.masking.strategy, optimizer_at_phase=facts.recipe.optimizer_at_phase,
             mix_loss=facts.recipe.mix_loss, step=step, package_version=__version__, updated_at=utc_stamp(),
         )
