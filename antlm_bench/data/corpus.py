@@ -22,7 +22,8 @@ recipe's tokenizer.
 Every step streams, so memory does not grow with the text: the files are read a block at a time, the cleaned lines
 go to an unnamed spool file (:class:`CleanCorpus`), the tokenizer trains from an iterator over it, and the token
 stream is written to disk a batch of lines at a time (the tokenizers library encodes a batch on every core the
-process may use). What grows with the corpus is 24 bytes a line while reading (each line's digest and word count).
+process may use). What grows with the corpus is some 26 bytes a line while reading (each line's digest, word count
+and words kept).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def clean_line(line: str) -> str:
 
 # -- reading: every pass over the text streams it, through a spool file -----------------------------------------------
 
-_READ_BYTES = 1 << 22  # bytes of a corpus file decoded at a time
+_READ_BYTES = 1 << 20  # bytes of a corpus file decoded at a time (as text: up to 4 MB a block, and its lines)
 _SPOOL_BYTES = 1 << 22  # bytes of a spool (or a packed array) read or copied at a time
 _DIGEST_BYTES = 16  # de-duplication compares 128-bit BLAKE2b digests of the cleaned lines, not the lines
 _DEDUP_PARTS = 16  # the duplicate search sorts one part of the digests at a time: its temporaries stay small
@@ -154,7 +155,7 @@ class _Spooled:
     byte_spans: dict[str, tuple[int, int]]  # each source's bytes on the spool, in file order
     line_spans: dict[str, tuple[int, int]]  # each source's line numbers
     digests: np.ndarray  # [n_lines, 2] uint64: the 128-bit digest of each line
-    words: np.ndarray  # [n_lines] int64
+    words: np.ndarray  # [n_lines] int32
 
 
 def _spool_file() -> IO[bytes]:
@@ -163,10 +164,10 @@ def _spool_file() -> IO[bytes]:
 
 
 def _spool_cleaned(files: list[Path]) -> _Spooled:
-    """Pass 1: clean each file's lines onto a spool; memory holds 24 bytes a line (its digest and word count)."""
+    """Pass 1: clean each file's lines onto a spool; memory holds 20 bytes a line (its digest and word count)."""
     spool = _spool_file()
     try:
-        digests, words = bytearray(), array.array("q")
+        digests, words = bytearray(), array.array("i")
         byte_spans: dict[str, tuple[int, int]] = {}
         line_spans: dict[str, tuple[int, int]] = {}
         for path in files:
@@ -186,8 +187,8 @@ def _spool_cleaned(files: list[Path]) -> _Spooled:
             byte_spans[path.stem] = (first_byte, spool.tell())
             line_spans[path.stem] = (first_line, len(words))
         spool.flush()
-        return _Spooled(spool, byte_spans, line_spans, np.frombuffer(bytes(digests), np.uint64).reshape(-1, 2),
-                        np.frombuffer(words, np.int64) if len(words) else np.zeros(0, np.int64))
+        return _Spooled(spool, byte_spans, line_spans, np.frombuffer(digests, np.uint64).reshape(-1, 2),
+                        np.frombuffer(words, np.int32) if len(words) else np.zeros(0, np.int32))
     except BaseException:
         spool.close()
         raise
@@ -327,8 +328,8 @@ def _hash_spool(spool: IO[bytes], spans: dict[str, tuple[int, int]]) -> str:
 def read_corpus(corpus_dir: str | os.PathLike, split: str = "train", max_words: int | None = None,
                 seed: int = 0) -> CleanCorpus:
     """Read, clean, de-duplicate and (with ``max_words``) proportionally sample a corpus folder, streaming: the text
-    goes to a spool file, and memory holds 24 bytes a line while reading (a 100M-word corpus of 10-word lines:
-    about 240 MB), nothing that grows with the text itself."""
+    goes to a spool file, and memory holds some 26 bytes a line while reading (a line's digest, word count and
+    words kept: a 100M-word corpus of 10-word lines, about 260 MB), nothing that grows with the text itself."""
     if max_words is not None and max_words <= 0:
         raise UserError(f"--max-words {max_words}: must be a positive number of words")
     files = find_corpus_files(corpus_dir, split)
@@ -386,7 +387,9 @@ class PackedCorpus:
 
 # -- packing: tokenized a batch at a time, on every core, written to disk as it comes ----------------------------------
 
-_TOKENIZE_CHARS = 1 << 20  # characters per encode_batch call: its Encodings hold some 100 bytes a token
+# characters per encode_batch call: enough lines to keep every core busy (one line is one core's work), few
+# enough that the batch's Encodings (some 100 bytes a token) stay some 50 MB
+_TOKENIZE_CHARS = 1 << 21
 
 
 def _pack_batch(encodings: list, bos: int | None, eos: int) -> tuple[np.ndarray, np.ndarray]:
@@ -501,6 +504,12 @@ def _npy_from_raw(raw: Path, shape: tuple[int, int], dtype: np.dtype) -> Path:
     return target
 
 
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
 def _publish(staging: Path, folder: Path, manifest: PackedManifest) -> None:
     """Rename the finished ``staging`` folder to ``folder``: a reader sees the old entry or the new one, whole."""
     try:
@@ -590,6 +599,7 @@ def prepare_corpus(
         manifest = expected.model_copy(update={"n_sequences": n_blocks, "input_ids_sha256": sums[0],
                                                "word_starts_sha256": sums[1]})
         (staging / "packed.json").write_text(manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; a cache entry should read like any folder
         if folder is not None:
             _publish(staging, folder, expected)
         arrays = _load_packed(staging if folder is None else folder, expected)
