@@ -9,7 +9,8 @@ strict-small track's size) is built in a temporary folder from it: each line wri
 its own suffix word (`` #1`` .. `` #6``) so that de-duplication keeps all six. Each row is one child process,
 ``python -m antlm_bench data prepare --corpus C --cache-dir EMPTY --recipe R --preset P`` (a fresh cache: the
 tokenizer is trained and the corpus packed, nothing reused); its wall time, CPU time and peak resident set come
-from ``os.wait4`` (that child alone). ``cores`` is CPU time over wall time: how many cores the run kept busy on
+from ``os.wait4`` (that child alone); ``read/BPE/pack`` are the seconds of its three steps as it printed them
+(reading and cleaning, training the tokenizer, tokenizing and packing). ``cores`` is CPU time over wall time: how many cores the run kept busy on
 average (of the ``sched_getaffinity`` cores it may use). ``bytes/token`` is the peak resident set over the packed
 tokens (the packed arrays themselves are 5 bytes a token: int32 ids, bool word starts).
 
@@ -46,7 +47,8 @@ class Row:
     wall_s: float
     cpu_s: float
     peak_bytes: int
-    hashes: str = ""  # the data and tokenizer sha256 prefixes data prepare printed
+    stages: str = ""  # seconds reading, training the tokenizer and packing, as data prepare printed them
+    hashes: str = ""  # the tokenizer and data sha256 prefixes data prepare printed
     cache: Path | None = None
 
 
@@ -92,9 +94,13 @@ def prepare(code_root: Path, corpus: Path, cache: Path, recipe: str, preset: str
         sys.stderr.write(output[-3000:])
         raise SystemExit(f"{label}: no word or token count in data prepare's output")
     hashes = re.search(r"tokenizer: .*sha256 (\w+)\s.*data sha256 (\w+)", output, re.S)
+    stages = [re.search(pattern, output) for pattern in (r"corpus: read .*\(([\d.]+) s\)",
+                                                         r"tokenizer: trained.*\(([\d.]+) s\)",
+                                                         r"packing: [\d,]+ sequences.*\(([\d.]+) s\)")]
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
     return Row(label, name, int(words.group(1).replace(",", "")), int(tokens.group(1).replace(",", "")), wall,
                usage.ru_utime + usage.ru_stime, usage.ru_maxrss * scale,
+               "/".join(f"{float(m.group(1)):.0f}" if m else "?" for m in stages),
                " ".join(hashes.groups()) if hashes else "", cache)
 
 
@@ -120,8 +126,9 @@ def same_output(old: Row, new: Row) -> str:
 
 def show(row: Row, projected: bool = False) -> str:
     cores = "" if projected else f"{row.cpu_s / row.wall_s:5.2f}"
-    return (f"| {row.code:<12} | {row.corpus:<30} | {row.words / 1e6:8.2f}M | {row.tokens / 1e6:8.2f}M | "
-            f"{row.wall_s:8.1f} | {cores:>5} | {row.peak_bytes / 2**20:9,.0f} | {row.peak_bytes / row.tokens:7.1f} |")
+    return (f"| {row.code:<13} | {row.corpus:<30} | {row.words / 1e6:8.2f}M | {row.tokens / 1e6:8.2f}M | "
+            f"{row.wall_s:8.1f} | {row.stages:>13} | {cores:>5} | {row.peak_bytes / 2**20:9,.0f} | "
+            f"{row.peak_bytes / row.tokens:7.1f} |")
 
 
 def project(small: Row, large: Row) -> Row:
@@ -170,8 +177,10 @@ def main() -> int:
         # the older commit's rows come first, one per corpus, then this checkout's in the same order
         compared = [same_output(old, new) for old, new in zip(rows, rows[len(corpora):])] if args.rev else []
     print()
-    print("| code         | corpus                         |    words |   tokens |   wall s | cores |  peak MB | B/token |")
-    print("|--------------|--------------------------------|----------|----------|----------|-------|----------|---------|")
+    print("| code          | corpus                         |    words |   tokens |   wall s | read/BPE/pack | cores |"
+          "   peak MB | B/token |")
+    print("|---------------|--------------------------------|----------|----------|----------|---------------|-------|"
+          "-----------|---------|")
     for label, _ in codes:
         measured = [row for row in rows if row.code == label]
         for row in measured:
