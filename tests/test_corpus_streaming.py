@@ -262,3 +262,38 @@ def test_a_link_planted_at_the_entry_is_not_followed(tricky_corpus, tokenizer, t
     assert packed.cache_path.is_dir() and not packed.cache_path.is_symlink()
     assert {p.name: p.read_bytes() for p in first.cache_path.iterdir()} == before  # the link's target untouched
     assert np.array_equal(packed.input_ids, first.input_ids)
+
+
+# -- memory: what the process holds does not grow with the text --------------------------------------------------------
+
+
+def _traced_peak(folder: Path, lines: list[str], tokenizer, cache: Path) -> tuple[int, int]:
+    """(the peak of Python's allocations, numpy's arrays among them, while a corpus of ``lines`` in two sources is
+    read, sampled to 90% of its words and packed; the bytes of its text)."""
+    import tracemalloc
+
+    folder.mkdir()
+    half = len(lines) // 2
+    (folder / "a.train").write_text("\n".join(lines[:half]), encoding="utf-8")
+    (folder / "b.train").write_text("\n".join(lines[half:]), encoding="utf-8")
+    words = sum(len(line.split()) for line in lines)
+    tracemalloc.start()
+    try:
+        packed = prepare_corpus(folder, tokenizer, 64, words * 9 // 10, cache, seed=2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sum(packed.source_words.values()) == words * 9 // 10
+    return peak, sum(len(line.encode()) for line in lines)
+
+
+def test_memory_does_not_grow_with_the_corpus(tmp_path, monkeypatch, tokenizer):
+    """Four times the text, the same peak: neither the text nor the token stream is held whole, only a block of
+    each (tracemalloc is deterministic, unlike the resident set that benchmarks/data_prepare.py measures)."""
+    for name in ("_READ_BYTES", "_SPOOL_BYTES", "_TOKENIZE_CHARS"):
+        monkeypatch.setattr(streaming, name, 1 << 13)
+    lines = [" ".join(_lines(seed, 20)) for seed in range(1_200)]  # some 2,000 bytes a line
+    small, _ = _traced_peak(tmp_path / "small", lines[:300], tokenizer, tmp_path / "cache")
+    large, text_bytes = _traced_peak(tmp_path / "large", lines, tokenizer, tmp_path / "cache")
+    assert text_bytes > 2_000_000
+    assert large < 1.25 * small and large < text_bytes / 8, f"{small:,} -> {large:,} bytes for {text_bytes:,}"

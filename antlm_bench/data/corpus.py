@@ -476,7 +476,7 @@ def _load_packed(folder: Path, manifest: PackedManifest) -> tuple[np.ndarray, np
     try:
         stored = PackedManifest.model_validate_json(files[0].read_bytes())
         arrays = [np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in _ARRAYS]
-        sums = [sha256_file(folder / f"{name}.npy") for name in _ARRAYS]
+        sums = [sha256_file(folder / f"{name}.npy", _SPOOL_BYTES) for name in _ARRAYS]
     except (OSError, ValueError, EOFError):  # pydantic's ValidationError is a ValueError
         return None
     expected = manifest.model_copy(update={"n_sequences": stored.n_sequences, "input_ids_sha256": sums[0],
@@ -581,9 +581,9 @@ def prepare_corpus(
             say(f"packing: reused {folder}")
             return packed(reused, folder, True)
         folder.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale(folder.parent, f".{key}.tmp-*.tmp")  # what a killed packing of this entry left
-    staging = Path(tempfile.mkdtemp(dir=None if folder is None else folder.parent,
-                                    prefix=f".{key}.tmp-{temporary_tag()}-", suffix=".tmp"))
+    parent = Path(tempfile.gettempdir()) if folder is None else folder.parent
+    remove_stale(parent, f".{key}.tmp-*.tmp")  # what a killed packing of these blocks left
+    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{key}.tmp-{temporary_tag()}-", suffix=".tmp"))
     try:
         clock = time.perf_counter()
         say(f"packing: tokenizing {sum(corpus.n_lines.values()):,} lines into sequences of {seq_len} ...")
@@ -594,7 +594,7 @@ def prepare_corpus(
                 f"corpus {corpus_dir}: {n_tokens} tokens, fewer than one sequence of {seq_len}; give more text"
             )
         say(f"packing: {n_blocks:,} sequences, {n_blocks * seq_len:,} tokens ({time.perf_counter() - clock:.1f} s)")
-        sums = [sha256_file(_npy_from_raw(staging / f"{name}.raw", (n_blocks, seq_len), dtype))
+        sums = [sha256_file(_npy_from_raw(staging / f"{name}.raw", (n_blocks, seq_len), dtype), _SPOOL_BYTES)
                 for name, dtype in _ARRAYS.items()]
         manifest = expected.model_copy(update={"n_sequences": n_blocks, "input_ids_sha256": sums[0],
                                                "word_starts_sha256": sums[1]})
