@@ -215,7 +215,7 @@ def test_a_damaged_entry_is_rebuilt_and_a_failed_rebuild_publishes_nothing(trick
     def fail(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(streaming, "_npy_from_raw", fail)
+    monkeypatch.setattr(streaming, "_finish_npy", fail)
     with pytest.raises(OSError, match="No space"):
         prepare_corpus(tricky_corpus, tokenizer, 24, None, cache)
     assert (entry / "word_starts.npy").read_bytes() == bytes(flipped)  # the old entry, as it was
@@ -233,12 +233,12 @@ def test_a_killed_packing_leaves_no_entry_and_its_leftovers_are_tidied(tricky_co
         import os, signal
         from antlm_bench.data import corpus
         from antlm_bench.data.tokenizer import load_tokenizer
-        real = corpus._npy_from_raw
-        def killed(raw, *args):
-            if raw.name == "word_starts.raw":  # input_ids.npy written, word_starts.npy not yet
+        real = corpus._finish_npy
+        def killed(path, *args):
+            if path.name == "word_starts.npy":  # input_ids.npy finished, word_starts.npy not yet
                 os.kill(os.getpid(), signal.SIGKILL)
-            return real(raw, *args)
-        corpus._npy_from_raw = killed
+            return real(path, *args)
+        corpus._finish_npy = killed
         corpus.prepare_corpus({str(tricky_corpus)!r}, load_tokenizer({str(tmp_path / "tok")!r}), 24, None,
                               {str(cache)!r})
     """)

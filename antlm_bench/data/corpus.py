@@ -31,6 +31,7 @@ from __future__ import annotations
 import array
 import codecs
 import hashlib
+import io
 import math
 import os
 import random
@@ -92,7 +93,7 @@ def clean_line(line: str) -> str:
 # -- reading: every pass over the text streams it, through a spool file -----------------------------------------------
 
 _READ_BYTES = 1 << 20  # bytes of a corpus file decoded at a time (as text: up to 4 MB a block, and its lines)
-_SPOOL_BYTES = 1 << 22  # bytes of a spool (or a packed array) read or copied at a time
+_SPOOL_BYTES = 1 << 22  # bytes of a spool (or a packed array) read at a time
 _DIGEST_BYTES = 16  # de-duplication compares 128-bit BLAKE2b digests of the cleaned lines, not the lines
 _DEDUP_PARTS = 16  # the duplicate search sorts one part of the digests at a time: its temporaries stay small
 _ROWS_AT_ONCE = 1 << 16  # per-line numbers turned into Python ints this many at a time
@@ -487,21 +488,26 @@ def _load_packed(folder: Path, manifest: PackedManifest) -> tuple[np.ndarray, np
     return arrays[0], arrays[1]
 
 
-def _npy_from_raw(raw: Path, shape: tuple[int, int], dtype: np.dtype) -> Path:
-    """``raw`` (the stream's values, as written) cut to ``shape`` and saved as a ``.npy`` beside it, then removed."""
-    target = raw.with_suffix(".npy")
-    remaining = math.prod(shape) * dtype.itemsize
-    with open(raw, "rb") as source, open(target, "wb") as out:
-        header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
-        np.lib.format.write_array_header_1_0(out, header)
-        while remaining:
-            block = source.read(min(remaining, _SPOOL_BYTES))
-            if not block:
-                raise OSError(f"{raw}: ended {remaining} bytes early")
-            out.write(block)
-            remaining -= len(block)
-    raw.unlink()
-    return target
+_NPY_HEADER_BYTES = 128  # a .npy header of a 2-D shape: numpy pads it to 128 bytes for any realistic sizes
+
+
+def _npy_header(shape: tuple[int, int], dtype: np.dtype) -> bytes:
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buffer, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
+    header = buffer.getvalue()
+    if len(header) != _NPY_HEADER_BYTES:
+        raise RuntimeError(f"a .npy header of shape {shape} takes {len(header)} bytes, not {_NPY_HEADER_BYTES}")
+    return header
+
+
+def _finish_npy(path: Path, shape: tuple[int, int], dtype: np.dtype) -> Path:
+    """Make the stream written after a blank header at ``path`` a ``.npy`` of ``shape``: the header written, the
+    tokens past the last whole block cut off (no copy of the stream)."""
+    with open(path, "r+b") as handle:
+        handle.write(_npy_header(shape, dtype))
+        handle.truncate(_NPY_HEADER_BYTES + math.prod(shape) * dtype.itemsize)
+    return path
 
 
 def _umask() -> int:
@@ -530,9 +536,12 @@ def _publish(staging: Path, folder: Path, manifest: PackedManifest) -> None:
 
 def _write_stream(corpus: CleanCorpus, tokenizer: PreTrainedTokenizerFast, staging: Path,
                   say: Callable[[str], None]) -> int:
-    """Tokenize the corpus onto ``staging/{input_ids,word_starts}.raw``; returns the number of tokens."""
+    """Tokenize the corpus onto ``staging/{input_ids,word_starts}.npy``, after room for their headers; returns the
+    number of tokens."""
     total, done, shown, n_tokens = corpus.n_bytes, 0, 0, 0
-    with open(staging / "input_ids.raw", "wb") as ids_out, open(staging / "word_starts.raw", "wb") as starts_out:
+    with open(staging / "input_ids.npy", "wb") as ids_out, open(staging / "word_starts.npy", "wb") as starts_out:
+        ids_out.write(bytes(_NPY_HEADER_BYTES))
+        starts_out.write(bytes(_NPY_HEADER_BYTES))
         for ids, starts, size in _token_batches(corpus.lines(), tokenizer):
             ids_out.write(ids.tobytes())
             starts_out.write(starts.tobytes())
@@ -594,7 +603,7 @@ def prepare_corpus(
                 f"corpus {corpus_dir}: {n_tokens} tokens, fewer than one sequence of {seq_len}; give more text"
             )
         say(f"packing: {n_blocks:,} sequences, {n_blocks * seq_len:,} tokens ({time.perf_counter() - clock:.1f} s)")
-        sums = [sha256_file(_npy_from_raw(staging / f"{name}.raw", (n_blocks, seq_len), dtype), _SPOOL_BYTES)
+        sums = [sha256_file(_finish_npy(staging / f"{name}.npy", (n_blocks, seq_len), dtype), _SPOOL_BYTES)
                 for name, dtype in _ARRAYS.items()]
         manifest = expected.model_copy(update={"n_sequences": n_blocks, "input_ids_sha256": sums[0],
                                                "word_starts_sha256": sums[1]})
