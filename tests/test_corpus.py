@@ -57,8 +57,9 @@ def test_reading_drops_duplicates_and_empty_lines_and_is_deterministic(corpus_di
     first = read_corpus(corpus_dir)
     assert sorted(first.sources) == ["big", "small"]
     assert first.n_duplicates == 2  # the second "the same line" in big, and the one in small
-    assert first.sources["big"].count("the same line") == 1 and "the same line" not in first.sources["small"]
-    assert '"Quoted" text here .' in first.sources["big"]
+    big, small = list(first.lines("big")), list(first.lines("small"))
+    assert big.count("the same line") == 1 and "the same line" not in small
+    assert '"Quoted" text here .' in big
     assert all(line and line == line.strip() for line in first.lines())
     assert read_corpus(corpus_dir).data_hash == first.data_hash
     path = corpus_dir / "train" / "small.train"
@@ -73,8 +74,9 @@ def test_max_words_keeps_each_source_share(corpus_dir):
     assert sum(capped.n_words.values()) == total // 3
     for name, words in capped.n_words.items():
         assert abs(words - full.n_words[name] * (total // 3) / total) <= 1
-    for name, lines in capped.sources.items():  # whole lines of the source, in order, and at most one cut line
-        index = {line: i for i, line in enumerate(full.sources[name])}
+    for name in capped.sources:  # whole lines of the source, in order, and at most one cut line
+        lines = list(capped.lines(name))
+        index = {line: i for i, line in enumerate(full.lines(name))}
         positions = [index[line] for line in lines if line in index]
         assert positions == sorted(positions) and len(lines) - len(positions) <= 1
     assert read_corpus(corpus_dir, max_words=total // 3, seed=1).data_hash == capped.data_hash
@@ -90,7 +92,7 @@ def test_packing_is_the_line_stream_cut_into_blocks(corpus_dir, tokenizer, tmp_p
     assert packed.input_ids.shape == (len(stream) // 16, 16)
     assert np.array_equal(packed.input_ids.ravel(), stream[: packed.n_tokens])
     assert np.array_equal(packed.word_starts.ravel(), starts[: packed.n_tokens])
-    first = corpus.lines()[0]
+    first = next(corpus.lines())
     expected = tokenizer(first).input_ids  # <s> line </s>, as the tokenizer's template writes it
     assert stream[: len(expected)].tolist() == expected
     # word starts agree with the tokenizer's word ids
@@ -108,9 +110,10 @@ def test_second_run_reads_the_cache(corpus_dir, tokenizer, tmp_path):
     assert again.from_cache and again.cache_path == first.cache_path
     assert np.array_equal(again.input_ids, first.input_ids) and np.array_equal(again.word_starts, first.word_starts)
     assert not prepare_corpus(corpus_dir, tokenizer, 32, None, cache).from_cache  # other length, other entry
-    first.cache_path.write_bytes(b"damaged")
+    kept = np.array(first.input_ids)
+    (first.cache_path / "input_ids.npy").write_bytes(b"damaged")
     rebuilt = prepare_corpus(corpus_dir, tokenizer, 16, None, cache)
-    assert not rebuilt.from_cache and np.array_equal(rebuilt.input_ids, first.input_ids)
+    assert not rebuilt.from_cache and np.array_equal(rebuilt.input_ids, kept)
 
 
 def test_prepare_training_data_for_a_recipe(corpus_dir, tmp_path):
@@ -160,7 +163,9 @@ def test_data_prepare_command(corpus_dir, tmp_path):
     assert "(written)" in first.output and "sequences x 64" in first.output
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and "(reused)" in again.output
-    assert len(list((tmp_path / "cache" / "packed").glob("*.npz"))) == 1
+    assert [p.name for p in (tmp_path / "cache" / "packed").iterdir() if not p.name.startswith(".")] == [
+        p.name for p in (tmp_path / "cache" / "packed").iterdir()]
+    assert len(list((tmp_path / "cache" / "packed").glob("*/packed.json"))) == 1
 
 
 def test_preparation_prints_progress(corpus_dir, tmp_path, capsys):

@@ -116,15 +116,16 @@ class HeldoutLossTask(TaskAdapter):
         if not getattr(tokenizer, "is_fast", False):
             raise UserError(f"{self.name}: needs a fast (Rust) tokenizer to read the corpus as training does; "
                             f"{type(tokenizer).__name__} is not one")
-        corpus = read_corpus(self._folder(ctx.data_dir), self._split)
-        self.data_files = [str(f) for f in corpus.files]
-        self.data_hash = hash_files(corpus.files)
+        with read_corpus(self._folder(ctx.data_dir), self._split) as corpus:  # a dev split: small, held in memory
+            files, texts = corpus.files, {name: list(corpus.lines(name)) for name in corpus.sources}
+        self.data_files = [str(f) for f in files]
+        self.data_hash = hash_files(files)
         cap = int(self.spec.data.get("max_sequences", DEFAULT_MAX_SEQUENCES))
         cap = cap if ctx.limit is None else min(cap, ctx.limit)
         objective, _ = OBJECTIVE[method]
         out = []
         packer = line_packer(tokenizer)
-        for name, lines in corpus.sources.items():
+        for name, lines in texts.items():
             ids, _ = tokenize_lines(lines, packer)
             n = min(len(ids) // seq_len, cap)
             if n == 0:

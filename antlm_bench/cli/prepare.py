@@ -27,8 +27,9 @@ def prepare(
     data_dir: Path | None = DataDirOption,
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
-    """Train the recipe's tokenizer and pack the corpus into fixed-length sequences (cached by content hash)."""
-    from antlm_bench.data.corpus import default_corpus_dir, describe, prepare_training_data, read_corpus
+    """Train the recipe's tokenizer and pack the corpus into fixed-length sequences (cached by content hash);
+    streams, tokenizing on every core; memory grows by some 26 bytes a line, not with the text."""
+    from antlm_bench.data.corpus import default_corpus_dir, describe, prepare_training_data
     from antlm_bench.recipes import load_recipe
 
     for folder in include_path or []:
@@ -36,8 +37,7 @@ def prepare(
     chosen = load_recipe(recipe)
     folder = corpus if corpus is not None else default_corpus_dir(data_dir)
     tokenizer, packed = prepare_training_data(folder, chosen, preset, cache_dir, max_words, seed, split)
-    words = max_words if max_words is not None else chosen.preset(preset).max_words
-    summary = describe(read_corpus(folder, split, words, seed), packed)
+    summary = describe(packed)
     table = Table(title=f"{chosen.name} / {preset}: {folder}")
     table.add_column("source")
     table.add_column("words", justify="right")
