@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from antlm_bench.results.stats import bootstrap_macro
 from antlm_bench.results.store import commit_results
@@ -87,3 +88,18 @@ def four_tasks(rng: np.random.Generator, p: dict[str, float], n: int = 200) -> d
         "ewok": {f"domain_{k}": correctness(rng, n, p["ewok"]) for k in range(2)},
         "glue": {"rte": correctness(rng, n, p["glue"]), "boolq": correctness(rng, n, p["glue"])},
     }
+
+
+def rewrite_event_file(path: Path, table: pa.Table) -> None:
+    """Write ``table`` over a committed event's data file and record its new digest in the event's record, as a
+    writer that had written it so would have (a test of what the reader does with such a table, not of the digest
+    check, which refuses any data file edited after its commit)."""
+    import json
+
+    from antlm_bench.results.store.write import data_digests
+
+    pq.write_table(table, path)
+    record_file = path.parent / "_event.json"
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    record["data_sha256"] = data_digests(path.parent)
+    record_file.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")

@@ -277,8 +277,8 @@ def test_check_refuses_a_side_whose_value_is_no_number(monkeypatch, value, side,
     import antlm_bench.results.check as check
     from antlm_bench.results.leaderboard import read_results as real
 
-    def read(paths):
-        results = real(paths)
+    def read(paths, reader=None):
+        results = real(paths, reader)
         if str(paths[0]).endswith("baseline") == (side == "--baseline"):
             for row in results.rows:
                 if row["task"] == "heldout" and row["subtask"] == "":

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -28,6 +29,7 @@ from antlm_bench.results.store import (
     find_results,
     output_folder,
     read_results_folder,
+    store_digest,
     tidy_results,
 )
 from antlm_bench.results.tables import CheckpointInfo, RunInfo, ScoreRow, item_table, score_table
@@ -96,14 +98,15 @@ def test_every_event_records_its_schema_version_and_one_without_it_reads_as_vers
     event = commit_results(tmp_path, scores(), items(), {"kind": "test", "schema_version": 99})
     store = tmp_path / "scores.parquet"
     record = json.loads((store / event / EVENT_PART).read_text(encoding="utf-8"))
-    assert record["schema_version"] == SCHEMA_VERSION == 1  # what was written, not what the caller's record said
-    del record["schema_version"]  # an event written before the field existed
+    assert record["schema_version"] == SCHEMA_VERSION == 2  # what was written, not what the caller's record said
+    del record["schema_version"]  # an event written before the field existed (version 1: no data digests)
+    del record["data_sha256"]
     (store / event / EVENT_PART).write_text(json.dumps(record), encoding="utf-8")
     read = read_results_folder(store)
     assert read.events == [event] and read.scores.num_rows == 3 and read.items.num_rows == 8
 
 
-@pytest.mark.parametrize("version", [2, "1"])
+@pytest.mark.parametrize("version", [3, "2", True])
 def test_an_event_of_an_unknown_schema_version_is_refused_in_one_line(tmp_path, version):
     commit_results(tmp_path, scores())
     newer = commit_results(tmp_path, scores(run_id="newer"))
@@ -114,7 +117,7 @@ def test_an_event_of_an_unknown_schema_version_is_refused_in_one_line(tmp_path, 
         read_results_folder(tmp_path / "scores.parquet")
     message = str(refused.value)
     assert "\n" not in message and message.startswith(f"{record_file}: schema_version {version!r}")
-    assert "reads version 1" in message and "re-run the evaluation" in message
+    assert "reads versions 1, 2" in message and "re-run the evaluation" in message
 
 
 def test_an_event_record_that_does_not_parse_is_one_line_naming_it(tmp_path):
@@ -319,6 +322,7 @@ def test_tidy_removes_the_empty_store_a_killed_first_commit_left(tmp_path):
 def test_an_items_table_without_its_correct_column_is_refused(tmp_path, real_data_dir):
     """Read with the schema, a part missing ``correct`` came back as nulls and changed intervals and p-values."""
     import pyarrow.parquet as pq
+    from leaderboard_tables import rewrite_event_file
     from tiny_models import build_tiny_llama, build_tiny_tokenizer
 
     from antlm_bench.errors import UserError
@@ -328,7 +332,7 @@ def test_an_items_table_without_its_correct_column_is_refused(tmp_path, real_dat
     evaluate((build_tiny_llama(), build_tiny_tokenizer("bpe")), "blimp_supplement", limit=2, data_dir=real_data_dir,
              progress=False, log_samples=True, output_dir=tmp_path / "out")
     (items,) = (tmp_path / "out" / "scores.parquet").glob("*/_items.parquet")
-    pq.write_table(pq.read_table(items).drop_columns(["correct"]), items)
+    rewrite_event_file(items, pq.read_table(items).drop_columns(["correct"]))  # as a writer without it would
     with pytest.raises(UserError, match=r"_items.parquet: the items table lacks column correct"):
         read_results_folder(tmp_path / "out")
 
@@ -357,3 +361,50 @@ def test_the_recorded_commit_says_when_the_code_that_ran_was_not_the_commit(tmp_
     assert current_git_commit(tmp_path) == head
     (tmp_path / "model.py").write_text("x = 2\n")
     assert current_git_commit(tmp_path) == head + DIRTY
+
+
+# -- every event's data carries its digest (layout version 2), checked whenever it is read -------------------------
+
+
+@pytest.mark.parametrize("part", [PART, ITEMS_PART])
+def test_a_data_file_edited_after_its_commit_is_refused_naming_it(tmp_path, part):
+    """An edited part.parquet (every score 1.0: a board would rank it at 100) or _items.parquet, valid Parquet with
+    the right columns, is refused in one line naming the file: its bytes are not those its event recorded."""
+    event = commit_results(tmp_path, scores(), items())
+    path = tmp_path / "scores.parquet" / event / part
+    table = pq.read_table(path)
+    column, edited = ("value", 1.0) if part == PART else ("correct", 0.0)  # every item now wrong
+    pq.write_table(table.set_column(table.schema.get_field_index(column), column,
+                                    pa.array([edited] * table.num_rows, table.schema.field(column).type)), path)
+    with pytest.raises(UserError) as refused:
+        read_results_folder(tmp_path)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"{path}: not the bytes its event recorded")
+
+
+@pytest.mark.parametrize("damage", ["missing", "not a mapping", "a file left out", "a file too many"])
+def test_a_version_2_record_must_name_each_data_file_with_its_digest(tmp_path, damage):
+    event = commit_results(tmp_path, scores(), items() if damage != "a file too many" else None)
+    record_file = tmp_path / "scores.parquet" / event / EVENT_PART
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    if damage == "missing":
+        del record["data_sha256"]
+    elif damage == "not a mapping":
+        record["data_sha256"] = "abc"
+    elif damage == "a file left out":
+        del record["data_sha256"][ITEMS_PART]
+    else:
+        record["data_sha256"][ITEMS_PART] = "0" * 64
+    record_file.write_text(json.dumps(record), encoding="utf-8")
+    with pytest.raises(UserError, match=f"^{record_file}: field data_sha256 does not name the event's data files"):
+        read_results_folder(tmp_path)
+
+
+def test_an_unchanged_store_reads_and_its_digest_is_the_data_not_the_record(tmp_path):
+    commit_results(tmp_path, scores(), items())
+    before = store_digest(tmp_path)
+    assert read_results_folder(tmp_path).scores.num_rows == 3
+    (record_file,) = (tmp_path / "scores.parquet").glob("*/_event.json")
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    record_file.write_text(json.dumps({**record, "note": "annotated"}), encoding="utf-8")
+    assert store_digest(tmp_path) == before

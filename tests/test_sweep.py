@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_support import run_cli
-from leaderboard_tables import correctness, write_run
+from leaderboard_tables import correctness, rewrite_event_file, write_run
 from typer.testing import CliRunner
 
 from antlm_bench.cli import app
@@ -929,7 +929,7 @@ def test_a_decision_is_verified_on_its_export_and_not_on_a_changed_one(tmp_path)
         for part in run.rglob("_items.parquet"):
             items = pq.read_table(part)
             text = pa.array(["The cat sleeps."] * items.num_rows)
-            pq.write_table(items.set_column(items.column_names.index("sentence_good"), "sentence_good", text), part)
+            rewrite_event_file(part, items.set_column(items.column_names.index("sentence_good"), "sentence_good", text))
     assert not any("NOT SHOWN" in line for line in decision_lines([folder.output]))
 
     spec = importlib.util.spec_from_file_location("export_runs", Path(__file__).parents[1] / "leaderboards" / "export_runs.py")

@@ -25,7 +25,9 @@ the latest event whose score rows for that task still stand (so a re-evaluation 
 older items away with the older scores), de-duplicated by (..., item_id, seed).
 
 Each ``_event.json`` carries ``schema_version`` (``SCHEMA_VERSION``; an event without the field is version 1). A
-reader refuses an event of a version it does not know, with one line naming the event's record.
+reader refuses an event of a version it does not know, with one line naming the event's record. Since version 2 it
+also records the sha256 of each data file (``data_sha256``), and a reader refuses a file whose bytes are not those:
+an edited or damaged part never reaches a board.
 
 Locks: writers hold a shared ``flock`` on the store folder while they stage and commit; ``tidy_results`` takes it
 exclusively, without waiting, before it removes staging folders (a live writer's staging is never removed) and
@@ -36,6 +38,7 @@ points the fault-injection tests kill at.
 
 from antlm_bench.results.store.folder import output_folder  # noqa: F401
 from antlm_bench.results.store.layout import (  # noqa: F401
+    DATA_DIGESTS,
     EVENT_PART,
     ITEM_GROUP,
     ITEM_KEY,

@@ -15,7 +15,11 @@ EVENT_PART = "_event.json"
 STAGING_PREFIX = ".staging-"
 # the version of the layout an event is written in (its parts, its record), stored in its _event.json; an event
 # without one was written before the field existed, in version 1. A reader refuses a version it does not know.
-SCHEMA_VERSION = 1
+# Version 2 records the sha256 of each data file of the event (DATA_DIGESTS), checked whenever a file is read;
+# version 1 events (written before 2026-12-07) are read as they are, without that check: re-evaluate to get it.
+SCHEMA_VERSION = 2
+READ_VERSIONS = (1, 2)
+DATA_DIGESTS = "data_sha256"  # _event.json field: {file name: sha256 hex of its bytes}
 
 SCORE_KEY = ("run_id", "checkpoint", "phase_index", "task", "subtask", "metric", "scoring", "limit", "eval_set",
              "convention", "seed")

@@ -15,12 +15,13 @@ import pyarrow.parquet as pq
 from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
 from antlm_bench.results.store.layout import (
+    DATA_DIGESTS,
     EVENT_PART,
     ITEM_GROUP,
     ITEM_KEY,
     ITEMS_PART,
     PART,
-    SCHEMA_VERSION,
+    READ_VERSIONS,
     SCORE_KEY,
     STORE,
     _events,
@@ -271,10 +272,28 @@ def _event_record(event: Path) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise UserError(f"{record_file}: not an event record (a JSON object); {fix}")
     version = record.get("schema_version", 1)
-    if version != SCHEMA_VERSION:
-        raise UserError(f"{record_file}: schema_version {version!r}, but this antlm-bench reads version "
-                        f"{SCHEMA_VERSION}; read it with the antlm-bench that wrote it, or re-run the evaluation")
+    if version not in READ_VERSIONS or isinstance(version, bool):
+        raise UserError(f"{record_file}: schema_version {version!r}, but this antlm-bench reads versions "
+                        f"{', '.join(map(str, READ_VERSIONS))}; read it with the antlm-bench that wrote it, or re-run "
+                        "the evaluation")
+    if version >= 2:
+        digests = record.get(DATA_DIGESTS)
+        files = [name for name in (PART, ITEMS_PART) if (event / name).is_file()]
+        if not isinstance(digests, dict) or sorted(digests) != sorted(files) or not all(
+                isinstance(v, str) for v in digests.values()):
+            raise UserError(f"{record_file}: field {DATA_DIGESTS} does not name the event's data files "
+                            f"({', '.join(files) or 'none'}) with their sha256; the event is damaged: {fix}")
     return record
+
+
+def _check_bytes(event: Path, name: str, data: bytes, record: dict[str, Any]) -> None:
+    """``data`` (the bytes of ``event/name`` just read) are those its record names (version 2 records them)."""
+    import hashlib
+
+    expected = (record.get(DATA_DIGESTS) or {}).get(name)
+    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+        raise UserError(f"{event / name}: not the bytes its event recorded ({EVENT_PART}: {DATA_DIGESTS}); the "
+                        "results were edited or damaged since they were written: re-run the evaluation")
 
 
 @dataclass(frozen=True)
@@ -316,13 +335,14 @@ def _read_store(source: Path, with_items: bool, with_digest: bool, checked: bool
     score_tables: list[pa.Table] = []
     item_tables: list[pa.Table | None] = []
     for event in events:
-        if checked:
-            _event_record(source / event)
+        record = _event_record(source / event) if checked else {}
         part = source / event / PART
         items_part = source / event / ITEMS_PART
         if digest is not None:
             digest.update(event.encode() + b"\0")
         data = _bytes(part, "scores") if part.is_file() else None
+        if data is not None:
+            _check_bytes(source / event, PART, data, record)
         if data is not None and digest is not None:
             digest.update(PART.encode() + b"\0" + hashlib.sha256(data).digest())
         if checked or with_items:
@@ -332,6 +352,7 @@ def _read_store(source: Path, with_items: bool, with_digest: bool, checked: bool
             item_tables.append(None)
             continue
         items_data = _bytes(items_part, "items")
+        _check_bytes(source / event, ITEMS_PART, items_data, record)
         if digest is None:
             item_tables.append(_read(items_part, ITEM_SCHEMA, "items", items_data))
             continue

@@ -17,9 +17,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from antlm_bench.data.files import sha256_file
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
 from antlm_bench.results.store.layout import (
+    DATA_DIGESTS,
     EVENT_PART,
     ITEMS_PART,
     ITEMS_VIEW,
@@ -141,6 +143,8 @@ def commit_results(folder: str | Path, scores: pa.Table, items: pa.Table | None 
                        "scores_rows": scores.num_rows, "items_rows": None if items is None else items.num_rows,
                        **(record or {})}
             payload["schema_version"] = SCHEMA_VERSION  # what was written, whatever the caller's record says
+            # the bytes of each data file, as written: a reader refuses a file edited or damaged since
+            payload[DATA_DIGESTS] = data_digests(staging)
             text = json.dumps(payload, indent=1, sort_keys=False, default=str) + "\n"
             _write_file(staging / EVENT_PART, lambda p: p.write_text(text, encoding="utf-8"))
             _fsync_dir(staging)
@@ -156,6 +160,12 @@ def commit_results(folder: str | Path, scores: pa.Table, items: pa.Table | None 
         with contextlib.suppress(OSError):  # the items links are a convenience; tidy_results redoes them
             _link_items(folder, store)
     return event
+
+
+def data_digests(event: Path) -> dict[str, str]:
+    """{file name: sha256 of its bytes} of an event folder's data files (scores and items), as _event.json records
+    them (``DATA_DIGESTS``); a tool that rewrites a data file (``leaderboards/export_runs.py``) records them anew."""
+    return {name: sha256_file(event / name) for name in (PART, ITEMS_PART) if (event / name).is_file()}
 
 
 def _link_items(folder: Path, store: Path) -> None:
