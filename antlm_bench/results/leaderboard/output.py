@@ -19,6 +19,7 @@ from antlm_bench.results.leaderboard.definition import (
     definition_result_paths,
     load_definition,
     metric_kind,
+    missing_results_line,
     separate_metric_columns,
 )
 from antlm_bench.results.leaderboard.html import render_html
@@ -85,8 +86,7 @@ def leaderboard_from_paths(
     paths = [*definition_result_paths(loaded), *map(Path, results)]
     if not paths:
         if loaded.results:
-            raise UserError(f"{loaded.source}: results {', '.join(loaded.results)} matched nothing (relative to "
-                            f"{loaded.source.parent}); run the study first, or give result folders")
+            raise UserError(missing_results_line(loaded))
         raise UserError("no results: give result folders, or --definition with a results: list")
     if not 0 < alpha < 1:
         raise UserError(f"--alpha {alpha}: must be between 0 and 1")
