@@ -37,6 +37,9 @@ def test_run_trains_scores_each_phase_and_evaluates_the_final_model(finished_run
     final = [r for r in aggregates if r["limit"] == 4]
     assert {(r["task"], r["scoring"], r["phase_index"]) for r in final} == {("blimp", "pll", 1), ("ewok", "pll", 1)}
     assert all(r["ci_low"] <= r["value"] <= r["ci_high"] for r in final)
+    # the final checkpoint's two BLiMP rows (its phase's quick look and the final evaluation) say which items
+    last = {r["limit"]: r["eval_set"] for r in aggregates if r["task"] == "blimp" and r["phase_index"] == 1}
+    assert last == {2: "full-first-2", 4: "full-first-4"}
     assert {r["run_id"] for r in rows} == {seed_run.folder.name}
     assert {r["schedule"] for r in rows} == {SCHEDULE} and {r["seed"] for r in rows} == {3}
     items = pq.read_table(seed_run.folder / "items.parquet")
@@ -161,7 +164,7 @@ def test_run_by_words_seen_draws_curves_over_words(real_data_dir, tmp_path):
     assert f"curves over words seen (fast suite): {figure}" in " ".join(result.output.split())
     assert figure.read_bytes().startswith(b"\x89PNG")
     results = read_results([tmp_path / "out"])
-    fast = [r for r in results.rows if r["eval_set"] == "fast"]
+    fast = [r for r in results.rows if r["eval_set"] == "fast-first-2"]  # --eval-limit 2 of the fast suite
     assert {r["checkpoint"].rsplit("/", 1)[-1] for r in fast} == {"chck_1K", "chck_2K"}
     assert all(r["words_seen"] >= 1000 for r in fast)
     board = build_leaderboard(results, LeaderboardDefinition(tasks=["blimp"], macro_tasks=[],

@@ -27,6 +27,7 @@ from antlm_bench.results.leaderboard.model import Leaderboard
 from antlm_bench.results.leaderboard.plots import curve_caption, plot_curves
 from antlm_bench.results.leaderboard.results import Results, read_results
 from antlm_bench.results.leaderboard.text import FILE_WIDTH, key_text, render_markdown, render_terminal
+from antlm_bench.results.tables import eval_set_population
 
 
 def board_table(board: Leaderboard) -> pa.Table:
@@ -200,7 +201,7 @@ def write_words_curves(results: Results, output: Path) -> Path | None:
     from antlm_bench.data import atomic_write_bytes
 
     tasks = sorted({row["task"] for row in results.rows
-                    if row.get("eval_set") == "fast" and row.get("words_seen") is not None})
+                    if eval_set_population(row.get("eval_set") or "full") == "fast" and row.get("words_seen") is not None})
     if not tasks:
         return None
     definition = LeaderboardDefinition(name="words", description="fast suite at words-seen checkpoints",
