@@ -147,6 +147,22 @@ def test_cli_rejects_bad_schedule_and_task_before_training(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_the_recipe_and_a_default_schedule_are_said_before_training(real_data_dir, tmp_path, monkeypatch):
+    """Issue #55: `run` names the recipe and the schedule it trains before any training, and says when the schedule
+    is the recipe's default (a baseline recipe's default, 24_CLM, must not start unannounced)."""
+    def stop_at_train(config, **_):
+        raise UserError("stopped by the test")
+
+    monkeypatch.setattr("antlm_bench.training.trainer.train", stop_at_train)
+    common = ["run", "--preset", "tiny", "--tasks", "blimp", "--data-dir", str(real_data_dir), "--max-words", "3000",
+              "--output", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, [*common, "--model", "babyllama-clm-only"])
+    said = result.output.split("stopped by the test")[0]
+    assert "babyllama-clm-only (babyllama), preset tiny, schedule 24_CLM (the recipe's default)" in said
+    result = CliRunner().invoke(app, [*common, "--model", "babyllama-clm-only", "--schedule", "24_CLM"])
+    assert "schedule 24_CLM, seeds" in result.output and "the recipe's default" not in result.output
+
+
 def test_run_by_words_seen_draws_curves_over_words(real_data_dir, tmp_path):
     """`run --save-at-words --eval-every words`: each seed's chck_<N>K checkpoints are scored with the fast suite,
     their rows carry words_seen, the board's curves average the seeds at each words count, and the run writes
