@@ -36,7 +36,7 @@ import numpy as np
 from transformers import PreTrainedTokenizerFast
 
 from antlm_bench.data import atomic_write_bytes, default_cache_dir, resolve_data_dir
-from antlm_bench.data.tokenizer import PUNCTUATION_MAP, load_tokenizer, tokenizer_hash, train_tokenizer
+from antlm_bench.data.tokenizer import PUNCTUATION_MAP, load_tokenizer, save_tokenizer, tokenizer_hash, train_tokenizer
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import Recipe
 
@@ -324,7 +324,7 @@ def recipe_tokenizer(recipe: Recipe, preset_name: str, corpus: CleanCorpus,
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tokenizer."))
     try:
-        tokenizer.save_pretrained(str(staging))
+        save_tokenizer(tokenizer, staging)
         try:
             os.replace(staging, folder)
         except OSError:  # another process finished the same tokenizer first: theirs is identical
