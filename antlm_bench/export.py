@@ -61,7 +61,7 @@ from antlm_bench.runs.export_record import (
     verify_revision,
 )
 from antlm_bench.runs.identity import weights_digest
-from antlm_bench.runs.layout import RUN_ITEMS, RunLayout, model_folder, words_of_checkpoint
+from antlm_bench.runs.layout import LAST, RUN_ITEMS, RunLayout, model_folder, words_of_checkpoint
 from antlm_bench.runs.record import STATE_FILE, read_record
 
 FORMATS = ("babylm",)
@@ -72,7 +72,7 @@ EXPORT_MARKER = EXPORT_FILE  # in every export's top folder: what --overwrite ma
 class Export:
     output: Path
     source: Path  # the checkpoint the main revision came from
-    why: str  # which checkpoint that is and why it was taken (for a run folder: final, else last)
+    what: str  # which checkpoint that is, as a noun phrase (for a run folder: its final one, else its resume point)
     branches: list[str] = field(default_factory=list)  # chck_<N>M folders, fewest words first
     notes: list[str] = field(default_factory=list)  # for the user: names the BabyLM pipeline will not read, ...
 
@@ -87,19 +87,21 @@ def _run_of(path: Path) -> RunLayout | None:
 
 
 def export_sources(path: Path) -> tuple[Path, str, list[Path], list[Path]]:
-    """(the model folder to export, why that one, the words-seen checkpoints beside it, the folders an export must
-    stay out of) for a checkpoint folder or a run folder."""
-    folder, why = model_folder(path)
-    if why is not None:
+    """(the model folder to export, which checkpoint that is as a noun phrase, the words-seen checkpoints beside it,
+    the folders an export must stay out of) for a checkpoint folder or a run folder."""
+    folder, chosen = model_folder(path)
+    if chosen is not None:
         run: RunLayout | None = RunLayout(path)
+        what = (f"the resume point {LAST} of the run {path}, which did not finish ({run.last.resolve().name})"
+                if folder == run.last else f"the final checkpoint of the run {path} ({folder.relative_to(path)})")
     elif (path / "config.json").is_file():
-        why, run = f"{path} (a checkpoint folder)", _run_of(path)
+        what, run = f"the checkpoint {path}", _run_of(path)
     else:
         raise UserError(f"{path}: neither a model folder (config.json) nor a training run (run.json, checkpoints/); "
                         "pass one")
     words = [checkpoint for _, checkpoint in run.words_checkpoints()] if run is not None else []
     protected = [folder, *words] + ([run.folder] if run is not None else [])
-    return folder, why, words, protected
+    return folder, what, words, protected
 
 
 def _check_output(output: Path, protected: list[Path], overwrite: bool) -> None:
@@ -181,7 +183,7 @@ def _write_model(source: Path, destination: Path) -> str:
     """Load ``source`` as ``eval`` does and write it anew: weights, config, tokenizer, our code, the record; returns
     the weights digest of the files written (``runs.identity.weights_digest``: every tensor's name, dtype, shape and
     bytes, in name order)."""
-    from antlm_bench.data.tokenizer import load_tokenizer
+    from antlm_bench.data.tokenizer import load_tokenizer, save_tokenizer
     from antlm_bench.models import load_config, load_model
     from antlm_bench.models.remote_code import write_model_code
 
@@ -191,7 +193,8 @@ def _write_model(source: Path, destination: Path) -> str:
     config = load_config(source)  # one line naming config.json if it is broken
     import torch
 
-    dtype = getattr(config, "torch_dtype", None)
+    # the dtype the config names: `dtype` since transformers 4.56 (`torch_dtype`, deprecated, only before)
+    dtype = vars(config).get("dtype", vars(config).get("torch_dtype"))
     model = load_model(source, dtype=dtype if isinstance(dtype, torch.dtype) else torch.float32)
     for name, tensor in model.state_dict().items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
@@ -200,7 +203,7 @@ def _write_model(source: Path, destination: Path) -> str:
     tokenizer = load_tokenizer(source)
     destination.mkdir(parents=True)
     model.save_pretrained(str(destination))
-    tokenizer.save_pretrained(str(destination))
+    save_tokenizer(tokenizer, destination)
     write_model_code(destination, model.config)  # generated now, replacing any auto_map the loaded config carried
     digest = weights_digest(destination)  # the network this folder holds (runs.identity), from the files written
     if (source / STATE_FILE).is_file():
@@ -256,7 +259,7 @@ def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = 
     folder appears whole or not at all (staged next to it, then renamed)."""
     from transformers.utils import logging as hf_logging
 
-    source, why, words, protected = export_sources(Path(checkpoint))
+    source, what, words, protected = export_sources(Path(checkpoint))
     output = Path(output)
     _check_output(output, protected, overwrite)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -303,7 +306,7 @@ def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = 
         shutil.rmtree(staging, ignore_errors=True)
         if bars:
             hf_logging.enable_progress_bar()
-    return Export(output=output, source=source, why=why, branches=[folder.name for folder in words], notes=notes)
+    return Export(output=output, source=source, what=what, branches=[folder.name for folder in words], notes=notes)
 
 
 def _usual_modes(folder: Path) -> None:

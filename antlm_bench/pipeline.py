@@ -428,7 +428,9 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
                          + " (override with --glue-epochs / --glue-max-train-examples)")
     for note in notes:
         say(note)
-    say(f"{recipe.name} ({recipe.architecture}), preset {preset}, schedule {schedule}, seeds "
+    # the recipe and the schedule it trains, its default said as such: the choice is plain before any training
+    default = "" if config.schedule else " (the recipe's default)"
+    say(f"{recipe.name} ({recipe.architecture}), preset {preset}, schedule {schedule}{default}, seeds "
         f"{', '.join(map(str, config.seeds))}, tasks {', '.join(r.name for r in requests)}"
         + (f", final minimal-pair scoring {config.final_scoring}" if config.final_scoring != "auto" else ""))
     # the same choice as eval's (evaluations below make it again for the model they load, with config.threads)

@@ -37,6 +37,12 @@ def shipped_folder(kind: str) -> Path:
     return _PACKAGE_DIR / "_bundled" / kind
 
 
+def is_bundled(path: Path) -> bool:
+    """True when ``path`` is in the wheel's copy of the shipped folders (``antlm_bench/_bundled``, pyproject.toml),
+    which holds definitions only: a study's committed results stay in the source repository."""
+    return (_PACKAGE_DIR / "_bundled") in Path(path).resolve().parents
+
+
 _include_paths: list[Path] = []
 
 

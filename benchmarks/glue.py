@@ -49,7 +49,7 @@ def build_checkpoint(preset: str, folder: Path, data_dir: Path) -> Path:
     from antlm_bench.models import build_model
     from antlm_bench.recipes import load_recipe
 
-    recipe = load_recipe("babyllama")
+    recipe = load_recipe("babyllama-clm-only")
     lines = []
     for path in sorted((data_dir / "pretrain_sample" / "train").glob("*.train")):
         words = path.read_text(encoding="utf-8").split()

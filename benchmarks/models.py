@@ -86,7 +86,7 @@ from antlm_bench.models import build_model, hf
 from antlm_bench.models.loss import lm_loss_sum
 from antlm_bench.recipes import load_recipe
 
-RECIPES = ("babyllama", "ltgbert", "hf-gpt2", "hf-roberta")
+RECIPES = ("babyllama-clm-only", "ltgbert-mlm-only", "hf-gpt2", "hf-roberta")
 
 
 def compare(ours: Callable[[], torch.Tensor], peer: Callable[[], torch.Tensor], device: str, seconds: float,
@@ -193,7 +193,7 @@ def main() -> None:
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     print(f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"{'bf16 autocast' if device == 'cuda' else 'float32'}, {args.clock} clock")
-    header = f"{'backend':10} {'preset':6} {'mode':13} {'params':>8} {'peer params':>11} {'ours tok/s':>11} " \
+    header = f"{'recipe':18} {'preset':6} {'mode':13} {'params':>8} {'peer params':>11} {'ours tok/s':>11} " \
              f"{'peer tok/s':>11} {'ratio':>6}  peer"
     print(header)
     print("-" * len(header))
@@ -216,7 +216,7 @@ def main() -> None:
                                                clock)
                 n_ours = sum(p.numel() for p in ours.parameters())
                 n_peer = sum(p.numel() for p in peer.parameters())
-                print(f"{recipe_name:10} {preset_name:6} {mode:13} {n_ours / 1e6:7.2f}M {n_peer / 1e6:10.2f}M "
+                print(f"{recipe_name:18} {preset_name:6} {mode:13} {n_ours / 1e6:7.2f}M {n_peer / 1e6:10.2f}M "
                       f"{ours_rate:11,.0f} {peer_rate:11,.0f} {ours_rate / peer_rate:6.2f}  {type(peer).__name__}"
                       + (" (its own attention)" if mode != _native(peer) else ""))
                 peer.to("cpu")

@@ -81,7 +81,7 @@ def tiny_classifier_backbones() -> dict[str, tuple[object, object]]:
         from antlm_bench.recipes import load_recipe
     except ImportError:  # the model backends not there yet
         return out
-    for name in ("babyllama", "ltgbert"):
+    for name, recipe in (("babyllama", "babyllama-clm-only"), ("ltgbert", "ltgbert-mlm-only")):
         torch.manual_seed(0)
-        out[name] = (build_model(load_recipe(name), "tiny", bpe).eval(), bpe)
+        out[name] = (build_model(load_recipe(recipe), "tiny", bpe).eval(), bpe)
     return out

@@ -348,7 +348,7 @@ CASES: list[Case] = [
     C("verify-markup-folder", "data", "verify", "--data-dir", "{tmp}/[red]x[/red]", says="[red]x[/red]"),
     # data prepare
     C("prepare-unknown-recipe", "data", "prepare", "--recipe", "nope", says="'nope'"),
-    C("prepare-unknown-preset", "data", "prepare", "--recipe", "babyllama", "--preset", "huge", says="huge"),
+    C("prepare-unknown-preset", "data", "prepare", "--recipe", "babyllama-clm-only", "--preset", "huge", says="huge"),
     C("prepare-corpus-missing", "data", "prepare", "--corpus", "{tmp}/none", "--cache-dir", "{tmp}/cache",
       says="not a folder"),
     C("prepare-corpus-empty", "data", "prepare", "--corpus", "{tmp}/corpus", "--cache-dir", "{tmp}/cache",
@@ -372,6 +372,12 @@ CASES: list[Case] = [
     C("run-unknown-task", "run", "--tasks", "blimpp", "-o", "{tmp}/out", "--preset", "tiny",
       says="unknown task 'blimpp'"),
     C("run-bad-seeds", "run", "--seeds", "x", "-o", "{tmp}/out", "--preset", "tiny", says="'x'"),
+    # issue #55: antlm-babyllama without its prefix names no recipe (the CLM-only baseline is babyllama-clm-only),
+    # refused before anything is trained, with both names offered
+    C("run-recipe-prefix-dropped", "run", "--model", "babyllama", "-o", "{tmp}/out", "--preset", "tiny",
+      says="did you mean antlm-babyllama or babyllama-clm-only?"),
+    C("run-recipe-prefix-dropped-ltgbert", "run", "--model", "ltgbert", "-o", "{tmp}/out", "--preset", "tiny",
+      says="did you mean antlm-ltgbert"),
     C("run-limit-zero", "run", "--limit", "0", "-o", "{tmp}/out", "--preset", "tiny", says="--limit"),
     C("run-eval-limit-negative", "run", "--eval-limit", "-3", "-o", "{tmp}/out", "--preset", "tiny",
       says="--eval-limit"),
@@ -421,7 +427,7 @@ CASES: list[Case] = [
       code=4, says="file name too long", needs=("server",)),
     C("env-long-name-leaderboard-out", "leaderboard", "{run}", "--out", "{tmp}/" + LONG + "/board.md", code=4,
       says="file name too long", needs=("run",)),
-    C("env-long-name-prepare-cache", "data", "prepare", "--recipe", "babyllama", "--corpus", "{tmp}/corpus",
+    C("env-long-name-prepare-cache", "data", "prepare", "--recipe", "babyllama-clm-only", "--corpus", "{tmp}/corpus",
       "--cache-dir", "{tmp}/" + LONG, code=4, says="file name too long", extra_lines=1,  # the corpus was read
       setup=lambda t: _corpus(t, b"a b c d e f g\n" * 50)),
     C("env-long-name-train-output", "train", "-o", "{tmp}/" + LONG + "/out", "--max-words", "2000", "--max-steps", "1",

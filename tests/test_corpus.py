@@ -156,7 +156,7 @@ def test_data_prepare_command(corpus_dir, tmp_path):
 
     from antlm_bench.cli import app
 
-    args = ["data", "prepare", "--recipe", "babyllama", "--preset", "tiny", "--corpus", str(corpus_dir),
+    args = ["data", "prepare", "--recipe", "babyllama-clm-only", "--preset", "tiny", "--corpus", str(corpus_dir),
             "--cache-dir", str(tmp_path / "cache")]
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output

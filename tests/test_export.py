@@ -54,7 +54,10 @@ def test_export_babylm_layout_and_loading(tmp_path):
     out = tmp_path / "submission"
     result = CliRunner().invoke(app, ["export", str(run), "--format", "babylm", str(out)])
     assert result.exit_code == 0, result.output
-    assert "phase-1-MLM" in result.output and "chck_1M, chck_10M" in result.output
+    # one sentence saying what was exported where (issue #55: it read "exported RUN is a run folder: its ...")
+    assert result.output.splitlines()[0] == (f"exported the final checkpoint of the run {run} "
+                                             f"(checkpoints/phase-1-MLM) to {out}")
+    assert "chck_1M, chck_10M" in result.output
     names = {p.name for p in out.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
             "modeling_ltgbert.py", "chck_1M", "chck_10M"} <= names
@@ -216,7 +219,7 @@ def test_a_run_that_stopped_early_exports_its_resume_point_named_in_the_output(t
     (run / "last").symlink_to(".resume/step-12")
     result = CliRunner().invoke(app, ["export", str(run), str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert "resume point last (step-12)" in result.output
+    assert f"exported the resume point last of the run {run}, which did not finish (step-12) to" in result.output
     assert json.loads((tmp_path / "out" / "antlm_state.json").read_text())["step"] == 12
 
 

@@ -32,7 +32,9 @@ def both(tmp_path_factory, real_data_dir):
 def test_fast_rows(both):
     out, fast, full = both
     rows = fast.scores.to_pylist()
-    assert {r["eval_set"] for r in rows} == {"fast"} and {r["eval_set"] for r in full.scores.to_pylist()} == {"full"}
+    # --limit 2: each row says it scored the first 2 items of each subtask of its set, not the set
+    assert {r["eval_set"] for r in rows} == {"fast-first-2"}
+    assert {r["eval_set"] for r in full.scores.to_pylist()} == {"full-first-2"}
     assert {r["subtask"] for r in rows if r["task"] == "entity_tracking"} == {"", "regular"}
     assert [r["n"] for r in rows if r["task"] == "blimp" and r["subtask"] == "" and r["metric"] == "accuracy"] == [
         134]  # 67 fast files x 2
@@ -47,7 +49,7 @@ def test_store_keeps_both_sets(both):
     assert len(stored) == fast.scores.num_rows + full.scores.num_rows  # neither set overwrote the other
     by_set = {(r["eval_set"], r["task"], r["subtask"], r["metric"]): r["value"] for r in stored}
     for metric in ("accuracy", "margin"):
-        assert by_set[("fast", "blimp", "", metric)] != by_set[("full", "blimp", "", metric)]
+        assert by_set[("fast-first-2", "blimp", "", metric)] != by_set[("full-first-2", "blimp", "", metric)]
 
 
 def test_leaderboard_never_mixes(both):
@@ -62,6 +64,33 @@ def test_leaderboard_never_mixes(both):
     assert full_board.rows[0].cells["blimp"].value != fast_board.rows[0].cells["blimp"].value
     with pytest.raises(ValueError, match="never mixed"):
         LeaderboardDefinition(filters={"eval_set": ["fast", "full"]})
+
+
+def test_a_quick_subset_is_labelled_apart_from_the_set_and_boards_with_it(tmp_path):
+    """Issue #55: a final checkpoint scored on the per-phase quick subset (limit 20) and on the full set has two
+    rows; each is labelled by what it scored, and the full set's board holds both (the whole evaluation wins its
+    cell; a run scored only on a subset still shows, marked by its limit)."""
+    import numpy as np
+    from leaderboard_tables import correctness, write_run
+
+    rng = np.random.default_rng(0)
+
+    def scored(n: int) -> list[dict]:
+        return [{"phase_index": 1, "tasks": {"blimp": {"a": correctness(rng, n, 0.6), "b": correctness(rng, n, 0.7)}}}]
+
+    write_run(tmp_path / "both", "r", scored(20), limit=20)
+    write_run(tmp_path / "both", "r", scored(200))
+    write_run(tmp_path / "subset", "q", scored(20), limit=20)
+    rows = read_results([tmp_path / "both"]).rows
+    assert {(r["limit"], r["eval_set"]) for r in rows} == {(20, "full-first-20"), (None, "full")}
+    definition = LeaderboardDefinition(tasks=["blimp"], macro_tasks=[])
+    whole = build_leaderboard(read_results([tmp_path / "both"]), definition, gaps=False).rows[0].cells["blimp"]
+    assert (whole.n, whole.limit) == (400, None)
+    subset = build_leaderboard(read_results([tmp_path / "subset"]), definition, gaps=False).rows[0].cells["blimp"]
+    assert (subset.n, subset.limit) == (40, 20)
+    with pytest.raises(UserError, match="no rows"):  # a subset of the full set is still no fast score
+        build_leaderboard(read_results([tmp_path / "subset"]),
+                          LeaderboardDefinition(tasks=["blimp"], macro_tasks=[], filters={"eval_set": ["fast"]}))
 
 
 def test_check_does_not_compare_fast_with_full(tmp_path, real_data_dir):

@@ -197,7 +197,7 @@ def test_final_scoring_rows_make_a_comparable_board(tmp_path):
 
 def test_group_by_schedule_pools_recipes_and_says_so(tmp_path):
     rng = np.random.default_rng(3)
-    for recipe in ("antlm-babyllama", "babyllama"):
+    for recipe in ("antlm-babyllama", "babyllama-clm-only"):
         write_run(tmp_path, recipe, [{"phase_index": 0, "tasks": {"blimp": {"a": correctness(rng, 50, 0.7)}}}],
                   recipe=recipe)
     board = build_leaderboard(read_results([tmp_path]), group_by=["schedule"])

@@ -374,9 +374,9 @@ def test_parameter_counts_of_the_paper_presets():
     llama = V * H + L * (4 * H * H + 3 * H * I + 2 * H) + H
     ltg_layer = (H * 2 * H + 2 * H) + (H * H + H) + (H * H + H) + 2 * H + (H * 2 * I) + (I * H)
     ltg = V * H + (2 * B - 1) * H + 2 * H + L * ltg_layer + (H * H + H) + V
-    for recipe in ("antlm-babyllama", "babyllama"):
+    for recipe in ("antlm-babyllama", "babyllama-clm-only"):
         assert count_parameters(load_recipe(recipe), "paper") == llama == 97_241_856
-    for recipe in ("antlm-ltgbert", "ltgbert"):
+    for recipe in ("antlm-ltgbert", "ltgbert-mlm-only"):
         assert count_parameters(load_recipe(recipe), "paper") == ltg == 97_934_464
 
 

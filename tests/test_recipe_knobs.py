@@ -85,7 +85,7 @@ def test_a_presets_measured_line_is_prose_not_configuration():
     from antlm_bench.runs.schedule import parse_schedule
     from antlm_bench.training.checkpointer import config_fingerprint, start_fingerprint_config
 
-    recipe = load_recipe("babyllama")
+    recipe = load_recipe("babyllama-clm-only")
     schedule = parse_schedule("2_CLM")
     edited = recipe.model_copy(update={"presets": {**recipe.presets, "cpu": recipe.presets["cpu"].model_copy(
         update={"measured": "something else entirely"})}})

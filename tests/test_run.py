@@ -37,6 +37,9 @@ def test_run_trains_scores_each_phase_and_evaluates_the_final_model(finished_run
     final = [r for r in aggregates if r["limit"] == 4]
     assert {(r["task"], r["scoring"], r["phase_index"]) for r in final} == {("blimp", "pll", 1), ("ewok", "pll", 1)}
     assert all(r["ci_low"] <= r["value"] <= r["ci_high"] for r in final)
+    # the final checkpoint's two BLiMP rows (its phase's quick look and the final evaluation) say which items
+    last = {r["limit"]: r["eval_set"] for r in aggregates if r["task"] == "blimp" and r["phase_index"] == 1}
+    assert last == {2: "full-first-2", 4: "full-first-4"}
     assert {r["run_id"] for r in rows} == {seed_run.folder.name}
     assert {r["schedule"] for r in rows} == {SCHEDULE} and {r["seed"] for r in rows} == {3}
     items = pq.read_table(seed_run.folder / "items.parquet")
@@ -144,6 +147,22 @@ def test_cli_rejects_bad_schedule_and_task_before_training(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_the_recipe_and_a_default_schedule_are_said_before_training(real_data_dir, tmp_path, monkeypatch):
+    """Issue #55: `run` names the recipe and the schedule it trains before any training, and says when the schedule
+    is the recipe's default (a baseline recipe's default, 24_CLM, must not start unannounced)."""
+    def stop_at_train(config, **_):
+        raise UserError("stopped by the test")
+
+    monkeypatch.setattr("antlm_bench.training.trainer.train", stop_at_train)
+    common = ["run", "--preset", "tiny", "--tasks", "blimp", "--data-dir", str(real_data_dir), "--max-words", "3000",
+              "--output", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, [*common, "--model", "babyllama-clm-only"])
+    said = result.output.split("stopped by the test")[0]
+    assert "babyllama-clm-only (babyllama), preset tiny, schedule 24_CLM (the recipe's default)" in said
+    result = CliRunner().invoke(app, [*common, "--model", "babyllama-clm-only", "--schedule", "24_CLM"])
+    assert "schedule 24_CLM, seeds" in result.output and "the recipe's default" not in result.output
+
+
 def test_run_by_words_seen_draws_curves_over_words(real_data_dir, tmp_path):
     """`run --save-at-words --eval-every words`: each seed's chck_<N>K checkpoints are scored with the fast suite,
     their rows carry words_seen, the board's curves average the seeds at each words count, and the run writes
@@ -161,7 +180,7 @@ def test_run_by_words_seen_draws_curves_over_words(real_data_dir, tmp_path):
     assert f"curves over words seen (fast suite): {figure}" in " ".join(result.output.split())
     assert figure.read_bytes().startswith(b"\x89PNG")
     results = read_results([tmp_path / "out"])
-    fast = [r for r in results.rows if r["eval_set"] == "fast"]
+    fast = [r for r in results.rows if r["eval_set"] == "fast-first-2"]  # --eval-limit 2 of the fast suite
     assert {r["checkpoint"].rsplit("/", 1)[-1] for r in fast} == {"chck_1K", "chck_2K"}
     assert all(r["words_seen"] >= 1000 for r in fast)
     board = build_leaderboard(results, LeaderboardDefinition(tasks=["blimp"], macro_tasks=[],

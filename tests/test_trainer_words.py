@@ -141,7 +141,7 @@ def test_eval_every_words_scores_each_with_the_fast_suite(tmp_path: Path, real_d
     train(config, scorer=score_checkpoint)
     rows = pq.read_table(tmp_path / "run" / "scores.parquet").to_pylist()
     assert {r["checkpoint"] for r in rows} == {"checkpoints/chck_2K", "checkpoints/chck_5K"}
-    assert {r["eval_set"] for r in rows} == {"fast"}
+    assert {r["eval_set"] for r in rows} == {"fast-first-2"}  # the fast suite, its first 2 items a subtask
     assert {r["checkpoint"]: r["words_seen"] for r in rows} == {
         f"checkpoints/{name}": read_record(tmp_path / "run" / "checkpoints" / name).words_seen
         for name in ("chck_2K", "chck_5K")}

@@ -30,9 +30,11 @@ def export_command(
     if format not in FORMATS:
         raise UserError(f"--format {format}: unknown; known: {', '.join(FORMATS)}")
     result = export_babylm(checkpoint, output, overwrite=overwrite)
-    console.print(f"exported {result.why} to {result.output}", markup=False)
+    console.print(f"exported {result.what} to {result.output}", markup=False, soft_wrap=True)
     for note in result.notes:
-        console.print(f"note: {note}", markup=False)
+        console.print(f"note: {note}", markup=False, soft_wrap=True)
     if result.branches:
-        console.print(f"words-seen checkpoints (one hub branch each): {', '.join(result.branches)}", markup=False)
-    console.print("push it with the huggingface_hub commands in docs/backends.md (Export)", markup=False)
+        console.print(f"words-seen checkpoints, one hub branch each: {', '.join(result.branches)}", markup=False,
+                      soft_wrap=True)
+    console.print("to publish it: the huggingface_hub commands in docs/backends.md, section Export", markup=False,
+                  soft_wrap=True)

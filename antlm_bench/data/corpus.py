@@ -53,7 +53,7 @@ from transformers import PreTrainedTokenizerFast
 
 from antlm_bench.data import default_cache_dir, resolve_data_dir, sha256_file
 from antlm_bench.data.files import remove_stale, temporary_tag
-from antlm_bench.data.tokenizer import PUNCTUATION_MAP, load_tokenizer, tokenizer_hash, train_tokenizer
+from antlm_bench.data.tokenizer import PUNCTUATION_MAP, load_tokenizer, save_tokenizer, tokenizer_hash, train_tokenizer
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import Recipe
 
@@ -652,7 +652,7 @@ def recipe_tokenizer(recipe: Recipe, preset_name: str, corpus: CleanCorpus,
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tokenizer."))
     try:
-        tokenizer.save_pretrained(str(staging))
+        save_tokenizer(tokenizer, staging)
         try:
             os.replace(staging, folder)
         except OSError:  # another process finished the same tokenizer first: theirs is identical

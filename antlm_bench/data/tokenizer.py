@@ -12,17 +12,22 @@ Conventions the trainer, the scorer and the GLUE fine-tuner share:
   never scores the two specials. Pass ``add_special_tokens=False`` for the bare tokens.
 - The tokenizer's normaliser repeats the corpus cleaning that applies to single strings (NFKC, ASCII quotes and dashes),
   so evaluation text is normalised the way the training text was.
+
+A folder is written by :func:`save_tokenizer`, which names the class every transformers version knows
+(``PreTrainedTokenizerFast``): transformers 5 writes ``TokenizersBackend``, which 4.x cannot load.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from antlm_bench.data.files import atomic_write_bytes
 from antlm_bench.data.readers import broken_json_message
 from antlm_bench.errors import UserError
 
@@ -82,6 +87,25 @@ def wrap(backend: Tokenizer, model_max_length: int = 512) -> PreTrainedTokenizer
     )
 
 
+# transformers 5 saves its fast tokenizer under the class name TokenizersBackend, which transformers 4.x does not
+# know ("Tokenizer class TokenizersBackend does not exist"); PreTrainedTokenizerFast, the name 4.x gave the same
+# class, loads in both (5 maps it back to TokenizersBackend): an evaluation set-up pinned to 4.x loads our folders
+PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+VERSION_5_ONLY_CLASS = "TokenizersBackend"
+
+
+def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: str | Path) -> None:
+    """``tokenizer.save_pretrained(folder)``, its tokenizer_config.json naming a class transformers 4.x and 5 both
+    load (see :data:`PORTABLE_TOKENIZER_CLASS`)."""
+    tokenizer.save_pretrained(str(folder))
+    path = Path(folder) / "tokenizer_config.json"
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    if settings.get("tokenizer_class") == VERSION_5_ONLY_CLASS:
+        settings["tokenizer_class"] = PORTABLE_TOKENIZER_CLASS
+        atomic_write_bytes(path, (json.dumps(settings, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+                           .encode("utf-8"))
+
+
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
     """Load a saved tokenizer folder (ours or any transformers fast tokenizer)."""
     path = Path(path)
@@ -101,4 +125,5 @@ def tokenizer_hash(tokenizer: PreTrainedTokenizerFast) -> str:
     return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode("utf-8")).hexdigest()
 
 
-__all__ = ["PUNCTUATION_MAP", "SPECIAL_TOKENS", "load_tokenizer", "tokenizer_hash", "train_tokenizer", "wrap"]
+__all__ = ["PORTABLE_TOKENIZER_CLASS", "PUNCTUATION_MAP", "SPECIAL_TOKENS", "load_tokenizer", "save_tokenizer",
+           "tokenizer_hash", "train_tokenizer", "wrap"]

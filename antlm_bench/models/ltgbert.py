@@ -11,6 +11,10 @@ takes only as a float mask (on CPU then through its slower math path). So the sc
 out (positional terms picked from per-bucket scores, plus q.k), the causal / padding mask filled in as -inf, then
 softmax, dropout and the product with the values. Causal mode is the same network under a lower-triangular mask;
 explicit ``position_ids`` and a 4-D mask give packed or prefix-tree rows (relative buckets from the positions).
+
+This file's code above the cut travels with every checkpoint (models/remote_code.py) and also runs under
+transformers 4.x, where an evaluation set-up pinned to 4.x loads an export (tests/test_export_transformers4.py):
+there configs are no dataclasses, so a config's field types go unchecked, and the initialisers are torch's own.
 """
 
 from __future__ import annotations
@@ -21,17 +25,26 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from huggingface_hub.dataclasses import strict
 from torch import nn
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
-    PreTrainedConfig,
     PreTrainedModel,
 )
-from transformers import initialization as init
+
+try:  # transformers 5: dataclass configs whose field types are checked, its own initialisers
+    from huggingface_hub.dataclasses import strict
+    from transformers import PreTrainedConfig
+    from transformers import initialization as init
+
+    TYPED_CONFIGS = True
+except ImportError:  # transformers 4.x (an exported checkpoint's copy of this file; antlm-bench itself needs 5)
+    from torch.nn import init  # type: ignore[no-redef]
+    from transformers import PretrainedConfig as PreTrainedConfig  # type: ignore[attr-defined,no-redef]
+
+    TYPED_CONFIGS = False
 from transformers.modeling_outputs import CausalLMOutput, MaskedLMOutput, SequenceClassifierOutput
 
 from antlm_bench.models.backend import Backend
@@ -42,20 +55,21 @@ from antlm_bench.recipes import Preset
 ARCHITECTURE = "ltgbert"
 
 
-def _resolved_field_types(cls: type) -> type:
-    """The dataclass fields' types as objects, not the strings ``from __future__ import annotations`` leaves:
-    ``strict`` skips a field whose type is a string, and would check nothing."""
+def _checked_field_types(cls: type) -> type:
+    """Under transformers 5, the config's field types checked as transformers checks its own (Llama's): a
+    wrong-typed config.json fails on load. ``strict`` skips a field whose type is a string, as ``from __future__
+    import annotations`` leaves them, so they are made objects first. Under 4.x (no dataclass configs) as is."""
+    if not TYPED_CONFIGS:
+        return cls
     own = cls.__dict__.get("__annotations__", {})  # only ours: some inherited ones name TYPE_CHECKING imports
     namespace = vars(sys.modules[cls.__module__])
     for item in dataclasses.fields(cls):
         if item.name in own and isinstance(item.type, str):
             item.type = eval(item.type, namespace)  # noqa: S307  (our own annotation strings, written above)
-    return cls
+    return strict(cls)
 
 
-# field types checked as transformers checks its own (Llama's) configs: a wrong-typed config.json fails on load
-@strict
-@_resolved_field_types
+@_checked_field_types
 class LtgBertConfig(PreTrainedConfig):
     model_type = "ltgbert"
 

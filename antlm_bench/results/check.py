@@ -54,6 +54,7 @@ from antlm_bench.results.leaderboard.definition import metric_kind, separate_met
 from antlm_bench.results.leaderboard.results import Results, results_reader
 from antlm_bench.results.leaderboard.text import DESIGN_TEXT
 from antlm_bench.results.stats import SeedSD
+from antlm_bench.results.tables import eval_set_population
 
 # check matches a run with its baseline by name; the configuration fingerprint then decides what may be borrowed
 CHECK_GROUP_BY = ("recipe", "preset", "schedule")
@@ -176,9 +177,9 @@ def _one_instrument(current: Results, baseline: Results, tasks: set[str]) -> tup
                         f"{next(iter(base_conventions))}: two conventions are never compared (a leading space alone "
                         f"moves BLiMP by about a point); re-score one side with --convention")
     # the full evaluation set where the results have it, else the fast one; the baseline must have that set
-    sets = _one_value(current, tasks, "eval_set", "full")
+    sets = {eval_set_population(s) for s in _one_value(current, tasks, "eval_set", "full")}
     eval_set = "full" if "full" in sets or not sets else "fast"
-    base_sets = _one_value(baseline, tasks, "eval_set", "full")
+    base_sets = {eval_set_population(s) for s in _one_value(baseline, tasks, "eval_set", "full")}
     if base_sets and eval_set not in base_sets:
         raise UserError(f"--results are scored on the {eval_set} evaluation set, --baseline on the "
                         f"{'/'.join(sorted(base_sets))} one: two evaluation sets are never compared; score both "

@@ -52,8 +52,10 @@ SCORE_SCHEMA = pa.schema(
         ("ci_high", pa.float64()),
         ("seed", pa.int64()),
         ("limit", pa.int64()),  # --limit N, or null for the full data
-        # "full", or "fast": the official BabyLM 2025 fast subsets (--fast); never mixed with "full" by the
-        # leaderboard or check.
+        # which items were scored (eval_set_label): "full" (every item of the filtered sets) or "fast" (every item
+        # of the official BabyLM 2025 fast subsets, --fast), or "full-first-N" / "fast-first-N": the first N items
+        # of each subtask of that set (--limit N; the per-phase scoring's quick subset, --eval-limit). Rows of
+        # the full and the fast sets are never mixed by the leaderboard or check (eval_set_population).
         ("eval_set", pa.string()),
         # the scoring convention (antlm_bench.conventions): "babylm-2025" (texts as given) or "babylm-2024" (" " +
         # text, the 2024 lm-eval tasks); a leaderboard never ranks two conventions together.
@@ -171,13 +173,30 @@ def current_git_commit(folder: Path | None = None) -> str:
     return head.stdout.strip() + (DIRTY if dirty else "")
 
 
+SUBSET_MARK = "-first-"
+
+
+def eval_set_label(eval_set: str, limit: int | None) -> str:
+    """A row's ``eval_set``: what its items are. ``eval_set`` ("full" or "fast") whole, or with a limit its first
+    ``limit`` items of each subtask, ``full-first-20``: a quick subset is never labelled as the full set."""
+    return eval_set if limit is None else f"{eval_set}{SUBSET_MARK}{limit}"
+
+
+def eval_set_population(label: str) -> str:
+    """The set a row's items come from ("full" or "fast"), whole or a subset: what a board and ``check`` keep apart
+    (``full-first-20`` -> ``full``)."""
+    return label.split(SUBSET_MARK, 1)[0]
+
+
 def score_table(run: RunInfo, checkpoint: CheckpointInfo, rows: Iterable[ScoreRow], eval_set: str = "full",
                 convention: str = "babylm-2025") -> pa.Table:
+    """The rows of one evaluation of ``eval_set`` ("full" or "fast"), each labelled by the items it scored
+    (:func:`eval_set_label`: a row under ``--limit`` says so)."""
     created = utc_now()
     records = []
     for row in rows:
         record: dict[str, Any] = {**asdict(run), **asdict(checkpoint), **asdict(row), "created_at": created,
-                                  "eval_set": eval_set, "convention": convention}
+                                  "eval_set": eval_set_label(eval_set, row.limit), "convention": convention}
         record["seed"] = run.seed if row.seed is None else row.seed
         records.append(record)
     return pa.Table.from_pylist(records, schema=SCORE_SCHEMA)

@@ -53,6 +53,8 @@ def _write_folder(folder: Path, model: torch.nn.Module, tokenizer: Any, record: 
                   trainer_state: dict[str, Any] | None) -> None:
     from transformers.utils import logging as hf_logging
 
+    from antlm_bench.data.tokenizer import save_tokenizer
+
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a "Writing model shards" bar at every save would bury the training log
     try:
@@ -62,7 +64,7 @@ def _write_folder(folder: Path, model: torch.nn.Module, tokenizer: Any, record: 
             hf_logging.enable_progress_bar()
     save_model_code(folder, model)
     if tokenizer is not None:
-        tokenizer.save_pretrained(str(folder))
+        save_tokenizer(tokenizer, folder)
     # the network's identity, from the files just written (what any reader of the folder can recompute)
     record = dataclasses.replace(record, weights_digest=weights_digest(folder))
     (folder / STATE_FILE).write_bytes(record.to_bytes())

@@ -19,6 +19,7 @@ from antlm_bench.results.leaderboard.definition import (
     LeaderboardDefinition,
 )
 from antlm_bench.results.leaderboard.results import Results
+from antlm_bench.results.tables import eval_set_population
 from antlm_bench.runs.record import scoring_method_of_objective
 
 
@@ -131,6 +132,13 @@ class RunCheckpoint:
 _UNSET = {"convention": "babylm-2025"}
 
 
+def _filtered_value(row: Mapping[str, Any], key: str) -> str:
+    """The value a definition's ``filters`` test: the row's, except that a board of the full (or fast) set holds
+    that set's quick subsets too (``full-first-20``: its cells say the limit and rank after whole evaluations)."""
+    value = str(row.get(key) or _UNSET.get(key))
+    return eval_set_population(value) if key == "eval_set" else value
+
+
 def run_checkpoints(results: Results, definition: LeaderboardDefinition,
                     notes: list[str] | None = None) -> dict[str, list[RunCheckpoint]]:
     """run_id -> its checkpoints in training order, each with one chosen row per column. A value that is no
@@ -152,7 +160,7 @@ def run_checkpoints(results: Results, definition: LeaderboardDefinition,
         if not math.isfinite(row["value"]):
             not_finite[row["run_id"]][row["task"] + (f" {row['metric']}" if row["metric"] else "")] += 1
             continue
-        if any(str(row.get(k) or _UNSET.get(k)) not in allowed for k, allowed in filters.items()):
+        if any(_filtered_value(row, k) not in allowed for k, allowed in filters.items()):
             continue
         if not _allowed(definition, row["task"], row["scoring"] or ""):
             continue

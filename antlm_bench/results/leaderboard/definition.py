@@ -158,3 +158,17 @@ def definition_result_paths(definition: LeaderboardDefinition) -> list[Path]:
         matches = sorted(base.glob(pattern)) if any(c in pattern for c in "*?[") else [base / pattern]
         paths.extend(m for m in matches if m.exists())
     return paths
+
+
+def missing_results_line(definition: LeaderboardDefinition) -> str:
+    """The one line for a definition whose ``results`` match nothing: run the study first, or, for a definition an
+    installed wheel carries (it ships definitions, not the studies' results), where the results are."""
+    from antlm_bench.registry import is_bundled
+
+    globs = ", ".join(definition.results)
+    if definition.source is not None and is_bundled(definition.source):
+        return (f"leaderboard {definition.name}: its results ({globs}) are not installed (the package ships board "
+                f"definitions, not the studies' results); they are committed in the antlm-bench source repository "
+                f"under leaderboards/: run the command from a clone of it, or give the result folders")
+    where = f" (relative to {definition.source.parent})" if definition.source is not None else ""
+    return f"{definition.source}: results {globs} matched nothing{where}; run the study first, or give result folders"

@@ -19,6 +19,7 @@ from antlm_bench.results.leaderboard.definition import (
     definition_result_paths,
     load_definition,
     metric_kind,
+    missing_results_line,
     separate_metric_columns,
 )
 from antlm_bench.results.leaderboard.html import render_html
@@ -27,6 +28,7 @@ from antlm_bench.results.leaderboard.plots import curve_caption, plot_curves
 from antlm_bench.results.leaderboard.results import Results, read_results
 from antlm_bench.results.leaderboard.text import FILE_WIDTH, key_text, render_markdown, render_terminal
 from antlm_bench.results.store import StoreReader
+from antlm_bench.results.tables import eval_set_population
 
 
 def board_table(board: Leaderboard) -> pa.Table:
@@ -88,8 +90,7 @@ def leaderboard_from_paths(
     paths = [*definition_result_paths(loaded), *map(Path, results)]
     if not paths:
         if loaded.results:
-            raise UserError(f"{loaded.source}: results {', '.join(loaded.results)} matched nothing (relative to "
-                            f"{loaded.source.parent}); run the study first, or give result folders")
+            raise UserError(missing_results_line(loaded))
         raise UserError("no results: give result folders, or --definition with a results: list")
     if not 0 < alpha < 1:
         raise UserError(f"--alpha {alpha}: must be between 0 and 1")
@@ -203,7 +204,7 @@ def write_words_curves(results: Results, output: Path) -> Path | None:
     from antlm_bench.data import atomic_write_bytes
 
     tasks = sorted({row["task"] for row in results.rows
-                    if row.get("eval_set") == "fast" and row.get("words_seen") is not None})
+                    if eval_set_population(row.get("eval_set") or "full") == "fast" and row.get("words_seen") is not None})
     if not tasks:
         return None
     definition = LeaderboardDefinition(name="words", description="fast suite at words-seen checkpoints",
