@@ -370,7 +370,25 @@ class SlurmExecutor(Executor):
         return executor
 
     def check_ready(self) -> None:
+        """submitit and srun here; with a real cluster, its controller answers and has the partition asked for."""
         self._submitit_executor()
+        if self.cluster != "slurm":
+            return
+        try:
+            answer = subprocess.run(["sinfo", "--noheader", "--format=%R"], capture_output=True, text=True,
+                                    timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise UserError(f"--executor slurm: sinfo did not answer ({type(err).__name__}); is the cluster up?") \
+                from None
+        if answer.returncode != 0:
+            why = (answer.stderr.strip().splitlines() or [f"exit status {answer.returncode}"])[-1]
+            raise UserError(f"--executor slurm: the cluster does not answer (sinfo: {why}); check SLURM_CONF or "
+                            "the controller (on one machine: ci/slurm/cluster.sh up, then eval "
+                            "\"$(ci/slurm/cluster.sh env)\")")
+        partitions = sorted({line.strip() for line in answer.stdout.splitlines() if line.strip()})
+        partition = self.resources.partition
+        if partition and partition not in partitions:
+            raise UserError(f"--partition {partition}: not a partition of this cluster ({', '.join(partitions)})")
 
     def run(self, cells: Sequence[GridCell], record: SweepRecord, progress: Progress,
             ahead: Sequence[GridCell] = ()) -> None:
@@ -378,13 +396,25 @@ class SlurmExecutor(Executor):
         nothing is run ahead."""
         if not cells:
             return
+        import submitit
+
         executor = self._submitit_executor()
         logs = [str(self.folder.log_of(cell)) for cell in cells]
         argvs = [cell.argv(self.output) for cell in cells]
         for cell in cells:  # made here (no link followed) so that the task only appends
             self.folder.open_log(cell).close()
-        jobs = executor.map_array(run_cell, [self.python] * len(cells), argvs, logs,
-                                  [f"{self.cluster} array task {i}" for i in range(len(cells))])
+        try:
+            jobs = executor.map_array(run_cell, [self.python] * len(cells), argvs, logs,
+                                      [f"{self.cluster} array task {i}" for i in range(len(cells))])
+        except submitit.core.utils.FailedJobError as err:  # sbatch refused the array (its message)
+            why = " ".join(str(err).split())[:300]
+            raise UserError(f"--executor slurm: sbatch refused the job array of {len(cells)} task(s): {why}") from None
+        if self.cluster == "slurm":
+            from antlm_bench.sweep.squeue import SqueueWatcher
+
+            watcher = SqueueWatcher()  # squeue, not sacct: a cluster without accounting has no sacct to ask
+            for job in jobs:
+                job.watcher = watcher
         pending = dict(zip(cells, jobs))
         for cell, job in pending.items():
             record.set(cell, RUNNING, where=f"job {job.job_id}", returncode=None)
