@@ -295,18 +295,36 @@ class SlurmResources:
         return params
 
 
-def run_cell(python: str, argv: Sequence[str], log_path: str, where: str) -> int:
-    """One array task: the cell's ``run`` process in its own group, its output appended to its log; a SIGTERM or
-    SIGUSR2 (SLURM's notice before the time limit or a preemption) is passed to it as SIGTERM, so it writes its
-    resume point. Returns the cell's exit status."""
-    with open_append_no_link(Path(log_path)) as log:
-        command = [python, *argv]
-        _log_header(log, command, where)
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+def run_cell(python: str, argv: Sequence[str], log_path: str, where: str, scheduled: bool = False) -> int:
+    """One array task: the cell's ``run`` process, its output appended to its log, stopped at a resume point by
+    exactly one SIGTERM (the trainer takes a second one as "stop now", keeping only its last resume point). Returns
+    the cell's exit status.
 
-    def forward(_signum: int, _frame: Any) -> None:
-        _signal_group(proc, signal.SIGTERM)
+    ``scheduled`` (a real SLURM task): the scheduler itself signals every process of the task, the cell's too,
+    whatever the proctrack plugin (the cell stays in the task's process group, so ``proctrack/pgid`` finds it as
+    well): scancel and pre-emption send SIGTERM, which the cell gets once from SLURM and is not passed on again.
+    The time-limit notice (SIGUSR2, submitit's ``--signal=USR2@90``) also reaches every process, and would kill
+    the cell (its default action): the cell ignores it (an ignored signal stays ignored across exec) and this task
+    passes it on as SIGTERM, once. Otherwise (submitit's local executor) the cell has a session of its own, which
+    nothing signals but this task: each stop signal here is passed to its group as SIGTERM."""
+    previous_usr2 = signal.signal(signal.SIGUSR2, signal.SIG_IGN) if scheduled else None
+    try:
+        with open_append_no_link(Path(log_path)) as log:
+            command = [python, *argv]
+            _log_header(log, command, where)
+            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=not scheduled)
+    finally:
+        if previous_usr2 is not None:
+            signal.signal(signal.SIGUSR2, previous_usr2)
+    told: list[int] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        if not scheduled:
+            _signal_group(proc, signal.SIGTERM)
+        elif signum == signal.SIGUSR2 and not told:  # SIGTERM and SIGINT: SLURM sent the cell its own
+            told.append(signum)
+            proc.send_signal(signal.SIGTERM)
 
     for s in (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT):
         signal.signal(s, forward)
@@ -405,7 +423,8 @@ class SlurmExecutor(Executor):
             self.folder.open_log(cell).close()
         try:
             jobs = executor.map_array(run_cell, [self.python] * len(cells), argvs, logs,
-                                      [f"{self.cluster} array task {i}" for i in range(len(cells))])
+                                      [f"{self.cluster} array task {i}" for i in range(len(cells))],
+                                      [self.cluster == "slurm"] * len(cells))
         except submitit.core.utils.FailedJobError as err:  # sbatch refused the array (its message)
             why = " ".join(str(err).split())[:300]
             raise UserError(f"--executor slurm: sbatch refused the job array of {len(cells)} task(s): {why}") from None
