@@ -2,7 +2,9 @@
 
 Every cell runs as its own ``python -m antlm_bench run ...`` process (``GridCell.argv``) in its own process group, its
 output appended to ``<output>/sweep/logs/<cell>.log``: a crash, a leaked thread or a signal in one cell never
-reaches another, and the parent can stop a whole cell (its data workers included) by its group.
+reaches another, and the parent can stop a whole cell (its data workers included) by its group. A real SLURM task's
+cell stays in the task's group instead: the scheduler signals and stops every process of the task itself
+(``run_cell``).
 
 Local workers run ahead: with ``--until-decided``, a worker the round leaves idle (its last cells are fewer than the
 workers) starts a cell of the next round, which that round takes over if the sweep goes on and which is stopped at
