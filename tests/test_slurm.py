@@ -4,8 +4,9 @@ runs ``pytest -m slurm`` and takes it down. Without a cluster that answers they 
 
 - a sweep through SLURM: every cell done, one array task at a time under ``--array-parallelism 1`` (the scheduler's
   own start and end times), no accounting warning in the progress, and a second sweep reuses every cell;
-- a task cancelled with ``scancel`` in the middle of training: recorded failed (exit status 143), and the next sweep
-  resumes it from the resume point SIGTERM wrote (not from step 0), each step trained once, no evaluation lost;
+- a task stopped in the middle of training, by ``scancel`` (a pre-emption's SIGTERM) or by the time-limit notice
+  (``scancel --signal=USR2``): recorded failed (exit status 143), and the next sweep resumes it from the resume
+  point the cell wrote where it stopped (not from step 0), each step trained once, no evaluation lost;
 - ``--until-decided`` over two rounds, each round one job array.
 
 Tiny models on a few thousand words: a few minutes in all on two cores.
