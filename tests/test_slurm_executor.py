@@ -1,9 +1,15 @@
-"""The SLURM executor's job states from squeue (antlm_bench/sweep/squeue.py) and its check of the cluster, against
-a stand-in ``squeue`` / ``sinfo`` on PATH: no cluster needed (tests/test_slurm.py runs the real one)."""
+"""The SLURM executor without a cluster (tests/test_slurm.py runs the real one): its job states from squeue
+(antlm_bench/sweep/squeue.py) and its check of the cluster, against a stand-in ``squeue`` / ``sinfo`` on PATH; and
+the signals an array task passes to its cell (``run_cell``)."""
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +133,68 @@ def test_a_cluster_that_does_not_answer_or_lacks_the_partition_is_one_line(bin_d
         _executor(tmp_path, "gpus").check_ready()
     _executor(tmp_path, "gpu").check_ready()
     _executor(tmp_path, None).check_ready()  # the cluster's default partition
+
+
+# a cell that counts the SIGTERMs it gets (for 2 s after the first), says whether it ignores SIGUSR2, exits 143
+SIGNAL_COUNTING_CELL = """
+import signal, sys, time
+from pathlib import Path
+out = Path(sys.argv[1])
+terms = []
+def on_term(*_):
+    terms.append(time.monotonic())
+    (out / "seen").write_text(str(len(terms)))
+signal.signal(signal.SIGTERM, on_term)
+usr2 = "ignored" if signal.getsignal(signal.SIGUSR2) == signal.SIG_IGN else "default"
+(out / "ready").write_text(usr2)
+while not terms or time.monotonic() - terms[0] < 2.0:
+    time.sleep(0.01)
+(out / "terms").write_text(str(len(terms)))
+sys.exit(143)
+"""
+
+TASK = """
+import sys
+from antlm_bench.sweep.executors import run_cell
+out = sys.argv[1]
+sys.exit(run_cell(sys.executable, [out + "/cell.py", out], out + "/cell.log", "test task", scheduled=sys.argv[2] == "1"))
+"""
+
+
+def _task_and_cell(tmp_path: Path, scheduled: bool) -> tuple[subprocess.Popen[bytes], int]:
+    """run_cell in a process of its own (the array task) running the signal-counting cell; the cell's pid."""
+    (tmp_path / "cell.py").write_text(SIGNAL_COUNTING_CELL)
+    task = subprocess.Popen([sys.executable, "-c", TASK, str(tmp_path), "1" if scheduled else "0"])
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ready").exists():
+        assert task.poll() is None and time.monotonic() < deadline, "the cell did not start"
+        time.sleep(0.02)
+    (child,) = [int(pid) for pid in Path(f"/proc/{task.pid}/task/{task.pid}/children").read_text().split()]
+    return task, child
+
+
+@pytest.mark.parametrize(("scheduled", "to_the_cell_too", "signum"), [
+    (True, True, signal.SIGTERM),  # scancel / pre-emption on SLURM: every process of the task gets it
+    (True, True, signal.SIGUSR2),  # the time-limit notice on SLURM: every process too
+    (False, False, signal.SIGTERM),  # submitit's local executor: only the task gets it
+    (False, False, signal.SIGUSR2),
+], ids=["slurm-sigterm", "slurm-usr2", "local-sigterm", "local-usr2"])
+def test_the_cell_gets_exactly_one_sigterm_however_the_task_is_stopped(tmp_path, scheduled, to_the_cell_too, signum):
+    """The trainer takes a second SIGTERM as "stop now", without a resume point where it stood; and SIGUSR2's
+    default action would kill the cell outright."""
+    task, cell = _task_and_cell(tmp_path, scheduled)
+    try:
+        assert (tmp_path / "ready").read_text() == ("ignored" if scheduled else "default")
+        if to_the_cell_too:  # first, so that a copy from the task cannot merge with it into one pending signal
+            os.kill(cell, signum)
+            deadline = time.monotonic() + 60
+            while signum == signal.SIGTERM and not (tmp_path / "seen").exists():
+                assert time.monotonic() < deadline, "the cell did not see its SIGTERM"
+                time.sleep(0.01)
+        os.kill(task.pid, signum)
+        assert task.wait(timeout=60) == 143
+    finally:
+        if task.poll() is None:
+            task.kill()
+            task.wait()
+    assert (tmp_path / "terms").read_text() == "1"
