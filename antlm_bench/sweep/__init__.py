@@ -7,6 +7,7 @@ executor, and ``--until-decided``'s rounds of seeds.
 - ``progress``: the live progress line;
 - ``instruments``: the comparisons the board will not test (different instruments), said before the sweep starts;
 - ``executors``: local worker processes and SLURM job arrays (submitit);
+- ``squeue``: the SLURM jobs' states from squeue, not sacct (clusters without accounting too);
 - ``decision``: each schedule against the baseline after a round (``results.stats.sequential``);
 - ``plan``: the settings planned before anything runs (the grid resolved, the fewest seeds, the executor, the check
   that skips finished cells), with ``run``'s option parser as the command layer lends it;

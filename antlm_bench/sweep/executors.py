@@ -2,7 +2,9 @@
 
 Every cell runs as its own ``python -m antlm_bench run ...`` process (``GridCell.argv``) in its own process group, its
 output appended to ``<output>/sweep/logs/<cell>.log``: a crash, a leaked thread or a signal in one cell never
-reaches another, and the parent can stop a whole cell (its data workers included) by its group.
+reaches another, and the parent can stop a whole cell (its data workers included) by its group. A real SLURM task's
+cell stays in the task's group instead: the scheduler signals and stops every process of the task itself
+(``run_cell``).
 
 Local workers run ahead: with ``--until-decided``, a worker the round leaves idle (its last cells are fewer than the
 workers) starts a cell of the next round, which that round takes over if the sweep goes on and which is stopped at
@@ -295,18 +297,36 @@ class SlurmResources:
         return params
 
 
-def run_cell(python: str, argv: Sequence[str], log_path: str, where: str) -> int:
-    """One array task: the cell's ``run`` process in its own group, its output appended to its log; a SIGTERM or
-    SIGUSR2 (SLURM's notice before the time limit or a preemption) is passed to it as SIGTERM, so it writes its
-    resume point. Returns the cell's exit status."""
-    with open_append_no_link(Path(log_path)) as log:
-        command = [python, *argv]
-        _log_header(log, command, where)
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+def run_cell(python: str, argv: Sequence[str], log_path: str, where: str, scheduled: bool = False) -> int:
+    """One array task: the cell's ``run`` process, its output appended to its log, stopped at a resume point by
+    exactly one SIGTERM (the trainer takes a second one as "stop now", keeping only its last resume point). Returns
+    the cell's exit status.
 
-    def forward(_signum: int, _frame: Any) -> None:
-        _signal_group(proc, signal.SIGTERM)
+    ``scheduled`` (a real SLURM task): the scheduler itself signals every process of the task, the cell's too,
+    whatever the proctrack plugin (the cell stays in the task's process group, so ``proctrack/pgid`` finds it as
+    well): scancel and pre-emption send SIGTERM, which the cell gets once from SLURM and is not passed on again.
+    The time-limit notice (SIGUSR2, submitit's ``--signal=USR2@90``) also reaches every process, and would kill
+    the cell (its default action): the cell ignores it (an ignored signal stays ignored across exec) and this task
+    passes it on as SIGTERM, once. Otherwise (submitit's local executor) the cell has a session of its own, which
+    nothing signals but this task: each stop signal here is passed to its group as SIGTERM."""
+    previous_usr2 = signal.signal(signal.SIGUSR2, signal.SIG_IGN) if scheduled else None
+    try:
+        with open_append_no_link(Path(log_path)) as log:
+            command = [python, *argv]
+            _log_header(log, command, where)
+            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=not scheduled)
+    finally:
+        if previous_usr2 is not None:
+            signal.signal(signal.SIGUSR2, previous_usr2)
+    told: list[int] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        if not scheduled:
+            _signal_group(proc, signal.SIGTERM)
+        elif signum == signal.SIGUSR2 and not told:  # SIGTERM and SIGINT: SLURM sent the cell its own
+            told.append(signum)
+            proc.send_signal(signal.SIGTERM)
 
     for s in (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT):
         signal.signal(s, forward)
@@ -370,7 +390,25 @@ class SlurmExecutor(Executor):
         return executor
 
     def check_ready(self) -> None:
+        """submitit and srun here; with a real cluster, its controller answers and has the partition asked for."""
         self._submitit_executor()
+        if self.cluster != "slurm":
+            return
+        try:
+            answer = subprocess.run(["sinfo", "--noheader", "--format=%R"], capture_output=True, text=True,
+                                    timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise UserError(f"--executor slurm: sinfo did not answer ({type(err).__name__}); is the cluster up?") \
+                from None
+        if answer.returncode != 0:
+            why = (answer.stderr.strip().splitlines() or [f"exit status {answer.returncode}"])[-1]
+            raise UserError(f"--executor slurm: the cluster does not answer (sinfo: {why}); check SLURM_CONF or "
+                            "the controller (on one machine: ci/slurm/cluster.sh up, then eval "
+                            "\"$(ci/slurm/cluster.sh env)\")")
+        partitions = sorted({line.strip() for line in answer.stdout.splitlines() if line.strip()})
+        partition = self.resources.partition
+        if partition and partition not in partitions:
+            raise UserError(f"--partition {partition}: not a partition of this cluster ({', '.join(partitions)})")
 
     def run(self, cells: Sequence[GridCell], record: SweepRecord, progress: Progress,
             ahead: Sequence[GridCell] = ()) -> None:
@@ -378,13 +416,26 @@ class SlurmExecutor(Executor):
         nothing is run ahead."""
         if not cells:
             return
+        import submitit
+
         executor = self._submitit_executor()
         logs = [str(self.folder.log_of(cell)) for cell in cells]
         argvs = [cell.argv(self.output) for cell in cells]
         for cell in cells:  # made here (no link followed) so that the task only appends
             self.folder.open_log(cell).close()
-        jobs = executor.map_array(run_cell, [self.python] * len(cells), argvs, logs,
-                                  [f"{self.cluster} array task {i}" for i in range(len(cells))])
+        try:
+            jobs = executor.map_array(run_cell, [self.python] * len(cells), argvs, logs,
+                                      [f"{self.cluster} array task {i}" for i in range(len(cells))],
+                                      [self.cluster == "slurm"] * len(cells))
+        except submitit.core.utils.FailedJobError as err:  # sbatch refused the array (its message)
+            why = " ".join(str(err).split())[:300]
+            raise UserError(f"--executor slurm: sbatch refused the job array of {len(cells)} task(s): {why}") from None
+        if self.cluster == "slurm":
+            from antlm_bench.sweep.squeue import SqueueWatcher
+
+            watcher = SqueueWatcher()  # squeue, not sacct: a cluster without accounting has no sacct to ask
+            for job in jobs:
+                job.watcher = watcher
         pending = dict(zip(cells, jobs))
         for cell, job in pending.items():
             record.set(cell, RUNNING, where=f"job {job.job_id}", returncode=None)
