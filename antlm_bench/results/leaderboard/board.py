@@ -374,6 +374,8 @@ def _group_items(results: Results, present: list[RunCheckpoint], column: str,
         if items is None:
             return None
         per_seed.append(items)
+    if any(set(items) != set(per_seed[0]) for items in per_seed[1:]):
+        return None  # the seeds scored other subtasks: no item-level statistic of the cell
     out: dict[str, ItemMatrix] = {}
     for subtask in per_seed[0]:
         ids = per_seed[0][subtask][0]
@@ -384,6 +386,8 @@ def _group_items(results: Results, present: list[RunCheckpoint], column: str,
             continue
         for other in per_seed[1:]:
             ids = np.intersect1d(ids, other[subtask][0])
+        if ids.size == 0:  # the seeds share no item of this subtask: no item-level statistic of the cell
+            return None
         rows = [correct[np.searchsorted(seed_ids, ids)] for seed_ids, correct, _ in (s[subtask] for s in per_seed)]
         groups = next((g[np.searchsorted(i, ids)] for i, _, g in (s[subtask] for s in per_seed) if g is not None),
                       None)
