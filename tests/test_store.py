@@ -408,3 +408,21 @@ def test_an_unchanged_store_reads_and_its_digest_is_the_data_not_the_record(tmp_
     record = json.loads(record_file.read_text(encoding="utf-8"))
     record_file.write_text(json.dumps({**record, "note": "annotated"}), encoding="utf-8")
     assert store_digest(tmp_path) == before
+
+
+def test_the_recorded_content_digest_gives_the_store_digest_and_is_checked(tmp_path):
+    """A reader takes an event's items digest from its record (the bytes checked first) instead of recomputing it:
+    the same store digest as computing it from the tables; a record whose content digest is not a sha256 is
+    refused."""
+    from antlm_bench.results.leaderboard.results import results_reader
+
+    commit_results(tmp_path, scores(), items())
+    commit_results(tmp_path, scores(run_id="other"), items(run_id="other", correct=0.0))
+    assert results_reader().digest(tmp_path) == store_digest(tmp_path)
+    record_file = sorted((tmp_path / "scores.parquet").glob("*/_event.json"))[0]
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    assert len(record["data_sha256"]["items_content"]) == 64
+    record["data_sha256"]["items_content"] = "not a digest"
+    record_file.write_text(json.dumps(record), encoding="utf-8")
+    with pytest.raises(UserError, match="field data_sha256 does not name"):
+        read_results_folder(tmp_path)

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from antlm_bench.results.leaderboard.definition import metric_kind
-from antlm_bench.results.store import StoreReader, find_results
+from antlm_bench.results.store import StoreReader, find_results, key_codes
 
 # ----------------------------------------------------------------------------------------------------------
 # reading result tables
@@ -88,38 +88,38 @@ class ItemIndex:
             empty = np.zeros(0, dtype=np.int64)
             return cls({}, np.zeros(0, dtype=str), empty, empty.astype(bool), {}, empty)
         keys = [*_SLICE, "subtask"]
-        # an item without an id reads as "None", as it always has; filled before the sort so the order is the ids'
-        item_id = pc.fill_null(items["item_id"], "None")
-        items = pa.table({**{k: items[k] for k in keys}, "item_id": item_id, "group_id": items["group_id"],
-                          "correct": items["correct"], "value": items["value"],
-                          "margin": pc.subtract(items["score_good"], items["score_bad"]),
-                          "position": pa.array(np.arange(items.num_rows, dtype=np.int64))})
-        # a stable sort: equal keys keep their record order, so the last of an item's records is the last of its run
-        order = pc.sort_indices(items, sort_keys=[(k, "ascending", "at_start") for k in (*keys, "item_id")])
-        items = items.take(order)
-        slice_changes = _changes(items, keys)
-        last = np.append(slice_changes | _changes(items, ["item_id"]), True)
-        if not last.all():
-            items = items.filter(pa.array(last, pa.bool_()))
-            slice_changes = _changes(items, keys)
-        starts = np.flatnonzero(np.append(True, slice_changes))
-        ends = np.append(starts[1:], items.num_rows)
+        # every sort on integers: a slice's code (in no particular order: only the items within a slice are
+        # ordered), each id's rank among the store's distinct ids (ascending as strings), the record's position
+        slice_code = key_codes(items, keys)
+        # an item without an id reads as "None", as it always has
+        id_rank, id_values = _ranked(pc.fill_null(items["item_id"], "None"))
+        order = np.lexsort((np.arange(items.num_rows), id_rank, slice_code))
+        slice_sorted, rank_sorted = slice_code[order], id_rank[order]
+        # the last record of an item in its slice wins (a stable order: the last of equal keys is the latest)
+        last = np.append((slice_sorted[1:] != slice_sorted[:-1]) | (rank_sorted[1:] != rank_sorted[:-1]), True)
+        order, slice_sorted = order[last], slice_sorted[last]
+        starts = np.flatnonzero(np.append(True, slice_sorted[1:] != slice_sorted[:-1]))
+        ends = np.append(starts[1:], order.size)
         slices: dict[tuple, dict[str, tuple[int, int]]] = defaultdict(dict)
-        heads = items.take(pa.array(starts, pa.int64())).select(keys).to_pylist()
+        heads = items.select(keys).take(pa.array(order[starts], pa.int64())).to_pylist()
         for head, begin, end in zip(heads, starts.tolist(), ends.tolist()):
             slices[tuple(head[k] for k in _SLICE)][head["subtask"]] = (begin, end)
-        ids = np.asarray(items["item_id"].to_numpy(zero_copy_only=False)).astype(str)
-        named = pc.if_else(pc.is_null(items["group_id"]), pc.binary_join_element_wise("_item_", items["item_id"], ""),
-                           items["group_id"])
-        _, clusters = np.unique(np.asarray(named.to_numpy(zero_copy_only=False)).astype(str), return_inverse=True)
+        ids = id_values[id_rank[order]]
+        # clusters: the group's name, or "_item_<id>" for an item without one; coded in the names' order
+        grouped = np.asarray(pc.is_valid(items["group_id"]).to_numpy(zero_copy_only=False), dtype=bool)[order]
+        group_rank, group_values = _ranked(pc.fill_null(items["group_id"], ""))
+        alone = np.char.add("_item_", id_values)
+        names = np.unique(np.concatenate([group_values, alone]))
+        clusters = np.where(grouped, np.searchsorted(names, group_values)[group_rank[order]],
+                            np.searchsorted(names, alone)[id_rank[order]])
 
         def floats(name: str) -> np.ndarray:
             return np.asarray(pc.fill_null(pc.cast(items[name], pa.float64()), float("nan")).to_numpy(
-                zero_copy_only=False), dtype=np.float64)
+                zero_copy_only=False), dtype=np.float64)[order]
 
-        return cls(dict(slices), ids, clusters.reshape(-1).astype(np.int64),
-                   np.asarray(pc.is_valid(items["group_id"]).to_numpy(zero_copy_only=False), dtype=bool),
-                   {name: floats(name) for name in ("correct", "value", "margin")}, items["position"].to_numpy())
+        return cls(dict(slices), ids, clusters.astype(np.int64), grouped,
+                   {"correct": floats("correct"), "value": floats("value"),
+                    "margin": floats("score_good") - floats("score_bad")}, order)
 
     def subtask_items(self, key: tuple, subtask: str, metric: str) -> tuple[np.ndarray, np.ndarray,
                                                                               np.ndarray | None] | None:
@@ -152,19 +152,15 @@ class ItemIndex:
         return self.ids[rows], self.values[column][rows], clusters
 
 
-def _changes(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
-    """For each row after the first, whether it differs from the row before in any of ``columns`` (null equals
-    null): on a sorted table, where one key's rows end."""
-    changed = np.zeros(max(0, table.num_rows - 1), dtype=bool)
-    if table.num_rows < 2:
-        return changed
-    for name in columns:
-        column = table[name].combine_chunks()
-        before, after = column.slice(0, len(column) - 1), column.slice(1)
-        differ = pc.fill_null(pc.not_equal(after, before), False)
-        one_null = pc.xor(pc.is_null(after), pc.is_null(before))
-        changed |= np.asarray(pc.or_(differ, one_null).to_numpy(zero_copy_only=False), dtype=bool)
-    return changed
+def _ranked(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's rank among the column's distinct values (ascending as strings, as numpy orders them), and those
+    values in that order: sorting the few distinct values, not every row."""
+    encoded = pc.dictionary_encode(column.combine_chunks())
+    values = np.asarray(encoded.dictionary.to_numpy(zero_copy_only=False)).astype(str)
+    order = np.argsort(values, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return rank[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)], values[order]
 
 
 def run_items(results: Results, run_id: str, meta: Mapping[str, Any], task: str, scoring: str,

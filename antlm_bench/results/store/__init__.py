@@ -59,6 +59,7 @@ from antlm_bench.results.store.read import (  # noqa: F401
     StoredResults,
     StoreReader,
     find_results,
+    key_codes,
     read_results_folder,
     read_scores,
     score_parts,

@@ -20,6 +20,9 @@ STAGING_PREFIX = ".staging-"
 SCHEMA_VERSION = 2
 READ_VERSIONS = (1, 2)
 DATA_DIGESTS = "data_sha256"  # _event.json field: {file name: sha256 hex of its bytes}
+# ... and under this key, the sha256 of the items' content as a store digest takes it (read.items_content_digest;
+# null when nothing of them is digested): recorded at the commit, trusted once the items' bytes check out
+ITEMS_CONTENT = "items_content"
 
 SCORE_KEY = ("run_id", "checkpoint", "phase_index", "task", "subtask", "metric", "scoring", "limit", "eval_set",
              "convention", "seed")

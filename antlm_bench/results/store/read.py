@@ -19,6 +19,7 @@ from antlm_bench.results.store.layout import (
     EVENT_PART,
     ITEM_GROUP,
     ITEM_KEY,
+    ITEMS_CONTENT,
     ITEMS_PART,
     PART,
     READ_VERSIONS,
@@ -179,7 +180,7 @@ def _read(path: Path, schema: pa.Schema, what: str, data: bytes | None = None) -
         raise UserError(f"{path}: not a readable {what} table ({message}); re-run the evaluation") from None
 
 
-def _key_codes(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
+def key_codes(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
     """One int64 per row, equal exactly where the rows' values in ``columns`` are equal (null equals null): the
     key of every row at once, from each column's dictionary codes."""
     codes = np.zeros(table.num_rows, dtype=np.int64)
@@ -224,7 +225,7 @@ def _standing_items(scores: pa.Table, score_event: np.ndarray, picks: np.ndarray
     items = pa.concat_tables([table for _, table in present])
     item_event = np.concatenate([np.full(table.num_rows, t, dtype=np.int64) for t, table in present])
     # one code per (event, group): the groups are few (an event holds one task at one checkpoint)
-    group_codes = _key_codes(items, ITEM_GROUP) * len(item_tables) + item_event
+    group_codes = key_codes(items, ITEM_GROUP) * len(item_tables) + item_event
     distinct, first, inverse = np.unique(group_codes, return_index=True, return_inverse=True)
     keys = items.take(pa.array(first, pa.int64())).select(list(ITEM_GROUP)).to_pylist()
     events = item_event[first]
@@ -239,7 +240,7 @@ def _standing_items(scores: pa.Table, score_event: np.ndarray, picks: np.ndarray
     chosen_group = kept & np.array([owner.get(tuple(key.values())) == t for t, key in zip(events.tolist(), keys)],
                                    dtype=bool)
     chosen = items if chosen_group.all() else items.filter(pa.array(chosen_group[inverse.reshape(-1)], pa.bool_()))
-    return _take_rows(chosen, _last_rows(_key_codes(chosen, ITEM_KEY)))
+    return _take_rows(chosen, _last_rows(key_codes(chosen, ITEM_KEY)))
 
 
 def _take_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
@@ -279,11 +280,26 @@ def _event_record(event: Path) -> dict[str, Any]:
     if version >= 2:
         digests = record.get(DATA_DIGESTS)
         files = [name for name in (PART, ITEMS_PART) if (event / name).is_file()]
-        if not isinstance(digests, dict) or sorted(digests) != sorted(files) or not all(
-                isinstance(v, str) for v in digests.values()):
+        named = {k: v for k, v in digests.items() if k != ITEMS_CONTENT} if isinstance(digests, dict) else None
+        content = digests.get(ITEMS_CONTENT, "") if isinstance(digests, dict) else None
+        if named is None or sorted(named) != sorted(files) or not all(
+                isinstance(v, str) and _is_sha256(v) for v in named.values()) or not (
+                content is None or content == "" or (isinstance(content, str) and _is_sha256(content))):
             raise UserError(f"{record_file}: field {DATA_DIGESTS} does not name the event's data files "
                             f"({', '.join(files) or 'none'}) with their sha256; the event is damaged: {fix}")
     return record
+
+
+def _is_sha256(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def items_content_digest(items: pa.Table) -> str | None:
+    """The hex digest a store digest takes an event's items by (their content as :func:`statistics_items` gives
+    them), None when nothing of them is digested; recorded with the event (``DATA_DIGESTS[ITEMS_CONTENT]``) so that
+    a reader digests a store without recomputing it."""
+    content = statistics_items(items)
+    return _content_digest(content).hex() if content.num_rows else None
 
 
 def _check_bytes(event: Path, name: str, data: bytes, record: dict[str, Any]) -> None:
@@ -357,16 +373,22 @@ def _read_store(source: Path, with_items: bool, with_digest: bool, checked: bool
             item_tables.append(_read(items_part, ITEM_SCHEMA, "items", items_data))
             continue
         raw = _read_raw(items_part, items_data, "items")  # parsed once: digested as it is, read as the schema
-        content = statistics_items(raw)
-        if content.num_rows:
-            digest.update(ITEMS_PART.encode() + b"\0" + _content_digest(content))
+        if ITEMS_CONTENT in record.get(DATA_DIGESTS, {}):
+            # recorded when the event was committed, from the bytes just checked against the record
+            recorded = record[DATA_DIGESTS][ITEMS_CONTENT]
+            if recorded:
+                digest.update(ITEMS_PART.encode() + b"\0" + bytes.fromhex(recorded))
+        else:
+            content = statistics_items(raw)
+            if content.num_rows:
+                digest.update(ITEMS_PART.encode() + b"\0" + _content_digest(content))
         item_tables.append(_project(items_part, raw, ITEM_SCHEMA, "items") if with_items else None)
     if not (checked or with_items):
         return StoredResults(source, SCORE_SCHEMA.empty_table(), None, events, digest.hexdigest() if digest else None)
     scores_all = _concat(score_tables, SCORE_SCHEMA)
     score_event = np.concatenate([np.full(t.num_rows, e, dtype=np.int64) for e, t in enumerate(score_tables)]) \
         if score_tables else np.zeros(0, dtype=np.int64)
-    picks = _last_rows(_key_codes(scores_all, SCORE_KEY))
+    picks = _last_rows(key_codes(scores_all, SCORE_KEY))
     scores = _take_rows(scores_all, picks)
     items = None
     if with_items and any(t is not None for t in item_tables):

@@ -23,6 +23,7 @@ from antlm_bench.locking import fault_point
 from antlm_bench.results.store.layout import (
     DATA_DIGESTS,
     EVENT_PART,
+    ITEMS_CONTENT,
     ITEMS_PART,
     ITEMS_VIEW,
     PART,
@@ -162,10 +163,17 @@ def commit_results(folder: str | Path, scores: pa.Table, items: pa.Table | None 
     return event
 
 
-def data_digests(event: Path) -> dict[str, str]:
-    """{file name: sha256 of its bytes} of an event folder's data files (scores and items), as _event.json records
-    them (``DATA_DIGESTS``); a tool that rewrites a data file (``leaderboards/export_runs.py``) records them anew."""
-    return {name: sha256_file(event / name) for name in (PART, ITEMS_PART) if (event / name).is_file()}
+def data_digests(event: Path) -> dict[str, str | None]:
+    """{file name: sha256 of its bytes} of an event folder's data files (scores and items), and the digest of the
+    items' content (``ITEMS_CONTENT``), as _event.json records them (``DATA_DIGESTS``); a tool that rewrites a data
+    file (``leaderboards/export_runs.py``) records them anew."""
+    from antlm_bench.results.store.read import items_content_digest
+
+    digests: dict[str, str | None] = {name: sha256_file(event / name) for name in (PART, ITEMS_PART)
+                                      if (event / name).is_file()}
+    if (event / ITEMS_PART).is_file():
+        digests[ITEMS_CONTENT] = items_content_digest(pq.read_table(event / ITEMS_PART))
+    return digests
 
 
 def _link_items(folder: Path, store: Path) -> None:
