@@ -419,7 +419,7 @@ def _decide(tmp_path: Path, gaps: dict[str, float], tolerance: float | None, max
 def test_a_clear_gap_is_decided_before_the_last_seed(tmp_path):
     outcome, executor, folder, record, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
     assert outcome.status == "decided"
-    (comparison,) = outcome.comparisons
+    (comparison,) = [c for c in outcome.comparisons if not c.role]  # and the baseline's row against chance
     assert comparison.decision == "difference" and comparison.mean > 0 and comparison.low > 0
     seeds = comparison.seeds
     assert len(seeds) < 8 and len(executor.ran) == 2 * len(seeds)  # no cell ran twice
@@ -475,7 +475,7 @@ def test_only_primary_endpoints_take_alpha_and_must_be_decided(tmp_path, primary
     executor = TwoTaskExecutor(out, {"2_CLM": 0.15})
     outcome = run_sweep(plan, executor, record, Progress(record, 1, terminal=False),
                         lambda cells: [c for c in cells if not (out / c.name).exists()], lambda line: None)
-    by_column = {c.column: c for c in outcome.comparisons}
+    by_column = {c.column: c for c in outcome.comparisons if not c.role}
     assert by_column["blimp_supplement"].decision == "difference"
     decision = json.loads(folder.decision_file.read_text())
     if primary:
@@ -514,7 +514,7 @@ def test_a_margin_per_endpoint_lets_a_null_endpoint_end_equivalent(tmp_path):
     outcome = run_sweep(SweepPlan(grid, [1, 2, 3], {}, out, rule), TwoTaskExecutor(out, {"2_CLM": 0.15}), record,
                         Progress(record, 1, terminal=False),
                         lambda cells: [c for c in cells if not (out / c.name).exists()], lambda line: None)
-    by_column = {c.column: c for c in outcome.comparisons}
+    by_column = {c.column: c for c in outcome.comparisons if not c.role}
     assert outcome.status == "decided"
     assert by_column["blimp_supplement"].decision == "difference" and by_column["ewok"].decision == "equivalent"
     decision = json.loads(folder.decision_file.read_text())
@@ -611,7 +611,7 @@ def test_controls_take_no_alpha_never_hold_the_sweep_and_say_whether_they_pass(t
     again under its label: the family is the one studied comparison (alpha not shared with the controls), the sweep
     stops when it is decided, and each control says it passes; the board recomputes the same decision."""
     outcome, folder, said = _controlled(tmp_path, {"2_CLM": 0.15, "0.25_CLM": -0.15})
-    by_row = {c.row: c for c in outcome.comparisons}
+    by_row = {c.row: c for c in outcome.comparisons if c.role != "baseline vs chance"}
     assert set(by_row) == {"2_CLM", "0.25_CLM", "1_CLM [negative-control]"}
     assert outcome.status == "decided" and by_row["2_CLM"].decision == "difference" and by_row["2_CLM"].role == ""
     assert by_row["0.25_CLM"].role == "positive control" and by_row["0.25_CLM"].is_worse
@@ -619,18 +619,24 @@ def test_controls_take_no_alpha_never_hold_the_sweep_and_say_whether_they_pass(t
     assert negative.role == "negative control" and negative.decision == "undecided" and negative.label
     assert negative.seeds == by_row["2_CLM"].seeds  # paired by seed label
     decision = json.loads(folder.decision_file.read_text())
-    assert decision["schema_version"] == 4 and decision["rule"]["comparisons"] == 1
+    assert decision["schema_version"] == 5 and decision["rule"]["comparisons"] == 1
     assert decision["rule"]["alpha_each"] == 0.05 and decision["rule"]["positive_controls"] == ["0.25_CLM"]
     assert decision["rule"]["negative_control"] is True
-    assert any(line.startswith("positive control antlm-babyllama tiny 0.25_CLM: passes: decided worse")
-               for line in said)
-    assert any(line.startswith("negative control antlm-babyllama tiny 1_CLM [negative-control]: passes")
-               for line in said)
+    assert ("positive control antlm-babyllama tiny 0.25_CLM: blimp_supplement decided worse: shows its known gap on "
+            "1 of 1 primary endpoints (blimp_supplement)") in said
+    assert ("negative control antlm-babyllama tiny 1_CLM [negative-control]: blimp_supplement undecided: passes: no "
+            "difference decided on any of 1 primary endpoints") in said
+    # the positive control saw its gap on the one endpoint: it speaks, by the rule recorded before the first seed
+    assert any(line.startswith("sensitivity antlm-babyllama tiny (rule: positive-control on blimp_supplement; "
+                               "declared before the first seed): the study has shown it can see a gap on "
+                               "blimp_supplement") and "no verdict" not in line for line in said)
+    assert decision["rule"]["sensitivity"] == {} and decision["endpoints"][0]["speaks"] is True
     lines = decision_lines([folder.output])
     assert not any("NOT SHOWN" in line for line in lines)  # recomputed from the tables, labels and all
     assert any("1_CLM [negative-control] - baseline on blimp_supplement" in line and "no share of alpha" in line
                for line in lines)
     assert any("negative control" in line and "passes" in line for line in lines)
+    assert not any("no verdict" in line for line in lines)
 
 
 def test_a_control_that_the_design_gets_wrong_is_named_a_failure(tmp_path):
@@ -642,8 +648,8 @@ def test_a_control_that_the_design_gets_wrong_is_named_a_failure(tmp_path):
 
     wrong = Decision("r", "p", "1_CLM", "blimp", "clm vs clm", (1, 2, 3, 4, 5), -3.0, -5.0, -1.0, "difference",
                      label="negative-control", role="negative control")
-    assert control_lines([wrong]) == ["negative control r p 1_CLM [negative-control]: FAILS: decided a difference on "
-                                      "blimp, where the truth is none"]
+    assert control_lines([wrong]) == ["negative control r p 1_CLM [negative-control]: blimp decided worse: FAILS: "
+                                      "decided a difference on blimp, where the truth is none"]
 
 
 def test_a_reused_cell_is_not_run_again(tmp_path):
@@ -852,7 +858,7 @@ def test_a_decision_that_its_tables_do_not_give_is_never_shown_as_decided(tmp_pa
     assert outcome.status == "max seeds reached"
     path = folder.decision_file
     original = json.loads(path.read_text())
-    assert original["schema_version"] == 4 and len(original["tables"]) == 8  # 2 schedules x 4 seeds
+    assert original["schema_version"] == 5 and len(original["tables"]) == 8  # 2 schedules x 4 seeds
     assert "max seeds reached" in decision_lines([folder.output])[0]
 
     edited = json.loads(json.dumps(original))
@@ -947,3 +953,27 @@ def test_a_decision_is_verified_on_its_export_and_not_on_a_changed_one(tmp_path)
     flipped = pa.array([1.0 - items["correct"][0].as_py(), *items["correct"].to_pylist()[1:]])
     pq.write_table(items.set_column(items.column_names.index("correct"), "correct", flipped), part)
     assert any("NOT SHOWN" in line and "changed since the decision" in line for line in decision_lines([exported]))
+
+
+def test_an_endpoint_whose_positive_control_is_not_decided_gets_no_verdict_and_the_sweep_goes_on(tmp_path):
+    """The positive control is no worse in truth (the endpoint cannot show it sees a gap): 2_CLM's 15-point gap is
+    decided by its interval, but the endpoint may not speak, so the comparison reads 'no verdict' and keeps the sweep
+    running to the cap; the record stores the rule and the endpoint's check, and the board re-reads the same."""
+    outcome, folder, said = _controlled(tmp_path, {"2_CLM": 0.15, "0.25_CLM": 0.0})
+    studied = next(c for c in outcome.comparisons if c.row == "2_CLM")
+    assert studied.decision == "difference" and outcome.status == "max seeds reached"
+    assert len(studied.seeds) == 10
+    assert any("of them decided by the interval alone, on an endpoint that has not shown it can see a gap" in line
+               for line in said)
+    decision = json.loads(folder.decision_file.read_text())
+    (endpoint,) = decision["endpoints"]
+    assert endpoint["column"] == "blimp_supplement" and endpoint["rule"] == "positive-control"
+    assert endpoint["speaks"] is False and "not decided worse" in endpoint["why"]
+    lines = decision_lines([folder.output])
+    assert not any("NOT SHOWN" in line for line in lines)
+    (line,) = [line for line in lines if "2_CLM - baseline on blimp_supplement" in line]
+    assert "no verdict: this endpoint does not separate these models" in line and "decided: better" not in line
+    # an edited endpoint check is caught: the record must say what its comparisons give
+    decision["endpoints"][0]["speaks"] = True
+    folder.decision_file.write_text(json.dumps(decision))
+    assert any("NOT SHOWN" in line and "sensitivity" in line for line in decision_lines([folder.output]))
