@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from cli_support import run_cli
 from leaderboard_tables import correctness, write_run
@@ -282,7 +283,9 @@ def test_a_cell_run_ahead_never_enters_the_look_and_is_stopped_when_the_look_dec
     out = tmp_path / "out"
     folder, record = _record(out)
     grid = Grid(("antlm-babyllama",), ("tiny",), ("1_CLM", "2_CLM"))
-    plan = SweepPlan(grid, [1, 2, 3, 4], {}, out, Rule("1_CLM", 0.05, None, 8, 1))  # its tables decide at 4
+    # its tables decide at 4 (no sensitivity check: the baseline's interval against chance needs more seeds, and
+    # this test is about the cell run ahead)
+    plan = SweepPlan(grid, [1, 2, 3, 4], {}, out, Rule("1_CLM", 0.05, None, 8, 1, sensitivity=(("*", "none"),)))
     executor = LocalExecutor(str(fake), out, folder, [Slot("a"), Slot("b")], poll_s=0.05)
 
     def pending(cells):
@@ -977,3 +980,35 @@ def test_an_endpoint_whose_positive_control_is_not_decided_gets_no_verdict_and_t
     decision["endpoints"][0]["speaks"] = True
     folder.decision_file.write_text(json.dumps(decision))
     assert any("NOT SHOWN" in line and "sensitivity" in line for line in decision_lines([folder.output]))
+
+
+def test_a_swept_board_gives_each_comparison_one_verdict_the_sweeps(tmp_path, monkeypatch, capsys):
+    """Issue #50 item 3: under a sweep decision the gaps the sweep decided print its verdict and no fixed-sample
+    test (a p-value on seeds the data chose is not valid), a column it did not declare (a board's own average)
+    gets no verdict at all, and the same tables without the decision keep their fixed-sample tests."""
+    _, _, folder, _, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
+    definition = tmp_path / "board.yaml"
+    definition.write_text(f"name: study\nresults: [{folder.output}]\ntasks: [blimp_supplement]\n"
+                          "macro_tasks: [blimp_supplement]\ngroup_by: [recipe, preset, schedule]\n"
+                          "reference: {schedule: 1_CLM}\n")
+    code, out, err = run_cli(monkeypatch, capsys, "leaderboard", "-d", str(definition), "-o",
+                             str(tmp_path / "board.md"))
+    assert code == 0, err
+    board = (tmp_path / "board.md").read_text()
+    gaps = [line for line in board.splitlines() if line.startswith("| schedule=2_CLM |")]
+    assert len(gaps) == 2, board
+    assert "descriptive; sweep: decided better" in gaps[0] and "p=" not in gaps[0] and "**" not in gaps[0]
+    assert "not a declared endpoint: no verdict" in gaps[1] and "significant" not in gaps[1]
+    assert "no other gap is tested" in board
+    code, _, err = run_cli(monkeypatch, capsys, "leaderboard", "-d", str(definition), "-o",
+                           str(tmp_path / "board.parquet"))
+    assert code == 0, err
+    stored = json.loads(pq.read_schema(tmp_path / "board.parquet").metadata[b"antlm_bench.gaps"])
+    assert {(g["column"], g["p_value"], g["significant"], g["sweep_verdict"]) for g in stored} == {
+        ("blimp_supplement", None, None, "decided better"), ("macro", None, None, "not a declared endpoint: no verdict")}
+    folder.decision_file.unlink()  # the same tables, no sweep decision: the board's own tests again
+    code, out, err = run_cli(monkeypatch, capsys, "leaderboard", "-d", str(definition), "-o",
+                             str(tmp_path / "plain.md"))
+    assert code == 0, err
+    plain = [line for line in (tmp_path / "plain.md").read_text().splitlines() if line.startswith("| schedule=2_CLM |")]
+    assert all("significant, row better" in line and "descriptive" not in line for line in plain), plain

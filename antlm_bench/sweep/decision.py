@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -685,12 +685,72 @@ def _decision_files(folders: Sequence[Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
+@dataclass
+class DecisionView:
+    """What the sweeps that decided on a board's results say: the lines printed under the board, and the sweep's
+    verdict of each comparison it made, by (recipe, preset, row, column) with its baseline, so that the board's
+    gaps table prints no second, fixed-sample verdict for them (``swept_gaps``)."""
+
+    lines: list[str]
+    verdicts: dict[tuple[str, str, str, str], tuple[str, str]]  # -> (baseline, the sweep's verdict in words)
+    # (recipe, preset, row) -> baseline: the pairs a sweep compared (its seeds were chosen by the data, so no
+    # column of theirs gets a fixed-sample verdict on the board, a column the sweep did not declare included)
+    pairs: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+
+def decision_view(folders: Sequence[Path]) -> DecisionView:
+    """The decisions in ``folders`` or any folder below them (a study may hold one sweep per architecture; nothing
+    where none did): per decision, the rule in one line, a reminder that the table assumed a fixed seed count, one
+    line per comparison, the controls per endpoint and the endpoints' sensitivity. A decision that its tables do
+    not give (edited, or the tables changed since) is never shown as decided: one line says so instead, and none of
+    its verdicts replaces the board's."""
+    view = DecisionView([], {}, {})
+    for path in _decision_files(folders):
+        _decision_file_view(path, view)
+    return view
+
+
 def decision_lines(folders: Sequence[Path]) -> list[str]:
-    """What the leaderboard prints under the table for the sweeps that decided in ``folders`` or any folder below
-    them (a study may hold one sweep per architecture; nothing where none did): per decision, the rule in one line,
-    a reminder that the table assumed a fixed seed count, then one line per comparison. A decision that its tables
-    do not give (edited, or the tables changed since) is never shown as decided: one line says so instead."""
-    return [line for path in _decision_files(folders) for line in _decision_file_lines(path)]
+    """The lines of :func:`decision_view`: what the leaderboard prints under the table."""
+    return decision_view(folders).lines
+
+
+def verdict_words(c: Decision, no_verdict: str | None) -> str:
+    """The sweep's verdict of one comparison in a few words, as the board's gaps table repeats it."""
+    if no_verdict is not None and c.decision in (DIFFERENCE, EQUIVALENT, UNDECIDED):
+        return "no verdict: endpoint does not separate these models"
+    if c.decision == DIFFERENCE:
+        better = (c.mean < 0) if c.lower_is_better else (c.mean > 0)
+        return f"decided {'better' if better else 'worse'}"
+    return {EQUIVALENT: "equivalent within the margin", UNDECIDED: "undecided",
+            NOT_TESTED: "not tested", SECONDARY: "secondary endpoint, no verdict",
+            FORCED: "forced by the objectives, no verdict"}[c.decision]
+
+
+NOT_AN_ENDPOINT = "not a declared endpoint: no verdict"
+
+
+def swept_gaps(group_by: Sequence[str], gaps: Sequence[tuple[tuple[str, ...], tuple[str, ...] | None, str]],
+               view: DecisionView) -> dict[tuple[tuple[str, ...], str], str]:
+    """The board's gaps (row key, reference key, column) between two rows a sweep compared (a row against the
+    sweep's baseline of the same recipe and preset) -> the sweep's verdict in words, or :data:`NOT_AN_ENDPOINT`
+    for a column the sweep did not compare (e.g. a board's own average): one comparison gets one verdict, and a
+    fixed-sample test on seeds the sweep chose is not valid. Only on a board grouped by recipe, preset and
+    schedule (another grouping compares other rows than the sweep did)."""
+    if not {"recipe", "preset", "schedule"} <= set(group_by):
+        return {}
+    out = {}
+    for row, reference, column in gaps:
+        if reference is None:
+            continue
+        mine, theirs = dict(zip(group_by, row)), dict(zip(group_by, reference))
+        baseline = view.pairs.get((mine["recipe"], mine["preset"], mine["schedule"]))
+        if baseline is None or (theirs["recipe"], theirs["preset"], theirs["schedule"]) != \
+                (mine["recipe"], mine["preset"], baseline):
+            continue
+        found = view.verdicts.get((mine["recipe"], mine["preset"], mine["schedule"], column))
+        out[(row, column)] = found[1] if found is not None else NOT_AN_ENDPOINT
+    return out
 
 
 def decision_reference(folders: Sequence[Path], group_by: Sequence[str]) -> dict[str, str] | None:
@@ -713,24 +773,32 @@ def decision_reference(folders: Sequence[Path], group_by: Sequence[str]) -> dict
     return wanted if all(key in group_by for key in wanted) else None
 
 
-def _decision_file_lines(path: Path) -> list[str]:
+def _decision_file_view(path: Path, view: DecisionView) -> None:
     record = read_decision(path)
     problem = verify_decision(path, record)
     if problem is not None:
-        return [f"sweep decision NOT SHOWN: {path} does not match the tables beside it ({problem}); it is not a "
-                "decision of these results: run the sweep again to decide"]
+        view.lines.append(f"sweep decision NOT SHOWN: {path} does not match the tables beside it ({problem}); it is "
+                          "not a decision of these results: run the sweep again to decide")
+        return
     rule = record.rule
     lines = [f"sweep decision ({record.status}; seeds {_seed_text(record.seeds)} of at most "
              f"{rule.max_seeds}; baseline {rule.baseline}; alpha {rule.alpha}, "
              f"{rule.correction}; equivalence margin "
              f"{record.rule.rule().margins_text()}; {_shown_path(path)})",
              "  the sweep chose how many seeds to run from the results, so decide by these anytime-valid intervals: "
-             "a fixed-sample interval or p-value on the same seeds assumes their number was fixed in advance"]
+             "a fixed-sample interval or p-value on the same seeds assumes their number was fixed in advance (the "
+             "board's gaps for these comparisons are descriptive, with neither a p-value nor a fixed-sample verdict)"]
     comparisons = [row.comparison() for row in record.comparisons]
     checks = endpoint_checks(comparisons, rule.rule())
     lines += [f"  {line}" for line in comparison_lines(comparisons, checks)]
-    return lines + [f"  {line}" for line in [*control_lines(comparisons),
-                                             *sensitivity_lines(checks, rule.rule().sensitivity_after)]]
+    view.lines += lines + [f"  {line}" for line in [*control_lines(comparisons),
+                                                    *sensitivity_lines(checks, rule.rule().sensitivity_after)]]
+    silent = no_verdicts(checks)
+    for c in comparisons:
+        if c.role != CHANCE_ROLE:
+            view.verdicts[(c.recipe, c.preset, c.row, c.column)] = (
+                rule.baseline, verdict_words(c, silent.get((c.recipe, c.preset, c.column))))
+            view.pairs[(c.recipe, c.preset, c.row)] = rule.baseline
 
 
 def control_lines(comparisons: Sequence[Decision]) -> list[str]:
@@ -781,5 +849,5 @@ def _seed_text(seeds: Sequence[int]) -> str:
 
 __all__ = ["ABOVE_CHANCE", "CHANCE_ROLE", "FORCED", "METHOD", "NEGATIVE_CONTROL_ROLE", "NO_CHECK", "NO_VERDICT",
            "POSITIVE_CONTROL", "SEES_POSITIVE_CONTROL", "SENSITIVITY_RULES", "EndpointCheck", "comparison_lines",
-           "control_lines", "endpoint_checks", "no_verdicts", "sensitivity_lines", "NOT_TESTED", "SECONDARY", "forced_reason", "largest_family", "objective_epochs", "Decision", "DecisionRecord", "Rule", "compare_round", "decision_lines",
+           "DecisionView", "NOT_AN_ENDPOINT", "decision_view", "swept_gaps", "verdict_words", "control_lines", "endpoint_checks", "no_verdicts", "sensitivity_lines", "NOT_TESTED", "SECONDARY", "forced_reason", "largest_family", "objective_epochs", "Decision", "DecisionRecord", "Rule", "compare_round", "decision_lines",
            "decision_reference", "read_decision", "require_enough_seeds", "verify_decision", "write_decision"]

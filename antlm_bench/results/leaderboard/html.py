@@ -16,6 +16,8 @@ from antlm_bench.results.leaderboard.text import (
     common_text,
     design_text,
     interval_text,
+    is_significant,
+    is_swept,
     key_text,
     mde_text,
     method_lines,
@@ -123,12 +125,15 @@ def render_html(board: Leaderboard, x: str = "epoch") -> str:
                    "<th>gap</th><th>95% CI</th><th>unit</th><th>p</th><th>MDE</th><th class=\"key\">test</th>"
                    '<th class="key">verdict</th></tr></thead><tbody>')
         for c in board.comparisons:
-            css = "" if not c.significant else (' class="sig-up"' if row_is_better(c) else ' class="sig-down"')
+            swept = is_swept(board, c)  # a sweep decided it: descriptive here, no p-value, the sweep's verdict
+            css = "" if not is_significant(board, c) else (' class="sig-up"' if row_is_better(c) else
+                                                             ' class="sig-down"')
             ci = (f"[{value_text(c.low, c.metric, True)}, {value_text(c.high, c.metric, True)}]"
                   if c.low is not None else "-")
-            pv = "" if c.p_value is None else f"{c.p_value:.4g}"
-            pv_text = "-" if c.p_value is None else p_text(c.p_value).removeprefix("p=")
-            sig = "-" if c.significant is None else verdict(c).split(" (")[0]
+            pv = "" if c.p_value is None or swept else f"{c.p_value:.4g}"
+            pv_text = "-" if c.p_value is None or swept else p_text(c.p_value).removeprefix("p=")
+            sig = (e(verdict(c, board)) if swept else "-" if c.significant is None
+                   else verdict(c).split(" (")[0])
             out.append(f'<tr{css}><td class="key">{e(key_text(board, c.row))}</td><td class="key">{e(c.column)}</td>'
                        f'<td data-value="{c.delta:.10g}">{value_text(c.delta, c.metric, True)}</td><td>{ci}</td>'
                        f'<td class="key">{e(unit_text(c.metric))}</td>'

@@ -56,8 +56,11 @@ def board_table(board: Leaderboard) -> pa.Table:
                         ("n", pa.int64()), ("metric", pa.string()), ("unit", pa.string()),
                         ("lower_is_better", pa.bool_()), ("ci_bounds", pa.string()), ("item_limit", pa.int64())])
     gaps = [{"row": key_text(board, c.row, full=True), "column": c.column, "delta": c.delta, "low": c.low, "high": c.high,
-             "p_value": c.p_value, "p_raw": c.p_raw, "paired": c.paired, "n_items": c.n_items,
-             "significant": c.significant, "design": c.design, "mde": c.mde, "metric": c.metric, "note": c.note,
+             # a gap a sweep decided: descriptive, its verdict the sweep's (no fixed-sample p-value or verdict)
+             "p_value": None if (c.row, c.column) in board.swept else c.p_value,
+             "p_raw": None if (c.row, c.column) in board.swept else c.p_raw, "paired": c.paired, "n_items": c.n_items,
+             "significant": None if (c.row, c.column) in board.swept else c.significant,
+             "sweep_verdict": board.swept.get((c.row, c.column)), "design": c.design, "mde": c.mde, "metric": c.metric, "note": c.note,
              "incomparable": None if c.incomparable is None else c.incomparable.value}
             for c in board.comparisons]
     signal = [{"column": e.column, "metric": e.metric, "rows": e.rows, "seed_sd": e.noise, "signal": e.signal,

@@ -138,9 +138,30 @@ def bound_lines(board: Leaderboard) -> list[str]:
              "see the Parquet export's ci_low/ci_high and ci_bounds.")]
 
 
+def is_swept(board: Leaderboard, c: Comparison) -> bool:
+    """A sweep decided this gap (``Leaderboard.swept``): its interval is descriptive, its verdict the sweep's."""
+    return (c.row, c.column) in board.swept
+
+
+def is_significant(board: Leaderboard, c: Comparison) -> bool:
+    """The gap is shown as a significant fixed-sample result (never one a sweep decided)."""
+    return bool(c.significant) and not is_swept(board, c)
+
+
 def family_text(board: Leaderboard) -> str:
     """Which p-values Holm's correction treated as one family, and how many tests that was."""
     tested = sum(c.p_raw is not None for c in board.comparisons)
+    swept = sum(is_swept(board, c) for c in board.comparisons)
+    if swept:
+        others = tested - sum(is_swept(board, c) and c.p_raw is not None for c in board.comparisons)
+        text = (f"{swept} gaps between rows a sweep compared are descriptive here (no p-value, no fixed-sample "
+                "verdict: the sweep chose the seeds from the data, and its anytime-valid verdicts under the board "
+                "decide them)")
+        return text + (f"; the others: {_family_only(board, others)}" if others else "; no other gap is tested")
+    return _family_only(board, tested)
+
+
+def _family_only(board: Leaderboard, tested: int) -> str:
     if board.family == "board":
         return f"p-values Holm-adjusted over the board's {tested} tests (--family board; the intervals are not)"
     if board.family == "row":
@@ -152,9 +173,11 @@ def family_text(board: Leaderboard) -> str:
     return f"p-values not adjusted for multiplicity over the board's {tested} tests (--family none)"
 
 
-def verdict(c: Comparison) -> str:
+def verdict(c: Comparison, board: Leaderboard | None = None) -> str:
     """Whether the gap is significant, and for a significant one which side it favours in words (a loss: lower is
-    better, so a negative gap is the row's gain)."""
+    better, so a negative gap is the row's gain); a gap a sweep decided: descriptive, with the sweep's verdict."""
+    if board is not None and is_swept(board, c):
+        return f"descriptive; sweep: {board.swept[(c.row, c.column)]}"
     if c.significant is None:
         return f"not tested ({design_text(c)})"
     if not c.significant:
@@ -282,9 +305,9 @@ def render_terminal(board: Leaderboard, console: Any) -> None:
         for column in ("row", "task", "gap [95% CI]", "MDE", "verdict"):
             gaps.add_column(column)
         for c in board.comparisons:
-            style = "" if not c.significant else ("green" if row_is_better(c) else "red")
+            style = "" if not is_significant(board, c) else ("green" if row_is_better(c) else "red")
             gaps.add_row(escape(key_text(board, c.row)), escape(c.column), comparison_text(c), mde_text(c),
-                         verdict(c), style=style)
+                         escape(verdict(c, board)), style=style)
         console.print(gaps)
     if len(board.rows) > 1 and board.signal_noise:
         signal = Table(title="signal and noise per task")
@@ -332,9 +355,9 @@ def render_markdown(board: Leaderboard, plot_files: Sequence[str] = (), plot_cap
                   "follows the gap)", "",
                   "| row | task | gap [95% CI] | MDE | verdict |", "|---|---|---:|---:|---|"]
         for c in board.comparisons:
-            mark = "**" if c.significant else ""
+            mark = "**" if is_significant(board, c) else ""
             lines.append(f"| {_md_escape(key_text(board, c.row))} | {_md_escape(c.column)} | "
-                         f"{mark}{comparison_text(c)}{mark} | {mde_text(c)} | {verdict(c)} |")
+                         f"{mark}{comparison_text(c)}{mark} | {mde_text(c)} | {_md_escape(verdict(c, board))} |")
     if len(board.rows) > 1 and board.signal_noise:
         lines += ["", "## Signal and noise per task", "", "| " + " | ".join(SIGNAL_HEADER) + " |",
                   "|---|---:|---:|---:|---|"]
