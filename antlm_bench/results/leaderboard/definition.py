@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,16 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from antlm_bench.errors import UserError, validation_line
 
 DEFAULT_TASKS = ("blimp", "blimp_supplement", "ewok", "glue")
+
+
+def macro_label(tasks: Sequence[str]) -> str:
+    """What an average of ``tasks`` is called wherever it is shown: "macro" means one thing, the AntLM paper's
+    four-task macro (BLiMP, supplement, EWoK, GLUE); any other average is named by the tasks it averages
+    (``mean(blimp,blimp_supplement,ewok)``), so that two numbers called "macro" are always the same quantity. No
+    task: "macro" (a board without one shows '-' there: the paper's macro is not on it)."""
+    if not tasks or sorted(tasks) == sorted(DEFAULT_TASKS):
+        return MACRO
+    return f"mean({','.join(tasks)})"
 DEFAULT_GROUP_BY = ("recipe", "preset", "schedule")
 # config_fingerprint: the run record's hash of the recipe's content, preset, schedule and convention; the board
 # splits a group whose runs record two of them even when it is not named here (board._split_configurations)

@@ -153,6 +153,19 @@ class Leaderboard:
     # test (a test re-run on seeds the data chose is not valid, and one comparison gets one verdict)
     swept: dict[tuple[tuple[str, ...], str], str] = field(default_factory=dict)
 
+    @property
+    def macro_label(self) -> str:
+        """The macro column's name as shown (``definition.macro_label``): "macro" for the paper's four tasks only."""
+        from antlm_bench.results.leaderboard.definition import macro_label
+
+        return macro_label(self.macro_columns)
+
+    def column_label(self, column: str) -> str:
+        """A column's name as shown: the macro by :attr:`macro_label`, any other by its own name."""
+        from antlm_bench.results.leaderboard.definition import MACRO
+
+        return self.macro_label if column == MACRO else column
+
     def column_metric(self, column: str) -> str:
         """The metric a column's cells measure (the macro: accuracy-like)."""
         return next((row.cells[column].metric for row in self.rows if column in row.cells), "accuracy")

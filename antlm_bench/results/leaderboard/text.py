@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from antlm_bench import __version__
 from antlm_bench.results.leaderboard.comparability import limit_text
-from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
+from antlm_bench.results.leaderboard.definition import chance_level, metric_kind
 from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, Leaderboard
 
 # a board written to a text file is laid out in whole lines, no cell folded or cut: what the CLI prints to a pipe
@@ -114,8 +114,10 @@ def runs_text(row: BoardRow) -> str:
 def rank_lines(board: Leaderboard) -> list[str]:
     """How the rows are ranked (``board._rank_key``, the one order every format shows) and what the macro is."""
     if board.macro_columns:
-        lines = [f"Rows ranked by the macro = mean of {', '.join(board.macro_columns)}, best first; rows without one "
-                 "('-': a task missing) after, by the mean of their percentage columns."]
+        what = ("the macro (the AntLM paper's four-task mean)" if board.macro_label == "macro"
+                else f"{board.macro_label}, the mean of these tasks alone (not the paper's four-task macro)")
+        lines = [f"Rows ranked by {what}, best first; rows without one ('-': a task missing) after, by the mean of "
+                 "their percentage columns."]
     else:
         lines = ["No macro: this board defines none (a definition's macro_tasks; by default the four AntLM tasks "
                  "when all are on the board). Rows ranked by the mean of their percentage columns, best first (a row "
@@ -222,6 +224,29 @@ def key_text(board: Leaderboard, key: tuple[str, ...] | None, full: bool = False
     return ", ".join(f"{board.group_by[i]}={key[i]}" for i in indices if key[i]) or "(all runs)"
 
 
+def chance_lines(board: Leaderboard) -> list[str]:
+    """Chance next to the scores: the level a guess scores on each column that has one (a minimal pair's accuracy:
+    50%; its margin: 0 nats), so that a number at chance is not read as a finding; GLUE has no one chance level
+    (each member's majority class is its floor, which ``eval`` and ``run`` print beside its score)."""
+    levels: dict[tuple[float, str], list[str]] = {}
+    for column in board.columns:
+        metric = board.column_metric(column)
+        level = chance_level(column, metric)
+        if level is not None:
+            levels.setdefault((level, metric), []).append(column)
+    words = {"accuracy": "a coin flip between a pair's two sentences", "margin": "no preference"}
+    parts = [f"{value_text(level, metric)}{'%' if metric_kind(metric).unit == '%' else ' ' + metric_kind(metric).unit} "
+             f"on {', '.join(columns)} "
+             f"({words.get(metric, 'a guess')})" for (level, metric), columns in levels.items()]
+    glue = [c for c in board.columns if c.split(":")[0].split(".")[0] == "glue"]
+    if glue:
+        parts.append(f"none single on {', '.join(glue)} (each member's majority class is its floor: eval and run "
+                     "print it beside the score)")
+    if not parts:
+        return []
+    return [f"Chance: {'; '.join(parts)}. A score whose interval holds its chance level shows nothing learnt."]
+
+
 def metric_lines(board: Leaderboard) -> list[str]:
     """What the columns that are not percentages measure, and in which units: once per metric on the board."""
     metrics = dict.fromkeys(board.column_metric(c) for c in board.columns)
@@ -251,6 +276,7 @@ def method_lines(board: Leaderboard) -> list[str]:
          "shows its run's own interval, the one eval printed (the task's bootstrap over its items): seed variance "
          "unknown. Method and formulas: docs/statistics.md."),
         *bound_lines(board),
+        *chance_lines(board),
         *units,
         "Final checkpoint of each run (highest phase index).",
         *rank_lines(board),
@@ -276,7 +302,7 @@ def signal_table(board: Leaderboard) -> list[list[str]]:
     for entry in board.signal_noise:
         pairs = "; ".join(f"#{rank[a]} v #{rank[b]} {share:.2f}" for a, b, share in entry.agreement) or "-"
         ratio = "-" if entry.ratio is None else f"{entry.ratio:.2f}"
-        lines.append([entry.column, value_text(entry.noise, entry.metric), value_text(entry.signal, entry.metric),
+        lines.append([board.column_label(entry.column), value_text(entry.noise, entry.metric), value_text(entry.signal, entry.metric),
                       ratio, pairs])
     return lines
 
@@ -294,7 +320,7 @@ def render_terminal(board: Leaderboard, console: Any) -> None:
     table.add_column("runs", justify="right")
     for column in board.columns:
         table.add_column(escape(column), justify="right")
-    table.add_column(MACRO, justify="right", style="bold")
+    table.add_column(board.macro_label, justify="right", style="bold")
     for rank, row in enumerate(board.rows, 1):
         table.add_row(str(rank), *[escape(row.key[i]) for i in shown], runs_text(row),
                       *[cell_text(row.cells.get(c)) for c in board.columns], cell_text(row.macro, False))
@@ -306,7 +332,8 @@ def render_terminal(board: Leaderboard, console: Any) -> None:
             gaps.add_column(column)
         for c in board.comparisons:
             style = "" if not is_significant(board, c) else ("green" if row_is_better(c) else "red")
-            gaps.add_row(escape(key_text(board, c.row)), escape(c.column), comparison_text(c), mde_text(c),
+            gaps.add_row(escape(key_text(board, c.row)), escape(board.column_label(c.column)), comparison_text(c),
+                         mde_text(c),
                          escape(verdict(c, board)), style=style)
         console.print(gaps)
     if len(board.rows) > 1 and board.signal_noise:
@@ -342,9 +369,9 @@ def render_markdown(board: Leaderboard, plot_files: Sequence[str] = (), plot_cap
         lines += [_md_escape(board.definition.description), ""]
     if common_text(board):
         lines += [f"All rows: {_md_escape(common_text(board))}.", ""]
-    header = ["#", *[board.group_by[i] for i in shown], "runs", *board.columns, MACRO]
+    header = ["#", *[board.group_by[i] for i in shown], "runs", *board.columns, board.macro_label]
     lines.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
-    lines.append("|" + "|".join("---:" if h in ("#", "runs") or h in board.columns or h == MACRO else "---"
+    lines.append("|" + "|".join("---:" if h in ("#", "runs") or h in board.columns or h == board.macro_label else "---"
                                 for h in header) + "|")
     for rank, row in enumerate(board.rows, 1):
         cells = [str(rank), *[row.key[i] for i in shown], runs_text(row), *[cell_text(row.cells.get(c)) for c in board.columns],
@@ -356,7 +383,7 @@ def render_markdown(board: Leaderboard, plot_files: Sequence[str] = (), plot_cap
                   "| row | task | gap [95% CI] | MDE | verdict |", "|---|---|---:|---:|---|"]
         for c in board.comparisons:
             mark = "**" if is_significant(board, c) else ""
-            lines.append(f"| {_md_escape(key_text(board, c.row))} | {_md_escape(c.column)} | "
+            lines.append(f"| {_md_escape(key_text(board, c.row))} | {_md_escape(board.column_label(c.column))} | "
                          f"{mark}{comparison_text(c)}{mark} | {mde_text(c)} | {_md_escape(verdict(c, board))} |")
     if len(board.rows) > 1 and board.signal_noise:
         lines += ["", "## Signal and noise per task", "", "| " + " | ".join(SIGNAL_HEADER) + " |",
