@@ -39,7 +39,7 @@ def test_eval_writes_scores_items_and_run_record(llama_dir, real_data_dir, tmp_p
     assert record["versions"]["torch"] == torch.__version__
     files = sorted((real_data_dir / "supplement_filtered").glob("*.jsonl*"))
     assert record["data"]["blimp_supplement"]["sha256"] == hash_files(files)
-    assert "plain causal LM" in stderr  # auto says what it chose and why
+    assert "plain causal LM" in stdout  # auto says what it chose and why, with the summary it explains
     assert "blimp_supplement" in stdout and "clm" in stdout
 
 

@@ -127,8 +127,10 @@ def eval_command(
     if chosen is not None:
         err_console.print(f"[dim]note:[/dim] --model {escape(chosen)}", soft_wrap=True)
     out = evaluate(model, config)
+    # the notes explain the scores (how GLUE's is made, what was left out): kept with the summary on stdout
+    # (`eval > log`), while progress goes to stderr
     for note in out.notes:
-        err_console.print(f"[dim]note:[/dim] {escape(note)}", soft_wrap=True)
+        console.print(f"[dim]note:[/dim] {escape(note)}", soft_wrap=True)
     console.print(summary_table(out.scores))
     if output is not None:
         written = ", ".join(["scores.parquet", *(["items.parquet"] if log_samples else []), "eval.json"])
