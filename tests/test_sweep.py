@@ -802,7 +802,7 @@ def test_a_definitions_board_prints_the_decisions_of_the_sweeps_below_its_result
     _decide(tmp_path / "study" / "second", {}, tolerance=None, max_seeds=4)
     definition = tmp_path / "board.yaml"
     definition.write_text("name: study\nresults: [study]\ntasks: [blimp_supplement]\n")
-    code, out, err = run_cli(monkeypatch, capsys, "leaderboard", "-d", str(definition))
+    code, out, err = run_cli(monkeypatch, capsys, "leaderboard", "-d", str(definition), "--wide")  # one line each
     assert code == 0, err
     headers = [line for line in out.splitlines() if line.startswith("sweep decision (")]
     assert [h.split(";")[0] for h in headers] == ["sweep decision (decided", "sweep decision (max seeds reached"]
@@ -1012,3 +1012,30 @@ def test_a_swept_board_gives_each_comparison_one_verdict_the_sweeps(tmp_path, mo
     assert code == 0, err
     plain = [line for line in (tmp_path / "plain.md").read_text().splitlines() if line.startswith("| schedule=2_CLM |")]
     assert all("significant, row better" in line and "descriptive" not in line for line in plain), plain
+
+
+def test_a_piped_board_fits_200_columns_with_the_same_numbers_and_words(tmp_path, monkeypatch, capsys):
+    """#55 item 3: where the output is not a terminal the board is at most 200 columns (compact cells, the intervals
+    in a table of their own, prose wrapped at words), every number and word of ``--wide`` still there; ``--wide``
+    keeps one line per note and every cell in full."""
+    from antlm_bench.results.leaderboard import leaderboard_from_paths
+    from antlm_bench.results.leaderboard.text import compact_cell_text, interval_text
+
+    _, _, folder, _, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
+    code, out, err = run_cli(monkeypatch, capsys, "leaderboard", str(folder.output))
+    assert code == 0, err
+    code, wide, err = run_cli(monkeypatch, capsys, "leaderboard", str(folder.output), "--wide")
+    assert code == 0, err
+    assert max(map(len, out.splitlines())) <= 200 < max(map(len, wide.splitlines()))
+    board = leaderboard_from_paths([folder.output], family="none")
+    for row in board.rows:
+        for cell in row.cells.values():
+            assert compact_cell_text(cell, False) in out and interval_text(cell).strip() in out
+    # the prose under the tables: the same words in the same order, only the line breaks differ
+    def prose(text: str) -> list[str]:
+        return text[text.index("Scores are percentages"):].split()
+
+    assert prose(out) == prose(wide)
+    code, _, err = run_cli(monkeypatch, capsys, "leaderboard", str(folder.output), "-o", str(tmp_path / "b.txt"))
+    assert code == 0, err
+    assert (tmp_path / "b.txt").read_text() == out  # a file holds what the pipe shows

@@ -42,6 +42,10 @@ def leaderboard_command(
     plots: Path | None = typer.Option(None, "--plots", help="Also write per-checkpoint curves (PNG and SVG) here."),
     x_axis: str = typer.Option("epoch", "--x", help="Curves' x axis: epoch, tokens, or words (words "
                                 "seen, for runs trained with --save-at-words and --eval-every words)."),
+    wide: bool = typer.Option(False, "--wide", help="Terminal text: every cell in full (mean [95% interval] ±SD "
+                              "method) and no line wrapped. Default: at most 200 columns where the output is not a "
+                              "terminal (compact cells, the intervals in a table of their own, prose wrapped at "
+                              "words; the same numbers)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the gaps."),
     family: str = typer.Option("board", "--family", help="The Holm family of the gaps' p-values: board (every gap "
                                "on the board, the default), row (each row's tasks and macro) or none; printed "
@@ -100,7 +104,7 @@ def leaderboard_command(
     view = decision_view([*definition_result_paths(board.definition), *(results or [])])
     board.decisions = view.lines
     board.swept = swept_gaps(board.group_by, [(c.row, c.reference, c.column) for c in board.comparisons], view)
-    written = write_leaderboard(board, chosen_format, out, console, plots, x_axis)
+    written = write_leaderboard(board, chosen_format, out, console, plots, x_axis, wide)
     for path in written:
         err_console.print(f"wrote {path}")
 

@@ -83,7 +83,7 @@ def run(
 
     Re-running the same command reuses finished training and evaluations and resumes unfinished ones."""
     from antlm_bench.pipeline import run_benchmark, run_config_of_options
-    from antlm_bench.results.leaderboard import build_leaderboard, read_results, render_terminal
+    from antlm_bench.results.leaderboard import build_leaderboard, print_terminal, read_results
 
     config = run_config_of_options(ctx.params)
     from antlm_bench.training.trainer import TrainingInterrupted
@@ -96,7 +96,7 @@ def run(
         raise typer.Exit(stop.exit_code) from None
     results = read_results([r.folder for r in summary.runs])
     board = build_leaderboard(results)
-    render_terminal(board, console)
+    print_terminal(board, console)
     # GLUE's majority-class floor beside its score, on stdout with the summary (what a user keeps: `run > log`)
     for line in floor_lines(results.rows):
         console.print(line, highlight=False, markup=False)

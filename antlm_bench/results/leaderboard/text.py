@@ -16,6 +16,9 @@ from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, Le
 
 # a board written to a text file is laid out in whole lines, no cell folded or cut: what the CLI prints to a pipe
 FILE_WIDTH = 10_000
+# the terminal text's widest line where it is not a terminal (a pipe, ``-o board.txt``): compact cells, the
+# intervals in their own table, prose wrapped at words (whole lines, the same numbers); ``--wide``: FILE_WIDTH
+BOARD_WIDTH = 200
 
 # ----------------------------------------------------------------------------------------------------------
 # rendering
@@ -307,24 +310,73 @@ def signal_table(board: Leaderboard) -> list[list[str]]:
     return lines
 
 
-def render_terminal(board: Leaderboard, console: Any) -> None:
+def compact_cell_text(cell: Cell | None, with_method: bool = True) -> str:
+    """``51.3 ±0.9 clm``: :func:`cell_text` without its interval (the compact board prints the intervals in a table
+    of their own), its marks kept (``(1 seed)``, ``(--limit N)``)."""
+    if cell is None:
+        return "-"
+    text = value_text(cell.value, cell.metric)
+    if cell.spread is not None:
+        text += f" ±{value_text(cell.spread, cell.metric)}"
+    elif cell.n_seeds == 1:
+        text += " (1 seed)"
+    if with_method and cell.scoring != "auto":
+        text += f" {cell.scoring}"
+    if cell.limit is not None:
+        text += f" ({limit_text(cell.limit)})"
+    return text
+
+
+def wrapped(line: str, width: int) -> list[str]:
+    """A line wrapped at words to ``width`` columns, each continuation indented under it: whole words, nothing
+    cut (a word longer than the width stays whole)."""
+    import textwrap
+
+    if len(line) <= width:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip(" ")))
+    return textwrap.wrap(line, width, initial_indent="", subsequent_indent=indent + "    ", break_long_words=False,
+                         break_on_hyphens=False, drop_whitespace=True) or [line]
+
+
+def render_terminal(board: Leaderboard, console: Any, wide: bool = False) -> None:
+    """The board as the terminal shows it: compact cells (mean ±SD over seeds, the scoring method where the cells do
+    not share one) with the 95% intervals in a table of their own, prose wrapped at the console's width; ``wide``:
+    every cell in full (``58.8 [58.3, 59.4] ±0.6 clm``) and no line wrapped."""
     from rich.table import Table
 
     shown = shown_keys(board)
     common = common_text(board)
+    methods = {cell.scoring for row in board.rows for cell in row.cells.values() if cell.scoring != "auto"}
+    one_method = None if wide or len(methods) != 1 else next(iter(methods))
     # every user string (names, keys, notes) is escaped: rich would read ``[/bold]`` in a folder name as markup
-    table = Table(title=escape(f"leaderboard: {board.definition.name}" + (f" ({common})" if common else "")))
+    title = (f"leaderboard: {board.definition.name}" + (f" ({common})" if common else "")
+             + (f"; every cell scored by {one_method}" if one_method else ""))
+    table = Table(title=escape(title))
     table.add_column("#", justify="right")
     for i in shown:
         table.add_column(escape(board.group_by[i]), overflow="fold")
     table.add_column("runs", justify="right")
     for column in board.columns:
         table.add_column(escape(column), justify="right")
-    table.add_column(board.macro_label, justify="right", style="bold")
+    table.add_column(escape(board.macro_label), justify="right", style="bold")
     for rank, row in enumerate(board.rows, 1):
-        table.add_row(str(rank), *[escape(row.key[i]) for i in shown], runs_text(row),
-                      *[cell_text(row.cells.get(c)) for c in board.columns], cell_text(row.macro, False))
+        if wide:
+            cells = [cell_text(row.cells.get(c)) for c in board.columns] + [cell_text(row.macro, False)]
+        else:
+            cells = ([compact_cell_text(row.cells.get(c), one_method is None) for c in board.columns]
+                     + [compact_cell_text(row.macro, False)])
+        table.add_row(str(rank), *[escape(row.key[i]) for i in shown], runs_text(row), *map(escape, cells))
     console.print(table)
+    if not wide:
+        intervals = Table(title="95% intervals of the cells above (over seeds and items; the footnotes say how)")
+        intervals.add_column("#", justify="right")
+        for column in [*board.columns, board.macro_label]:
+            intervals.add_column(escape(column), justify="right")
+        for rank, row in enumerate(board.rows, 1):
+            intervals.add_row(str(rank), *[escape(interval_text(cell).strip() or "-") if cell is not None else "-"
+                                           for cell in [*(row.cells.get(c) for c in board.columns), row.macro]])
+        console.print(intervals)
     if board.comparisons:
         gaps = Table(title=escape(f"gaps to the reference: {key_text(board, board.reference)} (percentage points "
                                   "unless a unit follows the gap)"))
@@ -352,7 +404,8 @@ def render_terminal(board: Leaderboard, console: Any) -> None:
     for note in board.notes:
         console.print(f"[yellow]note[/yellow] {escape(note)}")
     for line in board.decisions:
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+        for part in ([line] if wide else wrapped(line, console.width)):
+            console.print(part, highlight=False, markup=False, soft_wrap=True)
 
 
 def _md_escape(text: str) -> str:
