@@ -99,3 +99,21 @@ def test_the_default_rule_follows_the_design():
     assert Rule("b", 0.05, 1, 10, 1).sensitivity_for("heldout", None) == "none"
     declared = Rule("b", 0.05, 1, 10, 1, positive_controls=("q",), sensitivity=(("*", ABOVE_CHANCE),))
     assert declared.sensitivity_for("blimp", 0.5) == ABOVE_CHANCE
+
+
+def test_a_controls_interval_within_the_margin_is_never_called_equivalent():
+    """Issue #50 items 1-2: the controls are listed per endpoint; a control inside the margin (EWoK at chance) reads
+    'not decided worse' (positive) or 'no difference decided' (negative), never 'equivalent'."""
+    from antlm_bench.sweep.decision import NEGATIVE_CONTROL_ROLE, control_lines
+
+    positive = Decision("r", "p", "q", "ewok", "clm vs clm", (1, 2, 3), -0.1, -0.4, 0.2, "equivalent",
+                        role=POSITIVE_CONTROL)
+    seen = Decision("r", "p", "q", "blimp", "clm vs clm", (1, 2, 3), -3.0, -4.0, -2.0, "difference",
+                    role=POSITIVE_CONTROL)
+    negative = Decision("r", "p", "b", "ewok", "clm vs clm", (1, 2, 3), 0.0, -0.3, 0.3, "equivalent",
+                        label="negative-control", role=NEGATIVE_CONTROL_ROLE)
+    lines = control_lines([seen, positive, negative])
+    assert lines[0] == ("positive control r p q: blimp decided worse, ewok not decided worse (interval within the "
+                        "margin): shows its known gap on 1 of 2 primary endpoints (blimp)")
+    assert "ewok no difference decided (interval within the margin): passes" in lines[1]
+    assert not any("equivalent" in line for line in lines)

@@ -287,10 +287,14 @@ def _column_chance(c: Decision) -> float | None:
 
 
 def _outcome(c: Decision) -> str:
-    """A control's raw outcome on one endpoint, in words."""
+    """A control's raw outcome on one endpoint, in words. A control's interval within the margin is not called
+    "equivalent": for a positive control it means the endpoint did not see its known gap, for the negative control
+    that no difference was decided (a verdict of equivalence belongs to an endpoint that has shown it can see)."""
     if c.decision == DIFFERENCE:
         return "decided worse" if c.is_worse else "decided better"
-    return {EQUIVALENT: "equivalent within the margin", UNDECIDED: "undecided"}.get(c.decision, c.decision)
+    within = ("not decided worse (interval within the margin)" if c.role == POSITIVE_CONTROL
+              else "no difference decided (interval within the margin)")
+    return {EQUIVALENT: within, UNDECIDED: "undecided"}.get(c.decision, c.decision)
 
 
 def _interval_words(c: Decision) -> str:
