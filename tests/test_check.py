@@ -46,7 +46,9 @@ def test_same_scores_pass_with_a_table(tmp_path, monkeypatch, capsys):
     code, out, _ = _cli(monkeypatch, capsys, "--results", tmp_path / "new", "--baseline", tmp_path / "base")
     assert code == 0
     assert "no regression" in out
-    assert "blimp" in out and "ewok" in out and "macro = mean of blimp, ewok" in out
+    assert "blimp" in out and "ewok" in out and "mean(blimp,ewok) = mean of blimp, ewok" in out
+    # one meaning of "macro" (issue #50 item 5): a two-task average is named by its tasks, never "macro"
+    assert not any(line.split()[:2] and "macro" in line.split()[:3] for line in out.splitlines())
     assert "+0.00" in out
 
 
@@ -126,10 +128,11 @@ def test_improvement_and_macro_over_shared_tasks(tmp_path, monkeypatch, capsys):
     _write(tmp_path / "new", "new", {"blimp": {"a": better_b}, "ewok": {"d": base_e}})
     report = run_check([tmp_path / "new"], [tmp_path / "base"])
     by_column = {line.column: line for line in report.lines}
-    assert set(by_column) == {"blimp", "ewok", "macro"}  # glue: only in the baseline
+    # glue: only in the baseline; the average of the two shared tasks is named by them ("macro" is the paper's four)
+    assert set(by_column) == {"blimp", "ewok", "mean(blimp,ewok)"}
     assert by_column["blimp"].status == "improved"
-    assert by_column["macro"].comparison.delta == pytest.approx(0.025)
-    assert by_column["macro"].comparison.paired
+    assert by_column["mean(blimp,ewok)"].comparison.delta == pytest.approx(0.025)
+    assert by_column["mean(blimp,ewok)"].comparison.paired
     # glue was not compared: that is no pass, unless the user allows it
     assert report.exit_code == 1 and any("task glue" in m for m in report.missing)
     summary = tmp_path / "summary.md"

@@ -39,7 +39,7 @@ def test_eval_writes_scores_items_and_run_record(llama_dir, real_data_dir, tmp_p
     assert record["versions"]["torch"] == torch.__version__
     files = sorted((real_data_dir / "supplement_filtered").glob("*.jsonl*"))
     assert record["data"]["blimp_supplement"]["sha256"] == hash_files(files)
-    assert "plain causal LM" in stderr  # auto says what it chose and why
+    assert "plain causal LM" in stdout  # auto says what it chose and why, with the summary it explains
     assert "blimp_supplement" in stdout and "clm" in stdout
 
 
@@ -245,3 +245,35 @@ def test_one_blimp_paradigm_and_did_you_mean(real_data_dir):
         resolve_tasks("glue:rtee")
     with pytest.raises(UserError, match="did you mean antlm-babyllama"):
         load_recipe("antlm-babylama")
+
+
+def test_summary_prints_chance_and_glues_majority_floor_beside_each_score():
+    """Issue #50 item 5: a minimal pair's accuracy beside its chance (50.0), its margin beside 0 nats, GLUE's score
+    beside the majority-class floor its row records; the run summary prints the same floor on stdout."""
+    import io
+
+    import pyarrow as pa
+    from rich.console import Console
+
+    from antlm_bench.adapters.glue.task import FLOOR_NOTE, majority_floor
+    from antlm_bench.cli.eval import summary_table
+    from antlm_bench.cli.run import floor_lines
+
+    def row(task, metric, value, notes=""):
+        return {"task": task, "subtask": "", "metric": metric, "value": value, "ci_low": None, "ci_high": None,
+                "n": 10, "n_ties": 0, "scoring": "clm", "limit": None, "notes": notes}
+
+    glue_notes = f"mean over 2/2 members: mrpc f1, qqp f1; glue protocol x; {FLOOR_NOTE}0.496000"
+    assert majority_floor(glue_notes) == 0.496 and majority_floor("mean over 2/2 members") is None
+    scores = pa.Table.from_pylist([row("blimp", "accuracy", 0.515), row("blimp", "margin", 0.1),
+                                   row("glue", "score", 0.493, glue_notes), row("heldout", "loss", 5.0)])
+    buffer = io.StringIO()
+    Console(file=buffer, width=200).print(summary_table(scores))
+    lines = {line.strip().split("  ")[0]: line for line in buffer.getvalue().splitlines() if line.strip()}
+    assert "chance" in buffer.getvalue().splitlines()[1] + buffer.getvalue().splitlines()[2]
+    assert "51.50" in lines["blimp"] and " 50.0 " in lines["blimp"]
+    assert " 0.000 " in lines["blimp (margin)"]
+    assert "49.30" in lines["glue"] and "floor 49.6" in lines["glue"]
+    assert "floor" not in lines["heldout (loss)"] and "50.0" not in lines["heldout (loss)"]
+    (line,) = floor_lines(scores.to_pylist())
+    assert line.startswith("glue: majority-class floor 49.6 (")

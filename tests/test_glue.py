@@ -506,6 +506,12 @@ def test_progress_lines_name_the_metric_and_the_majority_score(real_data_dir, ca
     numbers = [float(x) for x in re.findall(r"(?:f1|accuracy) (\d\.\d{4})", explanation.split(": ", 1)[1])]
     score = next(r for r in result.rows if r.subtask == "").value
     assert score == pytest.approx(sum(numbers) / 2, abs=1e-4)
+    # the task score row records the same members' majority-class floor, which every summary prints beside it
+    from antlm_bench.adapters.glue.task import majority_floor
+
+    floors = [float(re.search(r"majority class (0\.\d{4})", line).group(1)) for line in (mrpc, rte)]
+    floor = majority_floor(next(r for r in result.rows if r.subtask == "").notes)
+    assert floor == pytest.approx(sum(floors) / 2, abs=1e-4)
 
 
 def test_run_summary_explains_the_glue_score():

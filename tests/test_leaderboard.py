@@ -122,6 +122,24 @@ def test_missing_task_means_no_macro_unless_defined(tmp_path):
     board = build_leaderboard(results, defined)
     row = board.rows[0]
     assert row.macro.value == pytest.approx((row.cells["blimp"].value + row.cells["ewok"].value) / 2)
+    # one meaning of "macro" (issue #50 item 5): this average is named by its tasks in every rendering
+    text = render_markdown(board)
+    assert "| mean(blimp,ewok) |" in text and "| macro |" not in text
+    assert "Rows ranked by mean(blimp,ewok), the mean of these tasks alone (not the paper's four-task macro)" in text
+
+
+def test_every_board_says_chance_beside_the_accuracies_and_macro_is_the_papers_four(tmp_path):
+    """Issue #50 item 5: the footnotes give each column's chance level (50% for a minimal pair's accuracy, 0 nats
+    for its margin) and say GLUE has a majority-class floor instead; the four AntLM tasks' mean is "macro"."""
+    rng = np.random.default_rng(0)
+    write_run(tmp_path, "r1", [{"phase_index": 0, "tasks": four_tasks(
+        rng, dict.fromkeys(("blimp", "blimp_supplement", "ewok", "glue"), 0.7))}])
+    board = build_leaderboard(read_results([tmp_path]))
+    text = render_markdown(board)
+    chance = next(line for line in text.splitlines() if line.startswith("- Chance: "))
+    assert "50.0% on blimp, blimp_supplement, ewok (a coin flip between a pair's two sentences)" in chance
+    assert "none single on glue (each member's majority class is its floor" in chance
+    assert "| macro |" in text and "Rows ranked by the macro (the AntLM paper's four-task mean)" in text
 
 
 def test_probe_rows_get_their_own_column_and_stay_out_of_the_macro(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 from cli_support import run_cli
 from leaderboard_tables import correctness, write_run
 
+from antlm_bench.results.stats import seed_sd_interval
 from antlm_bench.results.stats.planning import Design, Truth, decide_sweeps, fixed_sample_power, simulate_design
 from antlm_bench.results.stats.sequential import DIFFERENCE, EQUIVALENT, UNDECIDED, confidence_sequence, decide
 from antlm_bench.results.stats.sequential import prior_precision as tuned_precision
@@ -162,7 +163,11 @@ def test_plan_reads_seed_sd_and_correlation_from_a_pilot(monkeypatch, capsys):
     assert 0.5 < sd < 0.7 and "18 degree(s) of freedom" in line
     correlation = float(line.split("correlation with 24_CLM ")[1].split()[0])
     assert -0.7 < correlation < 0.7 and "10 paired seeds" in line
-    assert f"seed SD {sd:.3g}" in out  # the simulation used them
+    # the simulation's noise is the comparison's own (the AntLM row's same-seed differences to 24_CLM), never the
+    # SD pooled over rows nor the pooled correlation
+    rows = next(x for x in out.splitlines() if "paired difference SD against 24_CLM" in x)
+    own = float(rows.split("(each row's same-seed differences): ")[1].split()[1])
+    assert f"truth: paired difference SD {own:.3g} (" in out
 
 
 def test_paired_sd_is_the_simulations_noise_and_a_pilot_prints_each_rows(monkeypatch, capsys, tmp_path):
@@ -196,6 +201,10 @@ def test_paired_sd_is_the_simulations_noise_and_a_pilot_prints_each_rows(monkeyp
 
 @pytest.mark.parametrize(("args", "fragment"), [
     (["--baseline", "24_CLM"], "give --pilot"),
+    (["--pilot", "PILOT", "--row", "1_CLM+1_MLM"], "give --baseline"),
+    (["--pilot", "PILOT", "--baseline", "2_CLM", "--row", "9_CLM"], "--row 9_CLM"),
+    (["--sd-seeds", "5"], "--sd-seeds"),
+    (["--pilot", "PILOT", "--pilot-seeds", "1-x"], "--pilot-seeds"),
     (["--pilot", "PILOT", "--column", "nope"], "--column nope"),
     (["--pilot", "PILOT", "--baseline", "1_CLM"], "--baseline 1_CLM"),
     (["--pilot", "ONE_SEED"], "no row has two seeds"),
@@ -261,3 +270,66 @@ def test_plan_observed_prints_a_conditional_table(monkeypatch, capsys):
     assert "paired difference SD 0.7 (the observed differences')" in out  # their SD, 0.6997
     assert "7 observed paired difference(s)" in out and "conditional power" in out
     assert "continuations of the sweep after 7 seeds" in out and "CPU-hours to go" in out
+
+
+def _pilot(folder: Path, seeds: tuple[int, ...], rows: dict[str, float]) -> dict[tuple[str, int], float]:
+    """Pilot runs of BLiMP: each schedule its own seed noise around 60% (``rows``: its SD in points), the baseline
+    2_CLM the same at each seed; returns each run's score in points."""
+    values = {}
+    for seed in seeds:
+        shared = np.random.default_rng(seed).normal(0, 1)
+        for schedule, spread in rows.items():
+            rng = np.random.default_rng([seed, len(schedule)])
+            correct = correctness(rng, 400, 0.6 + spread / 100 * shared)
+            values[schedule, seed] = 100 * float(np.mean(correct))
+            write_run(folder, f"{schedule}-s{seed}", [{"phase_index": 0, "tasks": {"blimp": {"a": correct}}}],
+                      schedule=schedule, seed=seed, items=False)
+    return values
+
+
+def _tables(out: str) -> list[str]:
+    return [x.split("│", 2)[2] for x in out.splitlines() if x.startswith("│")]
+
+
+def test_a_pilot_plans_from_the_comparisons_own_noise_and_at_its_upper_bound(monkeypatch, capsys, tmp_path):
+    """Issue #50 item 4: with --baseline the truth is the named comparison's own paired difference SD (by default
+    the noisiest row's), not a seed SD pooled over unrelated rows; the plan is repeated at the upper 95% bound of
+    that SD; and the numbers it printed, given in place of --pilot, reproduce every table."""
+    values = _pilot(tmp_path / "pilot", (1, 2, 3, 4, 5, 6), {"2_CLM": 1.0, "1_CLM+1_MLM": 1.0, "0.5_CLM": 3.0})
+
+    def own(schedule: str) -> float:
+        return float(np.std([values[schedule, s] - values["2_CLM", s] for s in range(1, 7)], ddof=1))
+
+    assert own("0.5_CLM") > own("1_CLM+1_MLM")
+    common = ["plan", "-k", "3", "--max-seeds", "10", "--first-seeds", "5", "--gap", "1", "--tolerance", "1",
+              "--reps", "400"]
+    code, out, err = run_cli(monkeypatch, capsys, *common, "--pilot", str(tmp_path / "pilot"), "--baseline",
+                             "2_CLM", "--row", "1_CLM+1_MLM")
+    assert code == 0, err
+    assert f"truth: paired difference SD {own('1_CLM+1_MLM'):.3g} (1_CLM+1_MLM against 2_CLM" in out
+    upper = seed_sd_interval(own("1_CLM+1_MLM"), 6)[1]
+    assert f"at the upper 95% bound of the paired difference SD ({upper:.3g}, from 6 seeds)" in out
+    tables = _tables(out)
+    assert len(tables) == 2 * 2  # two gaps (0 and 1) in each of two tables
+    recorded = out.split("a design records these numbers (")[1].split(")")[0]
+    assert recorded == f"--paired-sd {own('1_CLM+1_MLM'):.6g} --sd-seeds 6"
+    code, again, err = run_cli(monkeypatch, capsys, *common, *recorded.split())
+    assert code == 0, err
+    assert _tables(again) == tables  # the recorded numbers reproduce the plan without the pilot
+    code, upper_only, err = run_cli(monkeypatch, capsys, *common, "--paired-sd", f"{upper:.9g}")
+    assert code == 0, err
+    assert _tables(upper_only) == tables[2:]  # the second table is the plan at the upper bound
+    code, out, err = run_cli(monkeypatch, capsys, *common, "--pilot", str(tmp_path / "pilot"), "--baseline", "2_CLM")
+    assert code == 0, err
+    assert f"truth: paired difference SD {own('0.5_CLM'):.3g} (0.5_CLM against 2_CLM" in out  # the noisiest
+
+
+def test_a_frozen_pilot_reads_only_its_seeds(monkeypatch, capsys, tmp_path):
+    """--pilot-seeds: a folder that has grown since the design was planned gives the design's numbers again."""
+    values = _pilot(tmp_path / "pilot", (1, 2, 3, 4, 5, 6), {"2_CLM": 1.0, "1_CLM+1_MLM": 1.0})
+    first = float(np.std([values["1_CLM+1_MLM", s] - values["2_CLM", s] for s in (1, 2, 3, 4)], ddof=1))
+    code, out, err = run_cli(monkeypatch, capsys, "plan", "-k", "3", "--gap", "1", "--reps", "200", "--pilot",
+                             str(tmp_path / "pilot"), "--baseline", "2_CLM", "--pilot-seeds", "1-4")
+    assert code == 0, err
+    assert f"1_CLM+1_MLM {first:.3g} (4 seeds)" in out and "seeds 1,2,3,4 only (--pilot-seeds)" in out
+    assert f"--paired-sd {first:.6g} --sd-seeds 4" in out

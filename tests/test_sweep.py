@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from cli_support import run_cli
 from leaderboard_tables import correctness, rewrite_event_file, write_run
@@ -282,7 +283,9 @@ def test_a_cell_run_ahead_never_enters_the_look_and_is_stopped_when_the_look_dec
     out = tmp_path / "out"
     folder, record = _record(out)
     grid = Grid(("antlm-babyllama",), ("tiny",), ("1_CLM", "2_CLM"))
-    plan = SweepPlan(grid, [1, 2, 3, 4], {}, out, Rule("1_CLM", 0.05, None, 8, 1))  # its tables decide at 4
+    # its tables decide at 4 (no sensitivity check: the baseline's interval against chance needs more seeds, and
+    # this test is about the cell run ahead)
+    plan = SweepPlan(grid, [1, 2, 3, 4], {}, out, Rule("1_CLM", 0.05, None, 8, 1, sensitivity=(("*", "none"),)))
     executor = LocalExecutor(str(fake), out, folder, [Slot("a"), Slot("b")], poll_s=0.05)
 
     def pending(cells):
@@ -419,7 +422,7 @@ def _decide(tmp_path: Path, gaps: dict[str, float], tolerance: float | None, max
 def test_a_clear_gap_is_decided_before_the_last_seed(tmp_path):
     outcome, executor, folder, record, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
     assert outcome.status == "decided"
-    (comparison,) = outcome.comparisons
+    (comparison,) = [c for c in outcome.comparisons if not c.role]  # and the baseline's row against chance
     assert comparison.decision == "difference" and comparison.mean > 0 and comparison.low > 0
     seeds = comparison.seeds
     assert len(seeds) < 8 and len(executor.ran) == 2 * len(seeds)  # no cell ran twice
@@ -475,7 +478,7 @@ def test_only_primary_endpoints_take_alpha_and_must_be_decided(tmp_path, primary
     executor = TwoTaskExecutor(out, {"2_CLM": 0.15})
     outcome = run_sweep(plan, executor, record, Progress(record, 1, terminal=False),
                         lambda cells: [c for c in cells if not (out / c.name).exists()], lambda line: None)
-    by_column = {c.column: c for c in outcome.comparisons}
+    by_column = {c.column: c for c in outcome.comparisons if not c.role}
     assert by_column["blimp_supplement"].decision == "difference"
     decision = json.loads(folder.decision_file.read_text())
     if primary:
@@ -514,7 +517,7 @@ def test_a_margin_per_endpoint_lets_a_null_endpoint_end_equivalent(tmp_path):
     outcome = run_sweep(SweepPlan(grid, [1, 2, 3], {}, out, rule), TwoTaskExecutor(out, {"2_CLM": 0.15}), record,
                         Progress(record, 1, terminal=False),
                         lambda cells: [c for c in cells if not (out / c.name).exists()], lambda line: None)
-    by_column = {c.column: c for c in outcome.comparisons}
+    by_column = {c.column: c for c in outcome.comparisons if not c.role}
     assert outcome.status == "decided"
     assert by_column["blimp_supplement"].decision == "difference" and by_column["ewok"].decision == "equivalent"
     decision = json.loads(folder.decision_file.read_text())
@@ -611,7 +614,7 @@ def test_controls_take_no_alpha_never_hold_the_sweep_and_say_whether_they_pass(t
     again under its label: the family is the one studied comparison (alpha not shared with the controls), the sweep
     stops when it is decided, and each control says it passes; the board recomputes the same decision."""
     outcome, folder, said = _controlled(tmp_path, {"2_CLM": 0.15, "0.25_CLM": -0.15})
-    by_row = {c.row: c for c in outcome.comparisons}
+    by_row = {c.row: c for c in outcome.comparisons if c.role != "baseline vs chance"}
     assert set(by_row) == {"2_CLM", "0.25_CLM", "1_CLM [negative-control]"}
     assert outcome.status == "decided" and by_row["2_CLM"].decision == "difference" and by_row["2_CLM"].role == ""
     assert by_row["0.25_CLM"].role == "positive control" and by_row["0.25_CLM"].is_worse
@@ -619,18 +622,24 @@ def test_controls_take_no_alpha_never_hold_the_sweep_and_say_whether_they_pass(t
     assert negative.role == "negative control" and negative.decision == "undecided" and negative.label
     assert negative.seeds == by_row["2_CLM"].seeds  # paired by seed label
     decision = json.loads(folder.decision_file.read_text())
-    assert decision["schema_version"] == 4 and decision["rule"]["comparisons"] == 1
+    assert decision["schema_version"] == 5 and decision["rule"]["comparisons"] == 1
     assert decision["rule"]["alpha_each"] == 0.05 and decision["rule"]["positive_controls"] == ["0.25_CLM"]
     assert decision["rule"]["negative_control"] is True
-    assert any(line.startswith("positive control antlm-babyllama tiny 0.25_CLM: passes: decided worse")
-               for line in said)
-    assert any(line.startswith("negative control antlm-babyllama tiny 1_CLM [negative-control]: passes")
-               for line in said)
+    assert ("positive control antlm-babyllama tiny 0.25_CLM: blimp_supplement decided worse: shows its known gap on "
+            "1 of 1 primary endpoints (blimp_supplement)") in said
+    assert ("negative control antlm-babyllama tiny 1_CLM [negative-control]: blimp_supplement undecided: passes: no "
+            "difference decided on any of 1 primary endpoints") in said
+    # the positive control saw its gap on the one endpoint: it speaks, by the rule recorded before the first seed
+    assert any(line.startswith("sensitivity antlm-babyllama tiny (rule: positive-control on blimp_supplement; "
+                               "declared before the first seed): the study has shown it can see a gap on "
+                               "blimp_supplement") and "no verdict" not in line for line in said)
+    assert decision["rule"]["sensitivity"] == {} and decision["endpoints"][0]["speaks"] is True
     lines = decision_lines([folder.output])
     assert not any("NOT SHOWN" in line for line in lines)  # recomputed from the tables, labels and all
     assert any("1_CLM [negative-control] - baseline on blimp_supplement" in line and "no share of alpha" in line
                for line in lines)
     assert any("negative control" in line and "passes" in line for line in lines)
+    assert not any("no verdict" in line for line in lines)
 
 
 def test_a_control_that_the_design_gets_wrong_is_named_a_failure(tmp_path):
@@ -642,8 +651,8 @@ def test_a_control_that_the_design_gets_wrong_is_named_a_failure(tmp_path):
 
     wrong = Decision("r", "p", "1_CLM", "blimp", "clm vs clm", (1, 2, 3, 4, 5), -3.0, -5.0, -1.0, "difference",
                      label="negative-control", role="negative control")
-    assert control_lines([wrong]) == ["negative control r p 1_CLM [negative-control]: FAILS: decided a difference on "
-                                      "blimp, where the truth is none"]
+    assert control_lines([wrong]) == ["negative control r p 1_CLM [negative-control]: blimp decided worse: FAILS: "
+                                      "decided a difference on blimp, where the truth is none"]
 
 
 def test_a_reused_cell_is_not_run_again(tmp_path):
@@ -793,7 +802,7 @@ def test_a_definitions_board_prints_the_decisions_of_the_sweeps_below_its_result
     _decide(tmp_path / "study" / "second", {}, tolerance=None, max_seeds=4)
     definition = tmp_path / "board.yaml"
     definition.write_text("name: study\nresults: [study]\ntasks: [blimp_supplement]\n")
-    code, out, err = run_cli(monkeypatch, capsys, "leaderboard", "-d", str(definition))
+    code, out, err = run_cli(monkeypatch, capsys, "leaderboard", "-d", str(definition), "--wide")  # one line each
     assert code == 0, err
     headers = [line for line in out.splitlines() if line.startswith("sweep decision (")]
     assert [h.split(";")[0] for h in headers] == ["sweep decision (decided", "sweep decision (max seeds reached"]
@@ -852,7 +861,7 @@ def test_a_decision_that_its_tables_do_not_give_is_never_shown_as_decided(tmp_pa
     assert outcome.status == "max seeds reached"
     path = folder.decision_file
     original = json.loads(path.read_text())
-    assert original["schema_version"] == 4 and len(original["tables"]) == 8  # 2 schedules x 4 seeds
+    assert original["schema_version"] == 5 and len(original["tables"]) == 8  # 2 schedules x 4 seeds
     assert "max seeds reached" in decision_lines([folder.output])[0]
 
     edited = json.loads(json.dumps(original))
@@ -947,3 +956,86 @@ def test_a_decision_is_verified_on_its_export_and_not_on_a_changed_one(tmp_path)
     flipped = pa.array([1.0 - items["correct"][0].as_py(), *items["correct"].to_pylist()[1:]])
     pq.write_table(items.set_column(items.column_names.index("correct"), "correct", flipped), part)
     assert any("NOT SHOWN" in line and "changed since the decision" in line for line in decision_lines([exported]))
+
+
+def test_an_endpoint_whose_positive_control_is_not_decided_gets_no_verdict_and_the_sweep_goes_on(tmp_path):
+    """The positive control is no worse in truth (the endpoint cannot show it sees a gap): 2_CLM's 15-point gap is
+    decided by its interval, but the endpoint may not speak, so the comparison reads 'no verdict' and keeps the sweep
+    running to the cap; the record stores the rule and the endpoint's check, and the board re-reads the same."""
+    outcome, folder, said = _controlled(tmp_path, {"2_CLM": 0.15, "0.25_CLM": 0.0})
+    studied = next(c for c in outcome.comparisons if c.row == "2_CLM")
+    assert studied.decision == "difference" and outcome.status == "max seeds reached"
+    assert len(studied.seeds) == 10
+    assert any("of them decided by the interval alone, on an endpoint that has not shown it can see a gap" in line
+               for line in said)
+    decision = json.loads(folder.decision_file.read_text())
+    (endpoint,) = decision["endpoints"]
+    assert endpoint["column"] == "blimp_supplement" and endpoint["rule"] == "positive-control"
+    assert endpoint["speaks"] is False and "not decided worse" in endpoint["why"]
+    lines = decision_lines([folder.output])
+    assert not any("NOT SHOWN" in line for line in lines)
+    (line,) = [line for line in lines if "2_CLM - baseline on blimp_supplement" in line]
+    assert "no verdict: this endpoint does not separate these models" in line and "decided: better" not in line
+    # an edited endpoint check is caught: the record must say what its comparisons give
+    decision["endpoints"][0]["speaks"] = True
+    folder.decision_file.write_text(json.dumps(decision))
+    assert any("NOT SHOWN" in line and "sensitivity" in line for line in decision_lines([folder.output]))
+
+
+def test_a_swept_board_gives_each_comparison_one_verdict_the_sweeps(tmp_path, monkeypatch, capsys):
+    """Issue #50 item 3: under a sweep decision the gaps the sweep decided print its verdict and no fixed-sample
+    test (a p-value on seeds the data chose is not valid), a column it did not declare (a board's own average)
+    gets no verdict at all, and the same tables without the decision keep their fixed-sample tests."""
+    _, _, folder, _, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
+    definition = tmp_path / "board.yaml"
+    definition.write_text(f"name: study\nresults: [{folder.output}]\ntasks: [blimp_supplement]\n"
+                          "macro_tasks: [blimp_supplement]\ngroup_by: [recipe, preset, schedule]\n"
+                          "reference: {schedule: 1_CLM}\n")
+    code, out, err = run_cli(monkeypatch, capsys, "leaderboard", "-d", str(definition), "-o",
+                             str(tmp_path / "board.md"))
+    assert code == 0, err
+    board = (tmp_path / "board.md").read_text()
+    gaps = [line for line in board.splitlines() if line.startswith("| schedule=2_CLM |")]
+    assert len(gaps) == 2, board
+    assert "descriptive; sweep: decided better" in gaps[0] and "p=" not in gaps[0] and "**" not in gaps[0]
+    assert "not a declared endpoint: no verdict" in gaps[1] and "significant" not in gaps[1]
+    assert "no other gap is tested" in board
+    code, _, err = run_cli(monkeypatch, capsys, "leaderboard", "-d", str(definition), "-o",
+                           str(tmp_path / "board.parquet"))
+    assert code == 0, err
+    stored = json.loads(pq.read_schema(tmp_path / "board.parquet").metadata[b"antlm_bench.gaps"])
+    assert {(g["column"], g["p_value"], g["significant"], g["sweep_verdict"]) for g in stored} == {
+        ("blimp_supplement", None, None, "decided better"), ("macro", None, None, "not a declared endpoint: no verdict")}
+    folder.decision_file.unlink()  # the same tables, no sweep decision: the board's own tests again
+    code, out, err = run_cli(monkeypatch, capsys, "leaderboard", "-d", str(definition), "-o",
+                             str(tmp_path / "plain.md"))
+    assert code == 0, err
+    plain = [line for line in (tmp_path / "plain.md").read_text().splitlines() if line.startswith("| schedule=2_CLM |")]
+    assert all("significant, row better" in line and "descriptive" not in line for line in plain), plain
+
+
+def test_a_piped_board_fits_200_columns_with_the_same_numbers_and_words(tmp_path, monkeypatch, capsys):
+    """#55 item 3: where the output is not a terminal the board is at most 200 columns (compact cells, the intervals
+    in a table of their own, prose wrapped at words), every number and word of ``--wide`` still there; ``--wide``
+    keeps one line per note and every cell in full."""
+    from antlm_bench.results.leaderboard import leaderboard_from_paths
+    from antlm_bench.results.leaderboard.text import compact_cell_text, interval_text
+
+    _, _, folder, _, _ = _decide(tmp_path, {"2_CLM": 0.15}, tolerance=None)
+    code, out, err = run_cli(monkeypatch, capsys, "leaderboard", str(folder.output))
+    assert code == 0, err
+    code, wide, err = run_cli(monkeypatch, capsys, "leaderboard", str(folder.output), "--wide")
+    assert code == 0, err
+    assert max(map(len, out.splitlines())) <= 200 < max(map(len, wide.splitlines()))
+    board = leaderboard_from_paths([folder.output], family="none")
+    for row in board.rows:
+        for cell in row.cells.values():
+            assert compact_cell_text(cell, False) in out and interval_text(cell).strip() in out
+    # the prose under the tables: the same words in the same order, only the line breaks differ
+    def prose(text: str) -> list[str]:
+        return text[text.index("Scores are percentages"):].split()
+
+    assert prose(out) == prose(wide)
+    code, _, err = run_cli(monkeypatch, capsys, "leaderboard", str(folder.output), "-o", str(tmp_path / "b.txt"))
+    assert code == 0, err
+    assert (tmp_path / "b.txt").read_text() == out  # a file holds what the pipe shows

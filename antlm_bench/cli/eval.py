@@ -131,8 +131,10 @@ def eval_command(
     if chosen is not None:
         err_console.print(f"[dim]note:[/dim] --model {escape(chosen)}", soft_wrap=True)
     out = evaluate(model, config)
+    # the notes explain the scores (how GLUE's is made, what was left out): kept with the summary on stdout
+    # (`eval > log`), while progress goes to stderr
     for note in out.notes:
-        err_console.print(f"[dim]note:[/dim] {escape(note)}", soft_wrap=True)
+        console.print(f"[dim]note:[/dim] {escape(note)}", soft_wrap=True)
     console.print(summary_table(out.scores))
     if output is not None:
         written = ", ".join(["scores.parquet", *(["items.parquet"] if log_samples else []), "eval.json"])
@@ -146,10 +148,26 @@ def parse_seeds(text: str | None) -> list[int] | None:
     return None if text is None else parse(text)
 
 
+def chance_text(task: str, metric: str, notes: str) -> str:
+    """What a guess scores on a task-level row, in the row's shown units: chance (a minimal pair's accuracy: 50.0;
+    its margin: 0 nats), GLUE's majority-class floor ("floor 49.6": the training split's most frequent label, on the
+    same members and examples), or "" where there is neither (a loss, another package's task)."""
+    from antlm_bench.adapters.glue.task import majority_floor
+    from antlm_bench.results.leaderboard.definition import chance_level, metric_kind
+
+    kind = metric_kind(metric)
+    floor = majority_floor(notes)
+    if floor is not None:
+        return f"floor {kind.scale * floor:.1f}"
+    level = chance_level(task, metric)
+    return "" if level is None else f"{kind.scale * level:.{1 if kind.unit == '%' else kind.digits}f}"
+
+
 def summary_table(scores) -> Table:
     """One line per task and metric: subtask count, score in its unit as the board shows it (accuracy, F1, GLUE's
     score and Spearman x100 in %; margins in nats, held-out loss in nats/token, as stored; other metrics named after
-    the task, e.g. ``wug_adj (spearman)``), 95% CI, unit, n, ties, method."""
+    the task, e.g. ``wug_adj (spearman)``), 95% CI, chance (or GLUE's majority-class floor), unit, n, ties,
+    method."""
     from antlm_bench.results.leaderboard.definition import metric_kind
 
     rows = scores.to_pylist()
@@ -157,7 +175,8 @@ def summary_table(scores) -> Table:
     title = "antlm-bench eval" + (f" (--limit {limits[0]}: a quick look, not a full score)" if limits else "")
     table = Table(title=title, box=box.SIMPLE_HEAD)
     for column, justify in (("task", "left"), ("subtasks", "right"), ("score", "right"), ("95% CI", "right"),
-                            ("unit", "left"), ("n", "right"), ("ties", "right"), ("method", "left")):
+                            ("chance", "right"), ("unit", "left"), ("n", "right"), ("ties", "right"),
+                            ("method", "left")):
         table.add_column(column, justify=justify, no_wrap=True)
     for row in rows:
         if row["subtask"] != "":
@@ -169,6 +188,7 @@ def summary_table(scores) -> Table:
               f"[{kind.scale * row['ci_low']:.{ci_digits}f}, {kind.scale * row['ci_high']:.{ci_digits}f}]")
         name = row["task"] if row["metric"] in ("accuracy", "score") else f"{row['task']} ({row['metric']})"
         unit = kind.unit + (", lower is better" if kind.lower_is_better else "")
-        table.add_row(name, str(subtasks), f"{kind.scale * row['value']:.{value_digits}f}", ci, unit,
+        table.add_row(name, str(subtasks), f"{kind.scale * row['value']:.{value_digits}f}", ci,
+                      chance_text(row["task"], row["metric"], row.get("notes") or ""), unit,
                       f"{row['n']:,}", str(row["n_ties"] or 0), row["scoring"])
     return table

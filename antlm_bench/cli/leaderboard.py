@@ -42,6 +42,10 @@ def leaderboard_command(
     plots: Path | None = typer.Option(None, "--plots", help="Also write per-checkpoint curves (PNG and SVG) here."),
     x_axis: str = typer.Option("epoch", "--x", help="Curves' x axis: epoch, tokens, or words (words "
                                 "seen, for runs trained with --save-at-words and --eval-every words)."),
+    wide: bool = typer.Option(False, "--wide", help="Terminal text: every cell in full (mean [95% interval] ±SD "
+                              "method) and no line wrapped. Default: at most 200 columns where the output is not a "
+                              "terminal (compact cells, the intervals in a table of their own, prose wrapped at "
+                              "words; the same numbers)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the gaps."),
     family: str = typer.Option("board", "--family", help="The Holm family of the gaps' p-values: board (every gap "
                                "on the board, the default), row (each row's tasks and macro) or none; printed "
@@ -92,14 +96,17 @@ def leaderboard_command(
             hint = " (train with --save-at-words)" if x_axis == "words" else ""
             raise UserError(f"--x {x_axis}: no curve point of these runs records {X_AXES[x_axis][1].split(' (')[0]}"
                             f"{hint}; nothing to draw, no plot written: choose another --x")
-    if chosen_format != "parquet":  # the folders `sweep --until-decided` decided in: each decision under the
-        # board in every text format, read (and checked against its tables) before anything is written, so that a
-        # damaged one is one line instead of a board and a line
-        from antlm_bench.results.leaderboard.definition import definition_result_paths
-        from antlm_bench.sweep.decision import decision_lines
+    # the folders `sweep --until-decided` decided in: each decision under the board in every text format, read
+    # (and checked against its tables) before anything is written, so that a damaged one is one line instead of a
+    # board and a line; in every format (the Parquet export's gaps too) one verdict per comparison: the gaps a
+    # sweep decided carry its verdict, not a fixed-sample test
+    from antlm_bench.results.leaderboard.definition import definition_result_paths
+    from antlm_bench.sweep.decision import decision_view, swept_gaps
 
-        board.decisions = decision_lines([*definition_result_paths(board.definition), *(results or [])], reader)
-    written = write_leaderboard(board, chosen_format, out, console, plots, x_axis)
+    view = decision_view([*definition_result_paths(board.definition), *(results or [])], reader)
+    board.decisions = view.lines
+    board.swept = swept_gaps(board.group_by, [(c.row, c.reference, c.column) for c in board.comparisons], view)
+    written = write_leaderboard(board, chosen_format, out, console, plots, x_axis, wide)
     for path in written:
         err_console.print(f"wrote {path}")
 

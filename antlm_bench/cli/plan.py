@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -14,6 +16,9 @@ from rich.table import Table
 from antlm_bench.cli.app import app, console
 from antlm_bench.errors import UserError
 from antlm_bench.options import MAX_SEEDS
+
+if TYPE_CHECKING:
+    from antlm_bench.results.stats.planning import Design
 
 # reps x comparisons x seeds floats are drawn at once; more than this would need gigabytes
 MAX_DRAWS = 50_000_000
@@ -33,10 +38,25 @@ def _points(text: str, option: str) -> list[float]:
     return values
 
 
-def _from_pilot(paths: list[Path], column: str, baseline: str | None, seed_sd: float | None,
-                correlation: float | None, paired_sd_given: bool = False) -> tuple[float | None, float | None]:
-    """The seed SD and correlation of ``column`` on the pilot's board, where not given; says what it read, and
-    each row's paired difference SD against ``baseline``."""
+@dataclass(frozen=True)
+class PlannedFrom:
+    """The truth a plan simulates, and what it rests on: either one comparison's paired difference SD (its own
+    same-seed differences), or a seed SD and a same-seed correlation; ``sd_seeds``: how many seeds the SD was
+    estimated on (None: given as known), whose upper 95% bound the plan also simulates."""
+
+    seed_sd: float | None = None
+    correlation: float | None = None
+    paired_sd: float | None = None
+    sd_seeds: int | None = None
+    source: str = "given"
+
+
+def _from_pilot(paths: list[Path], column: str, baseline: str | None, row: str | None,
+                seeds: list[str] | None) -> PlannedFrom:
+    """What the pilot's board says of ``column``: with ``baseline``, the comparison's own paired difference SD
+    (``row`` against the baseline; by default the row whose differences vary most, the conservative choice), never
+    a seed SD pooled over unrelated rows; without, the pooled seed SD (correlation unknown: 0). Says what it read,
+    and each row's paired SD."""
     from antlm_bench.results.leaderboard import leaderboard_from_paths
     from antlm_bench.results.leaderboard.power import pilot_estimate
 
@@ -44,6 +64,7 @@ def _from_pilot(paths: list[Path], column: str, baseline: str | None, seed_sd: f
     if column != "macro" and column not in board.columns:
         raise UserError(f"--column {column}: not a column of the pilot's board ({', '.join(board.columns)})")
     reference_of = None
+    at = 0
     if baseline is not None:
         if "schedule" not in board.group_by:
             raise UserError("--baseline: the pilot's board does not group by schedule")
@@ -57,30 +78,88 @@ def _from_pilot(paths: list[Path], column: str, baseline: str | None, seed_sd: f
             wanted = key[:at] + (baseline,) + key[at + 1:]
             return wanted if wanted in keys else None
 
-    estimate = pilot_estimate(board, column, reference_of)
+    estimate = pilot_estimate(board, column, reference_of, None if seeds is None else set(seeds))
+    frozen = "" if seeds is None else f", seeds {','.join(seeds)} only (--pilot-seeds)"
     if estimate is None:
-        raise UserError(f"--pilot: no row has two seeds on {column}; a seed SD needs at least two seeds of one "
-                        "configuration")
+        raise UserError(f"--pilot: no row has two seeds on {column}{frozen}; a seed SD needs at least two seeds of "
+                        "one configuration")
+    others = {key[:at] + key[at + 1:] for key, _, _ in estimate.paired_sds}
+
+    def name(key: tuple[str, ...]) -> str:  # the schedule alone where every row is of one recipe and preset
+        return key[at] if len(others) == 1 else " ".join(key)
+
+    chosen = estimate.paired_sds
+    if row is not None:  # refused before anything is printed: one line
+        chosen = tuple(entry for entry in estimate.paired_sds if entry[0][at] == row)
+        if not chosen:
+            raise UserError(f"--row {row}: no row of the pilot with that schedule shares 3 seeds with {baseline} "
+                            f"on {column} ({', '.join(name(key) for key, _, _ in estimate.paired_sds) or 'none does'})")
     said = [f"pilot: {column} seed SD {estimate.seed_sd:.3g} (pooled over {estimate.rows} row(s), "
-            f"{estimate.sd_df} degree(s) of freedom)"]
+            f"{estimate.sd_df} degree(s) of freedom{frozen})"]
     if estimate.correlation is not None:
         said.append(f"same-seed correlation with {baseline} {estimate.correlation:+.2f} (over {estimate.pairs} "
-                    "paired seeds)")
+                    "paired seeds, pooled over the rows)")
     elif baseline is not None:
         said.append(f"no row shares 3 seeds with {baseline}: correlation not estimated")
-    console.print(escape("; ".join(said) + ("" if seed_sd is None and correlation is None and not paired_sd_given
-                                            else " (given values take precedence)")))
+    console.print(escape("; ".join(said)))
+    if baseline is None:
+        return PlannedFrom(estimate.seed_sd, None, None, estimate.sd_df + 1,
+                           f"the pilot's seed SD pooled over {estimate.rows} row(s), correlation 0 (no --baseline)")
     if estimate.paired_sds:
-        others = {key[:at] + key[at + 1:] for key, _, _ in estimate.paired_sds}
-
-        def name(key: tuple[str, ...]) -> str:  # the schedule alone where every row is of one recipe and preset
-            return key[at] if len(others) == 1 else " ".join(key)
-
         console.print(escape(f"pilot: {column} paired difference SD against {baseline} (each row's same-seed "
-                             "differences; --paired-sd simulates one): " + "; ".join(
+                             "differences): " + "; ".join(
                                  f"{name(key)} {sd:.3g} ({n} seeds)" for key, sd, n in estimate.paired_sds)))
-    return (estimate.seed_sd if seed_sd is None else seed_sd,
-            estimate.correlation if correlation is None and estimate.correlation is not None else correlation)
+    if not chosen:
+        return PlannedFrom(source="no comparison's own noise")  # the caller refuses it unless the truth is given
+    # the noisiest of the rows named (several recipes or presets may share a schedule): the conservative choice
+    key, sd, n = max(chosen, key=lambda entry: entry[1])
+    how = "--row" if row is not None else "the largest of the rows' (no --row)"
+    return PlannedFrom(None, None, sd, n, f"{name(key)} against {baseline}, its own same-seed differences over {n} "
+                                           f"seeds, {how}")
+
+
+def _seed_labels(text: str) -> list[str]:
+    from antlm_bench.options import parse_seeds
+
+    return [str(seed) for seed in parse_seeds(text, "--pilot-seeds")]
+
+
+def _plan_table(design: Design, gaps: list[float], seed_sd: float, correlation: float, others_gap: float, reps: int,
+                seed: int, seen: list[float], paired: bool, runs_per_seed: int, cpu_minutes_per_run: float | None,
+                title: str) -> None:
+    """One table of simulated sweeps: per true gap, the shares the rule decides, the seeds and CPU-hours."""
+    import numpy as np
+
+    from antlm_bench.results.stats.planning import PlanOutcome, Truth, fixed_sample_power, simulate_design
+
+    paired_sd = seed_sd * math.sqrt(2.0) if paired else None
+    table = Table(title=escape(f"{title} ({reps:,} per gap, Gaussian seeds, seed {seed}): shares "
+                               "±95% simulation margin"))
+    columns = ["true gap", "decided (right sign)", "wrong sign", "equivalent", "others: any difference",
+               "family: any difference",
+               "mean seeds a side", "all decided", "fixed-n t at cap"]
+    if cpu_minutes_per_run is not None:
+        columns.append("CPU-hours to go" if seen else "CPU-hours")
+    for column in columns:
+        table.add_column(escape(column), justify="left" if column == "true gap" else "right")
+    rng = np.random.default_rng(seed)
+    for g in [0.0, *[g for g in gaps if g != 0]]:
+        truth = Truth(seed_sd, correlation, g, others_gap)
+        out = simulate_design(design, truth, reps, rng, observed=seen)
+
+        def share(p: float) -> str:
+            return f"{100 * p:.1f}% ±{100 * PlanOutcome.margin(p, reps):.1f}"
+
+        unit = f"{g / paired_sd:.2g} paired SD" if paired_sd is not None else f"{g / seed_sd:.2g} seed SD"
+        row = ["0 (A/A)" if g == 0 else f"{g:g} ({unit})", share(out.decided_right),
+               share(out.decided_wrong_sign), share(out.decided_equivalent), share(out.others_difference),
+               share(out.family_difference), f"{out.mean_seeds:.1f}", share(out.all_decided),
+               # the fixed-n t's power is that of a design planned in advance: no conditional reading
+               "-" if g == 0 or seen else f"{100 * fixed_sample_power(design, truth):.1f}%"]
+        if cpu_minutes_per_run is not None:
+            row.append(f"{(out.mean_seeds - len(seen)) * runs_per_seed * cpu_minutes_per_run / 60:.1f}")
+        table.add_row(*(escape(cell) for cell in row))
+    console.print(table)
 
 
 @app.command("plan")
@@ -98,9 +177,18 @@ def plan_command(
                                            "differences (points), instead of --seed-sd and --correlation: the "
                                            "noise of that comparison alone, e.g. a row's value that --pilot with "
                                            "--baseline prints."),
-    pilot: list[Path] | None = typer.Option(None, "--pilot", help="Result folders of pilot runs: the seed SD "
-                                            "(pooled over their rows) and, with --baseline, the same-seed "
-                                            "correlation are read from their board."),
+    pilot: list[Path] | None = typer.Option(None, "--pilot", help="Result folders of pilot runs: with --baseline, "
+                                            "the comparison's own paired difference SD (--row against the "
+                                            "baseline; default: the row whose differences vary most) is read from "
+                                            "their board; without, the seed SD pooled over their rows."),
+    pilot_seeds: str | None = typer.Option(None, "--pilot-seeds", help="--pilot: only these seeds count (e.g. "
+                                           "1-3): a pilot frozen at the seeds a design was planned from, so that "
+                                           "its command reproduces its table after the folder has grown."),
+    row: str | None = typer.Option(None, "--row", help="--pilot with --baseline: the schedule of the comparison "
+                                   "to plan for (its own same-seed differences to the baseline are the noise)."),
+    sd_seeds: int | None = typer.Option(None, "--sd-seeds", help="How many seeds the given --paired-sd or "
+                                        "--seed-sd was estimated on: the plan is repeated at its upper 95% bound "
+                                        "(read from --pilot or --observed, it is known)."),
     column: str = typer.Option("blimp", "--column", help="--pilot: the board column to read (a task, "
                                "task.margin or macro)."),
     baseline: str | None = typer.Option(None, "--baseline", help="--pilot: the baseline schedule; each other row is "
@@ -131,26 +219,42 @@ def plan_command(
     the sweep decides it (right sign), decides it wrongly, or calls it equivalent; the others' false differences;
     seeds a side and CPU-hours at the stop. Simulates the sweep's own rule (Lai's confidence sequence, Bonferroni
     over the family, looks after every round, verdicts at the stop) on Gaussian per-seed scores."""
-    import numpy as np
 
-    from antlm_bench.results.stats.planning import Design, PlanOutcome, Truth, fixed_sample_power, simulate_design
+    from antlm_bench.results.stats.planning import Design, Truth
 
     gaps = _points(gap, "--gap")
-    sd_from = "given"
     seen = _points(observed, "--observed") if observed is not None else []
-    if seen and paired_sd is None and seed_sd is None and correlation is None and not pilot:
-        if len(seen) < 2 or statistics.stdev(seen) == 0:
-            raise UserError(f"--observed: {len(seen)} difference(s) without spread give no SD; give --paired-sd")
-        paired_sd, sd_from = statistics.stdev(seen), "the observed differences'"
+    given = paired_sd is not None or seed_sd is not None or correlation is not None
     if paired_sd is not None:
         if seed_sd is not None or correlation is not None:
             raise UserError("--paired-sd: give it instead of --seed-sd and --correlation, not with them")
         if not (math.isfinite(paired_sd) and 0 < paired_sd <= 100):
             raise UserError(f"--paired-sd {paired_sd}: a number of points above 0 and at most 100")
+    if sd_seeds is not None and not (paired_sd is not None or seed_sd is not None):
+        raise UserError("--sd-seeds: the seeds a given --paired-sd or --seed-sd rests on; give one of them")
+    if sd_seeds is not None and not 2 <= sd_seeds <= 10_000:
+        raise UserError(f"--sd-seeds {sd_seeds}: an SD rests on at least 2 seeds")
+    if not pilot and (baseline is not None or row is not None or pilot_seeds is not None):
+        raise UserError("--baseline, --row and --pilot-seeds read the pilot: give --pilot RESULTS as well")
+    if row is not None and baseline is None:
+        raise UserError("--row: the comparison against --baseline; give --baseline as well")
+    planned = PlannedFrom(seed_sd, correlation, paired_sd, sd_seeds)
     if pilot:
-        seed_sd, correlation = _from_pilot(pilot, column, baseline, seed_sd, correlation, paired_sd is not None)
-    elif baseline is not None:
-        raise UserError("--baseline reads the pilot's pairing: give --pilot RESULTS as well")
+        read = _from_pilot(pilot, column, baseline, row, _seed_labels(pilot_seeds) if pilot_seeds is not None else None)
+        if given:  # what the pilot says is printed; the given numbers are the truth
+            console.print("(the given --paired-sd, --seed-sd or --correlation take precedence over the pilot's)")
+        elif baseline is not None and read.paired_sd is None:
+            raise UserError(f"--pilot --baseline {baseline}: no row shares 3 seeds with {baseline} on {column}, so "
+                            "no comparison's own noise is known; give --paired-sd, or --seed-sd and --correlation")
+        else:
+            planned = read
+    elif seen and not given:
+        if len(seen) < 2 or statistics.stdev(seen) == 0:
+            raise UserError(f"--observed: {len(seen)} difference(s) without spread give no SD; give --paired-sd")
+        planned = PlannedFrom(paired_sd=statistics.stdev(seen), sd_seeds=len(seen),
+                              source="the observed differences'")
+    paired_sd, sd_from = planned.paired_sd, planned.source
+    seed_sd, correlation = planned.seed_sd, planned.correlation
     if paired_sd is not None:
         # the simulation's truth is the differences' SD alone: two uncorrelated sides of SD paired / sqrt(2)
         seed_sd, correlation = paired_sd / math.sqrt(2.0), 0.0
@@ -212,33 +316,27 @@ def plan_command(
             f"{len(seen)} seeds: the shares are conditional on them (conditional power), the CPU-hours those still to "
             "spend; the other comparisons' seeds so far are simulated, not observed"))
     what = f"continuations of the sweep after {len(seen)} seeds" if seen else "sweeps"
-    table = Table(title=escape(f"simulated {what} ({reps:,} per gap, Gaussian seeds, seed {seed}): shares "
-                               "±95% simulation margin"))
-    columns = ["true gap", "decided (right sign)", "wrong sign", "equivalent", "others: any difference",
-               "family: any difference",
-               "mean seeds a side", "all decided", "fixed-n t at cap"]
-    if cpu_minutes_per_run is not None:
-        columns.append("CPU-hours to go" if seen else "CPU-hours")
-    for column in columns:
-        table.add_column(escape(column), justify="left" if column == "true gap" else "right")
-    rng = np.random.default_rng(seed)
-    for g in [0.0, *[g for g in gaps if g != 0]]:
-        truth = Truth(seed_sd, correlation, g, others_gap)
-        out = simulate_design(design, truth, reps, rng, observed=seen)
+    truths = [("", seed_sd)]
+    if planned.sd_seeds is not None:
+        from antlm_bench.results.stats import seed_sd_interval
 
-        def share(p: float) -> str:
-            return f"{100 * p:.1f}% ±{100 * PlanOutcome.margin(p, reps):.1f}"
-
-        unit = f"{g / paired_sd:.2g} paired SD" if paired_sd is not None else f"{g / seed_sd:.2g} seed SD"
-        row = ["0 (A/A)" if g == 0 else f"{g:g} ({unit})", share(out.decided_right),
-               share(out.decided_wrong_sign), share(out.decided_equivalent), share(out.others_difference),
-               share(out.family_difference), f"{out.mean_seeds:.1f}", share(out.all_decided),
-               # the fixed-n t's power is that of a design planned in advance: no conditional reading
-               "-" if g == 0 or seen else f"{100 * fixed_sample_power(design, truth):.1f}%"]
-        if cpu_minutes_per_run is not None:
-            row.append(f"{(out.mean_seeds - len(seen)) * runs_per_seed * cpu_minutes_per_run / 60:.1f}")
-        table.add_row(*(escape(cell) for cell in row))
-    console.print(table)
+        # the SD is an estimate: plan also at the upper end of its 95% interval (chi-square, sd_seeds - 1 df), the
+        # noise the design must survive if the pilot was lucky
+        upper = seed_sd_interval(seed_sd, planned.sd_seeds)[1]
+        shown = upper * math.sqrt(2.0) if paired_sd is not None else upper
+        what_sd = "paired difference SD" if paired_sd is not None else "seed SD"
+        truths.append((f"at the upper 95% bound of the {what_sd} ({shown:.3g}, from {planned.sd_seeds} seeds): ",
+                       upper))
+    for prefix, sd_here in truths:
+        _plan_table(design, gaps, sd_here, correlation, others_gap, reps, seed, seen, paired_sd is not None,
+                    runs_per_seed, cpu_minutes_per_run, f"{prefix}simulated {what}")
+    if paired_sd is not None:
+        inputs = f"--paired-sd {paired_sd:.6g}"
+    else:
+        inputs = f"--seed-sd {seed_sd:.6g} --correlation {correlation:.6g}"
+    inputs += f" --sd-seeds {planned.sd_seeds}" if planned.sd_seeds is not None else ""
+    console.print(escape(f"planned from: {sd_from}; a design records these numbers ({inputs}): the same command "
+                         "with them in place of --pilot reproduces these tables after the pilot's folder has grown"))
     console.print("[dim]" + escape(
         "decided: the comparison of interest's verdict at the stop (A/A row: a difference of either sign, the false "
         "positive rate of one comparison); others: sweeps in which any other comparison of the family is decided a "

@@ -79,7 +79,7 @@ def run(
     include_path: list[Path] | None = IncludePathOption,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
-    """Train a model under a schedule, score each phase its own way, evaluate the final model, and print a Table-2-style summary (BLiMP, supplement, EWoK, GLUE, macro, with 95% intervals).
+    """Train a model under a schedule, score each phase its own way, evaluate the final model, and print a Table-2-style summary (BLiMP, supplement, EWoK, GLUE, macro, with 95% intervals, chance and GLUE's majority-class floor).
 
     Re-running the same command reuses finished training and evaluations and resumes unfinished ones."""
     from antlm_bench.recipes import load_recipe
@@ -90,7 +90,7 @@ def run(
         add_include_path(folder)
     load_recipe(ctx.params["model"])
     from antlm_bench.pipeline import run_benchmark, run_config_of_options
-    from antlm_bench.results.leaderboard import build_leaderboard, read_results, render_terminal
+    from antlm_bench.results.leaderboard import build_leaderboard, print_terminal, read_results
 
     config = run_config_of_options(ctx.params)
     from antlm_bench.training.trainer import TrainingInterrupted
@@ -103,7 +103,10 @@ def run(
         raise typer.Exit(stop.exit_code) from None
     results = read_results([r.folder for r in summary.runs])
     board = build_leaderboard(results)
-    render_terminal(board, console)
+    print_terminal(board, console)
+    # GLUE's majority-class floor beside its score, on stdout with the summary (what a user keeps: `run > log`)
+    for line in floor_lines(results.rows):
+        console.print(line, highlight=False, markup=False)
     for note in summary.notes:
         console.print(f"note: {note}")
     for column in board.columns:
@@ -118,6 +121,21 @@ def run(
             console.print(f"curves over words seen (fast suite): {curves}")
     console.print(f"tables: {', '.join(str(r.folder) for r in summary.runs)}")
     console.print(f"compare schedules: antlm-bench leaderboard {summary.output}")
+
+
+def floor_lines(rows: list[dict]) -> list[str]:
+    """Per GLUE-like task, the majority-class floor its task-score rows record (``glue.task.majority_floor``):
+    always guessing the training split's most frequent label, same members, metrics and examples."""
+    from antlm_bench.adapters.glue.task import majority_floor
+
+    floors: dict[str, list[float]] = {}
+    for row in rows:
+        floor = majority_floor(row.get("notes") or "") if row.get("subtask") == "" else None
+        if floor is not None:
+            floors.setdefault(row["task"], []).append(floor)
+    return [f"{task}: majority-class floor {100 * sum(values) / len(values):.1f} (always the training split's most "
+            f"frequent label, same members and metrics{'; mean over ' + str(len(values)) + ' runs' if len(values) > 1 else ''}): "
+            "a score at or under it shows no learning" for task, values in floors.items()]
 
 
 def score_explanation(column: str) -> str | None:

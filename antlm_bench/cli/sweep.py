@@ -122,6 +122,14 @@ def sweep_command(
                                           "baseline's configuration again under the label negative-control (each "
                                           "seed another draw): it must not be decided a difference; no share of "
                                           "alpha."),
+    sensitivity: list[str] | None = typer.Option(None, "--sensitivity", help="--until-decided: what lets a "
+                                                 "primary endpoint speak, declared before the first seed: "
+                                                 "positive-control (a positive control decided worse on it), "
+                                                 "above-chance (the baseline's interval above chance) or none; RULE "
+                                                 "for every primary endpoint or COLUMN=RULE (repeat it). Default: "
+                                                 "positive-control with a positive control, else above-chance "
+                                                 "where the column has a chance level. An endpoint that does not "
+                                                 "qualify gets no verdict."),
     include_path: list[Path] | None = IncludePathOption,
 ) -> None:
     """Run a grid of `antlm-bench run` cells (recipes x presets x schedules x seeds) on local worker processes or a SLURM job array; finished cells are reused, unfinished ones resumed.
@@ -144,6 +152,7 @@ def sweep_command(
                                  "primary": [c.strip() for c in primary.split(",") if c.strip()] if primary else None,
                                  "margins": _margins(margin) if margin else None,
                                  "positive_controls": positive_control, "negative_control": negative_control or None,
+                                 "sensitivity": _sensitivity(sensitivity) if sensitivity else None,
                                  }.items() if v is not None}
     if decided and not until_decided and "until_decided" not in file_values:
         raise UserError(f"--{next(iter(decided)).replace('_', '-')} is an option of --until-decided; add it")
@@ -244,3 +253,15 @@ def _margins(values: list[str]) -> dict[str, float]:
                             "e.g. blimp=1.5 or blimp.margin=0.05")
         margins[column.strip()] = number
     return margins
+
+
+def _sensitivity(values: list[str]) -> dict[str, str]:
+    """``--sensitivity RULE`` (every primary endpoint) or ``COLUMN=RULE`` (repeatable) -> {column or "*": rule};
+    the rule's name is checked by the settings (one line naming the field)."""
+    chosen: dict[str, str] = {}
+    for text in values:
+        column, sep, rule = text.rpartition("=")
+        if sep and not column.strip():
+            raise UserError(f"--sensitivity {text}: give RULE or COLUMN=RULE, e.g. ewok=above-chance")
+        chosen[column.strip() if sep else "*"] = rule.strip()
+    return chosen

@@ -50,7 +50,7 @@ from antlm_bench.results.leaderboard import (
     read_results,
 )
 from antlm_bench.results.leaderboard.comparability import Incomparable, instrument_difference
-from antlm_bench.results.leaderboard.definition import metric_kind, separate_metric_columns
+from antlm_bench.results.leaderboard.definition import macro_label, metric_kind, separate_metric_columns
 from antlm_bench.results.leaderboard.results import Results, results_reader
 from antlm_bench.results.leaderboard.text import DESIGN_TEXT
 from antlm_bench.results.stats import SeedSD
@@ -303,7 +303,8 @@ def run_check(
         macro_columns = [c for c in columns if ":" not in c and metric_kind(row.cells[c].metric).in_macro]
         if len(macro_columns) >= 2:
             row.macro, base_row.macro = macro_cell(row, macro_columns), macro_cell(base_row, macro_columns)
-            notes.append(f"{group}: macro = mean of {', '.join(macro_columns)} (the tasks both sides scored)")
+            notes.append(f"{group}: {macro_label(macro_columns)} = mean of {', '.join(macro_columns)} (the tasks "
+                         "both sides scored; \"macro\" names the AntLM paper's four-task mean only)")
         else:
             row.macro = base_row.macro = None
         comparisons = compare(row, base_row, columns, macro_columns, alpha, given, family)
@@ -313,11 +314,14 @@ def run_check(
         apply_holm([c for *_, comparisons in checked for c in comparisons], alpha)
     lines: list[CheckLine] = []
     for group, row, base_row, comparisons in checked:
+        macro_name = macro_label([c for c in row.cells if c in base_row.cells and ":" not in c
+                                  and metric_kind(row.cells[c].metric).in_macro])
         for comparison in comparisons:
             cur = row.macro if comparison.column == MACRO else row.cells[comparison.column]
             old = base_row.macro if comparison.column == MACRO else base_row.cells[comparison.column]
             test, status = _status(comparison, tolerances, rule)
-            lines.append(CheckLine(group, comparison.column, old, cur, comparison, test, status))
+            shown = macro_name if comparison.column == MACRO else comparison.column  # one meaning of "macro"
+            lines.append(CheckLine(group, shown, old, cur, comparison, test, status))
     if not lines:
         raise UserError("no task in common between the results and the baseline "
                         f"(results: {', '.join(current.columns) or 'none'}; "

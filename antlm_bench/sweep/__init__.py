@@ -8,7 +8,9 @@ executor, and ``--until-decided``'s rounds of seeds.
 - ``instruments``: the comparisons the board will not test (different instruments), said before the sweep starts;
 - ``executors``: local worker processes and SLURM job arrays (submitit);
 - ``squeue``: the SLURM jobs' states from squeue, not sacct (clusters without accounting too);
-- ``decision``: each schedule against the baseline after a round (``results.stats.sequential``);
+- ``decision``: each schedule against the baseline after a round (``results.stats.sequential``), and which primary
+  endpoints may speak (the sensitivity rule);
+- ``calibration``: the sensitivity rule on simulated sweeps with a known truth;
 - ``plan``: the settings planned before anything runs (the grid resolved, the fewest seeds, the executor, the check
   that skips finished cells), with ``run``'s option parser as the command layer lends it;
 - ``loop``: the sweep from start to end.

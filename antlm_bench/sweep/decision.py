@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from antlm_bench.data.readers import read_json_model
 from antlm_bench.errors import UserError
 from antlm_bench.results.leaderboard.comparability import instrument_difference
-from antlm_bench.results.leaderboard.definition import metric_kind
+from antlm_bench.results.leaderboard.definition import chance_level, metric_kind
 from antlm_bench.results.leaderboard.results import results_reader
 from antlm_bench.results.stats.sequential import (
     DIFFERENCE,
@@ -51,13 +51,28 @@ FORCED = "forced"
 # the roles of a control arm (Rule.role); "" for a schedule the study asks about
 POSITIVE_CONTROL = "positive control"
 NEGATIVE_CONTROL_ROLE = "negative control"
+# the role of a sensitivity row: the baseline's own per-seed scores against the column's chance level (the
+# ``above-chance`` rule); it decides nothing about a schedule and takes no share of alpha
+CHANCE_ROLE = "baseline vs chance"
+# What lets a primary endpoint speak (Rule.sensitivity), declared before the first seed (docs/statistics.md,
+# "Sensitivity"): a positive control decided worse on it (the endpoint has shown it sees a known gap), or the
+# baseline's anytime-valid interval above the column's chance level, or no check (declared in so many words).
+# An endpoint that does not qualify gets no verdict on any comparison, never "equivalent".
+SEES_POSITIVE_CONTROL = "positive-control"
+ABOVE_CHANCE = "above-chance"
+NO_CHECK = "none"
+SENSITIVITY_RULES = (SEES_POSITIVE_CONTROL, ABOVE_CHANCE, NO_CHECK)
+NO_VERDICT = "no verdict: this endpoint does not separate these models"
 # the loss a scoring method measures on held-out text, and the objective that trains it
 _LOSS_OBJECTIVE = {"clm": "CLM", "pll": "MLM"}
 # 1: without the digests of the tables (still read: the board recomputes the decision either way); 2: without
 # controls; 2 and 3: digests of the items' file bytes, which an export without the evaluation text changes (not
 # compared; the decision is still recomputed from the tables); 4: digests of the tables' content
-# (results.store.store_digest), the same on a run folder and on its export
-DECISION_SCHEMA_VERSION = 4
+# (results.store.store_digest), the same on a run folder and on its export; 5: the sensitivity rule
+# (``rule.sensitivity``, the ``endpoints`` it gave, and the baseline-vs-chance rows of the above-chance rule). A
+# record before 5 is re-read with the default sensitivity rule, marked as applied after the decision was made
+DECISION_SCHEMA_VERSION = 5
+SENSITIVITY_SCHEMA = 5
 CONTENT_DIGESTS = 4  # the first version whose table digests survive an export
 METHOD = ("Lai (1976) confidence sequence for the mean of paired per-seed differences, Gaussian with unknown "
           "variance (anytime-valid: any stopping rule keeps the error rate); docs/statistics.md")
@@ -84,6 +99,23 @@ class Rule:
     # configuration runs again under the negative control's label
     positive_controls: tuple[str, ...] = ()
     negative_control: bool = False
+    # what lets each primary endpoint speak (SENSITIVITY_RULES), per column; a column not named takes the default
+    # (``sensitivity_for``)
+    sensitivity: tuple[tuple[str, str], ...] = ()
+    # True for a decision recorded before the sensitivity rule existed (schema < 5): the default rule is applied
+    # when it is read, and every rendering says it was applied afterwards
+    sensitivity_after: bool = False
+
+    def sensitivity_for(self, column: str, chance: float | None) -> str:
+        """The column's sensitivity rule: its declared one; else ``positive-control`` when the study has a positive
+        control (the direct evidence: the endpoint saw a known gap); else ``above-chance`` where the column has a
+        chance level; else ``none``."""
+        declared = dict(self.sensitivity)
+        if column in declared or "*" in declared:
+            return declared.get(column, declared.get("*", NO_CHECK))
+        if self.positive_controls:
+            return SEES_POSITIVE_CONTROL
+        return ABOVE_CHANCE if chance is not None else NO_CHECK
 
     def role(self, schedule: str, label: str | None) -> str:
         """``positive control``, ``negative control`` or "" (a comparison of the study's family)."""
@@ -190,7 +222,11 @@ class Decision:
         """The compared row's schedule as the board names it (``2_CLM [negative-control]``)."""
         return labelled_schedule(self.schedule, self.label)
 
-    def text(self) -> str:
+    def text(self, no_verdict: str | None = None) -> str:
+        """The comparison in one line; ``no_verdict``: why its endpoint may not speak (``endpoint_checks``), which
+        replaces the interval's reading (the interval stays, descriptive)."""
+        if self.role == CHANCE_ROLE:
+            return self._chance_text()
         if self.decision == NOT_TESTED:
             interval = "no interval"
         elif not math.isfinite(self.low):
@@ -205,16 +241,139 @@ class Decision:
                    FORCED: "forced by the objectives (one side trains this loss longer): out of the family, no "
                            "verdict"
                    }[self.decision]
+        if no_verdict is not None and self.decision in (DIFFERENCE, EQUIVALENT, UNDECIDED):
+            verdict = f"{NO_VERDICT} ({no_verdict}; the interval alone: {verdict.removeprefix('decided: ')})"
         first = (f", first decided at {self.first_decided_at} seeds"
                  if self.first_decided_at is not None and self.decision in (DIFFERENCE, EQUIVALENT) else "")
         role = f"{self.role}, no share of alpha; " if self.role else ""
         return (f"{self.row} - baseline on {self.column}: {self.mean:+.3g} {self.unit} {interval}, {verdict} "
                 f"({role}{len(self.seeds)} paired seeds{first}, {self.scoring})")
 
+    def _chance_text(self) -> str:
+        interval = ("interval unbounded (too few seeds yet)" if not math.isfinite(self.low)
+                    else f"[{self.low:+.3g}, {self.high:+.3g}]")
+        above = self.decision == DIFFERENCE and ((self.mean < 0) if self.lower_is_better else (self.mean > 0))
+        reading = "above chance" if above else "not shown above chance"
+        return (f"baseline {self.schedule} - chance on {self.column}: {self.mean:+.3g} {self.unit} {interval}, "
+                f"{reading} (sensitivity check of the above-chance rule, no share of alpha; {len(self.seeds)} seeds)")
+
     @property
     def is_worse(self) -> bool:
         """Decided a difference in the baseline's favour."""
         return self.decision == DIFFERENCE and ((self.mean > 0) if self.lower_is_better else (self.mean < 0))
+
+
+@dataclass(frozen=True)
+class EndpointCheck:
+    """Whether one primary endpoint (a column, per recipe and preset) may speak, by its sensitivity rule: ``why``
+    says what the rule saw."""
+
+    recipe: str
+    preset: str
+    column: str
+    rule: str  # SENSITIVITY_RULES
+    speaks: bool
+    why: str  # in a few words, as each withheld comparison repeats it
+    evidence: str = ""  # the intervals the rule read
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.recipe, self.preset, self.column
+
+
+def _column_chance(c: Decision) -> float | None:
+    """The chance level of a comparison's column (``definition.chance_level``), from its units."""
+    metric = "accuracy" if c.unit == "pp" else "margin" if c.unit == "nats" else c.unit
+    return chance_level(c.column, metric)
+
+
+def _outcome(c: Decision) -> str:
+    """A control's raw outcome on one endpoint, in words. A control's interval within the margin is not called
+    "equivalent": for a positive control it means the endpoint did not see its known gap, for the negative control
+    that no difference was decided (a verdict of equivalence belongs to an endpoint that has shown it can see)."""
+    if c.decision == DIFFERENCE:
+        return "decided worse" if c.is_worse else "decided better"
+    within = ("not decided worse (interval within the margin)" if c.role == POSITIVE_CONTROL
+              else "no difference decided (interval within the margin)")
+    return {EQUIVALENT: within, UNDECIDED: "undecided"}.get(c.decision, c.decision)
+
+
+def _interval_words(c: Decision) -> str:
+    if not math.isfinite(c.low):
+        return f"{c.mean:+.3g} {c.unit}, interval unbounded"
+    return f"{c.mean:+.3g} {c.unit} [{c.low:+.3g}, {c.high:+.3g}]"
+
+
+def endpoint_checks(comparisons: Sequence[Decision], rule: Rule) -> list[EndpointCheck]:
+    """Each primary endpoint's sensitivity (``Rule.sensitivity_for``), read from the comparisons of one look: with
+    ``positive-control`` it speaks when a positive control is decided worse on it; with ``above-chance`` when the
+    baseline's interval against chance (the ``baseline vs chance`` row) lies above chance; with ``none`` always.
+    A check only withholds verdicts: it never changes an interval or what keeps the sweep running."""
+    tested = (DIFFERENCE, EQUIVALENT, UNDECIDED)
+    endpoints = dict.fromkeys((c.recipe, c.preset, c.column) for c in comparisons
+                              if c.role != CHANCE_ROLE and c.decision in tested and rule.is_primary(c.column))
+    first = {(c.recipe, c.preset, c.column): c for c in comparisons if c.role != CHANCE_ROLE}
+    checks = []
+    for recipe, preset, column in endpoints:
+        which = rule.sensitivity_for(column, _column_chance(first[(recipe, preset, column)]))
+        here = [c for c in comparisons if (c.recipe, c.preset, c.column) == (recipe, preset, column)]
+        if which == NO_CHECK:
+            speaks, why, evidence = True, "no sensitivity check declared", ""
+        elif which == SEES_POSITIVE_CONTROL:
+            controls = [c for c in here if c.role == POSITIVE_CONTROL]
+            worse = [c for c in controls if c.is_worse]
+            speaks = bool(worse)
+            named = ", ".join(c.row for c in controls)
+            why = (f"positive control {', '.join(c.row for c in worse)} decided worse" if worse
+                   else f"positive control {named} not decided worse" if controls
+                   else "no positive control compared on it")
+            evidence = "; ".join(f"{c.row} {_outcome(c)}, {_interval_words(c)}" for c in controls)
+        else:
+            rows = [c for c in here if c.role == CHANCE_ROLE]
+            if not rows:
+                speaks, why, evidence = False, "baseline against chance not recorded (a decision before the rule)", ""
+            else:
+                (row,) = rows
+                speaks = row.decision == DIFFERENCE and ((row.mean < 0) if row.lower_is_better else (row.mean > 0))
+                why = f"baseline {row.schedule} {'above' if speaks else 'not shown above'} chance"
+                evidence = f"{row.schedule} - chance {_interval_words(row)}"
+        checks.append(EndpointCheck(recipe, preset, column, which, speaks, why, evidence))
+    return checks
+
+
+def no_verdicts(checks: Sequence[EndpointCheck]) -> dict[tuple[str, str, str], str]:
+    """(recipe, preset, column) -> why, for each endpoint that may not speak."""
+    return {check.key: check.why for check in checks if not check.speaks}
+
+
+def comparison_lines(comparisons: Sequence[Decision], checks: Sequence[EndpointCheck]) -> list[str]:
+    """One line per comparison, each withheld where its endpoint may not speak."""
+    silent = no_verdicts(checks)
+    return [f"{c.recipe} {c.preset}: {c.text(silent.get((c.recipe, c.preset, c.column)))}" for c in comparisons]
+
+
+def sensitivity_lines(checks: Sequence[EndpointCheck], after: bool) -> list[str]:
+    """Per recipe and preset: on which primary endpoints the study has shown it can see a gap, and on which not
+    (whose comparisons get no verdict), with the rule and when it was fixed."""
+    groups: dict[tuple[str, str], list[EndpointCheck]] = {}
+    for check in checks:
+        groups.setdefault((check.recipe, check.preset), []).append(check)
+    when = ("applied after this decision was made (its record predates the rule; no interval or decision of it "
+            "changed, only which verdicts are shown)" if after else "declared before the first seed")
+    lines = []
+    for (recipe, preset), members in groups.items():
+        rules = "; ".join(f"{rule} on {', '.join(c.column for c in members if c.rule == rule)}"
+                          for rule in dict.fromkeys(c.rule for c in members))
+        sees = [c.column for c in members if c.speaks]
+        blind = [c for c in members if not c.speaks]
+        text = (f"sensitivity {recipe} {preset} (rule: {rules}; {when}): the study has shown it can see a gap on "
+                f"{', '.join(sees) if sees else 'no primary endpoint'}")
+        if blind:
+            text += ("; not on " + "; ".join(f"{c.column} ({c.why}: {c.evidence})" if c.evidence
+                                             else f"{c.column} ({c.why})" for c in blind)
+                     + f": {'its' if len(blind) == 1 else 'their'} comparisons get no verdict")
+        lines.append(text)
+    return lines
 
 
 def _board(cells: Sequence[GridCell], output: Path, reader: StoreReader | None) -> Any:
@@ -290,6 +449,37 @@ def compare_round(cells: Sequence[GridCell], output: Path, rule: Rule, seeds: Se
                    else decide(interval, tolerance) if rule.is_primary(column) else SECONDARY)
         out.append(Decision(recipe, preset, schedule, column, scoring, tuple(paired), interval.mean, interval.low,
                               interval.high, verdict, **units, **arm))
+    return out + _chance_rows(rows, keys, [*board.columns, "macro"], rule, seeds, alpha_each, c)
+
+
+def _chance_rows(rows: dict[Any, Any], keys: Sequence[tuple[str, str]], columns: Sequence[str], rule: Rule,
+                 seeds: Sequence[int], alpha_each: float, c: float) -> list[Decision]:
+    """The above-chance rule's evidence: for each primary column that declares it, the baseline's per-seed scores
+    minus the column's chance level, in the same anytime-valid interval as every comparison (the family's
+    per-comparison alpha, no share of it). None for a decision recorded before the rule (it holds no such rows)."""
+    if rule.sensitivity_after:
+        return []
+    out = []
+    for recipe, preset in keys:
+        base = rows.get((recipe, preset, rule.baseline))
+        for column in columns:
+            cell = _cell_of(base, column)
+            chance = None if cell is None else chance_level(column, cell.metric)
+            if cell is None or not rule.is_primary(column) or rule.sensitivity_for(column, chance) != ABOVE_CHANCE \
+                    or chance is None:
+                continue
+            kind = metric_kind(cell.metric)
+            values = _seed_values(cell, seeds)
+            differences = [kind.scale * (values[s] - chance) for s in sorted(values)]
+            units = {"unit": "pp" if kind.unit == "%" else kind.unit, "lower_is_better": kind.lower_is_better}
+            if not differences:
+                out.append(Decision(recipe, preset, rule.baseline, column, cell.scoring, (), math.nan, -math.inf,
+                                    math.inf, UNDECIDED, **units, role=CHANCE_ROLE))
+                continue
+            interval = confidence_sequence(differences, alpha_each, c)
+            out.append(Decision(recipe, preset, rule.baseline, column, cell.scoring, tuple(sorted(values)),
+                                interval.mean, interval.low, interval.high, decide(interval, None), **units,
+                                role=CHANCE_ROLE))
     return out
 
 
@@ -319,6 +509,9 @@ class RuleRecord(BaseModel):
     forced_out: bool = False  # loss comparisons the objectives decide kept out (False: a record made before)
     positive_controls: list[str] = Field(default_factory=list)  # controls (empty: a record made before them)
     negative_control: bool = False
+    # each primary endpoint's declared sensitivity rule (SENSITIVITY_RULES; a column not named takes the default,
+    # Rule.sensitivity_for); None: a record made before the rule existed (schema < 5), re-read with the default
+    sensitivity: dict[str, Literal["positive-control", "above-chance", "none"]] | None = None
     alpha_each: float
     correction: str
     prior_precision: float
@@ -327,7 +520,8 @@ class RuleRecord(BaseModel):
     def rule(self) -> Rule:
         return Rule(self.baseline, self.alpha, self.tolerance, self.max_seeds, self.round_seeds,
                     tuple(self.primary), tuple(self.margins.items()), self.forced_out,
-                    tuple(self.positive_controls), self.negative_control)
+                    tuple(self.positive_controls), self.negative_control,
+                    tuple((self.sensitivity or {}).items()), self.sensitivity is None)
 
 
 class ComparisonRecord(BaseModel):
@@ -349,7 +543,7 @@ class ComparisonRecord(BaseModel):
     lower_is_better: bool = False
     first_decided_at: int | None = None
     label: str | None = None
-    role: Literal["", "positive control", "negative control"] = ""
+    role: Literal["", "positive control", "negative control", "baseline vs chance"] = ""
 
     def comparison(self) -> Decision:
         return Decision(self.recipe, self.preset, self.schedule, self.column, self.scoring, tuple(self.seeds),
@@ -365,13 +559,30 @@ class ComparisonRecord(BaseModel):
                       "high": None if not math.isfinite(c.high) else c.high})
 
 
+class EndpointRecord(BaseModel):
+    """One primary endpoint's sensitivity as decision.json stores it (``EndpointCheck``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recipe: str
+    preset: str
+    column: str
+    rule: Literal["positive-control", "above-chance", "none"]
+    speaks: bool
+    why: str
+    evidence: str = ""
+
+    def check(self) -> EndpointCheck:
+        return EndpointCheck(self.recipe, self.preset, self.column, self.rule, self.speaks, self.why, self.evidence)
+
+
 class DecisionRecord(BaseModel):
     """``<output>/sweep/decision.json``, typed: written by :func:`write_decision` only, read by
     :func:`read_decision` only (every field checked: one line naming the file and the field otherwise)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1, 2, 3, 4]
+    schema_version: Literal[1, 2, 3, 4, 5]
     status: str
     method: str
     rule: RuleRecord
@@ -380,11 +591,13 @@ class DecisionRecord(BaseModel):
     comparisons: list[ComparisonRecord]
     # run folder name -> sha256 of its committed tables (results.store.store_digest) when the decision was made
     tables: dict[str, str] = Field(default_factory=dict)
+    # each primary endpoint's sensitivity at the last look (schema 5; ``endpoint_checks`` of the comparisons)
+    endpoints: list[EndpointRecord] = Field(default_factory=list)
 
     def cells(self) -> list[GridCell]:
         """The run folders the decision compared: every (recipe, preset) of its comparisons, their schedules and the
         baseline, at every seed it used."""
-        keys = {(c.recipe, c.preset, c.schedule, c.label) for c in self.comparisons}
+        keys = {(c.recipe, c.preset, c.schedule, c.label) for c in self.comparisons if c.role != CHANCE_ROLE}
         keys |= {(c.recipe, c.preset, self.rule.baseline, None) for c in self.comparisons}
         return [GridCell(recipe, preset, schedule, seed, label=label)
                 for recipe, preset, schedule, label in sorted(keys, key=lambda k: (k[0], k[1], k[2], k[3] or ""))
@@ -405,8 +618,10 @@ def write_decision(folder: SweepFolder, rule: Rule, comparisons: Sequence[Decisi
     n = sum(c.decision not in (NOT_TESTED, SECONDARY, FORCED) and not c.role for c in comparisons)
     record = DecisionRecord(
         schema_version=DECISION_SCHEMA_VERSION, status=status, method=METHOD,
-        rule=RuleRecord(**{**asdict(rule), "primary": list(rule.primary), "margins": dict(rule.margins),
-                           "positive_controls": list(rule.positive_controls)},
+        rule=RuleRecord(**{**{k: v for k, v in asdict(rule).items() if k != "sensitivity_after"},
+                           "primary": list(rule.primary), "margins": dict(rule.margins),
+                           "positive_controls": list(rule.positive_controls),
+                           "sensitivity": dict(rule.sensitivity)},
                         comparisons=n,
                         alpha_each=rule.alpha_each(n),
                         correction=f"Bonferroni over {n} tested comparison(s)"
@@ -416,6 +631,7 @@ def write_decision(folder: SweepFolder, rule: Rule, comparisons: Sequence[Decisi
         seeds=list(seeds), rounds=[list(r) for r in rounds],
         comparisons=[ComparisonRecord.of(c) for c in comparisons],
         tables=_table_digests(cells, folder.output, reader),
+        endpoints=[EndpointRecord(**asdict(check)) for check in endpoint_checks(comparisons, rule)],
     )
     folder.write_json(folder.decision_file, record.model_dump(mode="json"))
     return record
@@ -454,6 +670,9 @@ def verify_decision(path: Path, record: DecisionRecord, reader: StoreReader | No
                     f"{_number(theirs.mean)}, the tables give {mine.decision} {_number(mine.mean)}")
     if record.status == "decided" and any(c.decision == UNDECIDED and not c.role for c in recomputed):
         return "it says decided, but the tables leave comparisons undecided"
+    if record.schema_version >= SENSITIVITY_SCHEMA and \
+            [e.check() for e in record.endpoints] != endpoint_checks(stored, record.rule.rule()):
+        return "its endpoints' sensitivity is not what its comparisons give"
     return None
 
 
@@ -475,13 +694,73 @@ def _decision_files(folders: Sequence[Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
+@dataclass
+class DecisionView:
+    """What the sweeps that decided on a board's results say: the lines printed under the board, and the sweep's
+    verdict of each comparison it made, by (recipe, preset, row, column) with its baseline, so that the board's
+    gaps table prints no second, fixed-sample verdict for them (``swept_gaps``)."""
+
+    lines: list[str]
+    verdicts: dict[tuple[str, str, str, str], tuple[str, str]]  # -> (baseline, the sweep's verdict in words)
+    # (recipe, preset, row) -> baseline: the pairs a sweep compared (its seeds were chosen by the data, so no
+    # column of theirs gets a fixed-sample verdict on the board, a column the sweep did not declare included)
+    pairs: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+
+def decision_view(folders: Sequence[Path], reader: StoreReader | None = None) -> DecisionView:
+    """The decisions in ``folders`` or any folder below them (a study may hold one sweep per architecture; nothing
+    where none did): per decision, the rule in one line, a reminder that the table assumed a fixed seed count, one
+    line per comparison, the controls per endpoint and the endpoints' sensitivity. A decision that its tables do
+    not give (edited, or the tables changed since) is never shown as decided: one line says so instead, and none of
+    its verdicts replaces the board's."""
+    view = DecisionView([], {}, {})
+    reader = reader if reader is not None else results_reader()  # the board's, when it read these tables
+    for path in _decision_files(folders):
+        _decision_file_view(path, view, reader)
+    return view
+
+
 def decision_lines(folders: Sequence[Path], reader: StoreReader | None = None) -> list[str]:
-    """What the leaderboard prints under the table for the sweeps that decided in ``folders`` or any folder below
-    them (a study may hold one sweep per architecture; nothing where none did): per decision, the rule in one line,
-    a reminder that the table assumed a fixed seed count, then one line per comparison. A decision that its tables
-    do not give (edited, or the tables changed since) is never shown as decided: one line says so instead."""
-    reader = reader if reader is not None else results_reader()
-    return [line for path in _decision_files(folders) for line in _decision_file_lines(path, reader)]
+    """The lines of :func:`decision_view`: what the leaderboard prints under the table."""
+    return decision_view(folders, reader).lines
+
+
+def verdict_words(c: Decision, no_verdict: str | None) -> str:
+    """The sweep's verdict of one comparison in a few words, as the board's gaps table repeats it."""
+    if no_verdict is not None and c.decision in (DIFFERENCE, EQUIVALENT, UNDECIDED):
+        return "no verdict: endpoint does not separate these models"
+    if c.decision == DIFFERENCE:
+        better = (c.mean < 0) if c.lower_is_better else (c.mean > 0)
+        return f"decided {'better' if better else 'worse'}"
+    return {EQUIVALENT: "equivalent within the margin", UNDECIDED: "undecided",
+            NOT_TESTED: "not tested", SECONDARY: "secondary endpoint, no verdict",
+            FORCED: "forced by the objectives, no verdict"}[c.decision]
+
+
+NOT_AN_ENDPOINT = "not a declared endpoint: no verdict"
+
+
+def swept_gaps(group_by: Sequence[str], gaps: Sequence[tuple[tuple[str, ...], tuple[str, ...] | None, str]],
+               view: DecisionView) -> dict[tuple[tuple[str, ...], str], str]:
+    """The board's gaps (row key, reference key, column) between two rows a sweep compared (a row against the
+    sweep's baseline of the same recipe and preset) -> the sweep's verdict in words, or :data:`NOT_AN_ENDPOINT`
+    for a column the sweep did not compare (e.g. a board's own average): one comparison gets one verdict, and a
+    fixed-sample test on seeds the sweep chose is not valid. Only on a board grouped by recipe, preset and
+    schedule (another grouping compares other rows than the sweep did)."""
+    if not {"recipe", "preset", "schedule"} <= set(group_by):
+        return {}
+    out = {}
+    for row, reference, column in gaps:
+        if reference is None:
+            continue
+        mine, theirs = dict(zip(group_by, row)), dict(zip(group_by, reference))
+        baseline = view.pairs.get((mine["recipe"], mine["preset"], mine["schedule"]))
+        if baseline is None or (theirs["recipe"], theirs["preset"], theirs["schedule"]) != \
+                (mine["recipe"], mine["preset"], baseline):
+            continue
+        found = view.verdicts.get((mine["recipe"], mine["preset"], mine["schedule"], column))
+        out[(row, column)] = found[1] if found is not None else NOT_AN_ENDPOINT
+    return out
 
 
 def decision_reference(folders: Sequence[Path], group_by: Sequence[str]) -> dict[str, str] | None:
@@ -504,53 +783,64 @@ def decision_reference(folders: Sequence[Path], group_by: Sequence[str]) -> dict
     return wanted if all(key in group_by for key in wanted) else None
 
 
-def _decision_file_lines(path: Path, reader: StoreReader) -> list[str]:
+def _decision_file_view(path: Path, view: DecisionView, reader: StoreReader) -> None:
     record = read_decision(path)
     problem = verify_decision(path, record, reader)
     if problem is not None:
-        return [f"sweep decision NOT SHOWN: {path} does not match the tables beside it ({problem}); it is not a "
-                "decision of these results: run the sweep again to decide"]
+        view.lines.append(f"sweep decision NOT SHOWN: {path} does not match the tables beside it ({problem}); it is "
+                          "not a decision of these results: run the sweep again to decide")
+        return
     rule = record.rule
     lines = [f"sweep decision ({record.status}; seeds {_seed_text(record.seeds)} of at most "
              f"{rule.max_seeds}; baseline {rule.baseline}; alpha {rule.alpha}, "
              f"{rule.correction}; equivalence margin "
              f"{record.rule.rule().margins_text()}; {_shown_path(path)})",
              "  the sweep chose how many seeds to run from the results, so decide by these anytime-valid intervals: "
-             "a fixed-sample interval or p-value on the same seeds assumes their number was fixed in advance"]
+             "a fixed-sample interval or p-value on the same seeds assumes their number was fixed in advance (the "
+             "board's gaps for these comparisons are descriptive, with neither a p-value nor a fixed-sample verdict)"]
     comparisons = [row.comparison() for row in record.comparisons]
-    for comparison in comparisons:
-        lines.append(f"  {comparison.recipe} {comparison.preset}: {comparison.text()}")
-    return lines + [f"  {line}" for line in control_lines(comparisons)]
+    checks = endpoint_checks(comparisons, rule.rule())
+    lines += [f"  {line}" for line in comparison_lines(comparisons, checks)]
+    view.lines += lines + [f"  {line}" for line in [*control_lines(comparisons),
+                                                    *sensitivity_lines(checks, rule.rule().sensitivity_after)]]
+    silent = no_verdicts(checks)
+    for c in comparisons:
+        if c.role != CHANCE_ROLE:
+            view.verdicts[(c.recipe, c.preset, c.row, c.column)] = (
+                rule.baseline, verdict_words(c, silent.get((c.recipe, c.preset, c.column))))
+            view.pairs[(c.recipe, c.preset, c.row)] = rule.baseline
 
 
 def control_lines(comparisons: Sequence[Decision]) -> list[str]:
-    """One line per control arm (recipe, preset, row): whether it passed, read from its primary endpoints' verdicts
-    (secondary, forced and untested columns say nothing about the instrument). A positive control passes when it is
-    decided worse than the baseline on at least one primary endpoint and better on none; the negative control when
-    no primary endpoint is decided a difference."""
+    """One line per control arm (recipe, preset, row): its outcome on each primary endpoint (secondary, forced and
+    untested columns say nothing about the instrument), then what that shows. A positive control FAILS when it is
+    decided better than the baseline anywhere, or worse nowhere; otherwise the line says on how many of the primary
+    endpoints it showed its known gap (``sensitivity_lines`` says what that means for the verdicts). The negative
+    control FAILS when any primary endpoint is decided a difference."""
     arms: dict[tuple[str, str, str, str], list[Decision]] = {}
     for c in comparisons:
-        if c.role:
+        if c.role in (POSITIVE_CONTROL, NEGATIVE_CONTROL_ROLE):
             arms.setdefault((c.recipe, c.preset, c.row, c.role), []).append(c)
     lines = []
     for (recipe, preset, row, role), members in arms.items():
         tested = [c for c in members if c.decision in (DIFFERENCE, EQUIVALENT, UNDECIDED)]
+        outcomes = ", ".join(f"{c.column} {_outcome(c)}" for c in tested) or "no primary endpoint tested"
         worse = [c.column for c in tested if c.is_worse]
         better = [c.column for c in tested if c.decision == DIFFERENCE and not c.is_worse]
         if role == POSITIVE_CONTROL:
             if better:
                 verdict = f"FAILS: decided better than the baseline on {', '.join(better)}"
             elif worse:
-                verdict = f"passes: decided worse than the baseline on {', '.join(worse)}"
+                verdict = (f"shows its known gap on {len(worse)} of {len(tested)} primary endpoints "
+                           f"({', '.join(worse)})")
             else:
                 verdict = ("FAILS (so far): not decided worse on any primary endpoint; a design that cannot tell this "
                            "known gap cannot be read for the others")
         else:
             decided = worse + better
             verdict = (f"FAILS: decided a difference on {', '.join(decided)}, where the truth is none" if decided
-                       else "passes: no primary endpoint decided a difference ("
-                       + ", ".join(f"{c.column} {c.decision}" for c in tested) + ")")
-        lines.append(f"{role} {recipe} {preset} {row}: {verdict}")
+                       else f"passes: no difference decided on any of {len(tested)} primary endpoints")
+        lines.append(f"{role} {recipe} {preset} {row}: {outcomes}: {verdict}")
     return lines
 
 
@@ -567,5 +857,7 @@ def _seed_text(seeds: Sequence[int]) -> str:
     return ",".join(map(str, seeds)) or "none"
 
 
-__all__ = ["FORCED", "METHOD", "NEGATIVE_CONTROL_ROLE", "POSITIVE_CONTROL", "control_lines", "NOT_TESTED", "SECONDARY", "forced_reason", "largest_family", "objective_epochs", "Decision", "DecisionRecord", "Rule", "compare_round", "decision_lines",
+__all__ = ["ABOVE_CHANCE", "CHANCE_ROLE", "FORCED", "METHOD", "NEGATIVE_CONTROL_ROLE", "NO_CHECK", "NO_VERDICT",
+           "POSITIVE_CONTROL", "SEES_POSITIVE_CONTROL", "SENSITIVITY_RULES", "EndpointCheck", "comparison_lines",
+           "DecisionView", "NOT_AN_ENDPOINT", "decision_view", "swept_gaps", "verdict_words", "control_lines", "endpoint_checks", "no_verdicts", "sensitivity_lines", "NOT_TESTED", "SECONDARY", "forced_reason", "largest_family", "objective_epochs", "Decision", "DecisionRecord", "Rule", "compare_round", "decision_lines",
            "decision_reference", "read_decision", "require_enough_seeds", "verify_decision", "write_decision"]

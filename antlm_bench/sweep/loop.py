@@ -18,7 +18,11 @@ from antlm_bench.sweep.decision import (
     Decision,
     Rule,
     compare_round,
+    comparison_lines,
     control_lines,
+    endpoint_checks,
+    no_verdicts,
+    sensitivity_lines,
     write_decision,
 )
 from antlm_bench.sweep.executors import Executor
@@ -99,10 +103,15 @@ def _rounds(plan: SweepPlan, executor: Executor, record: SweepRecord, progress: 
         comparisons = [replace(c, first_decided_at=first_decided.get(c.key)) for c in comparisons]
         # controls check the instrument: they never keep the sweep running (control_lines says how they stand)
         studied = [c for c in comparisons if not c.role]
-        undecided = [c for c in studied if c.decision == UNDECIDED]
-        for comparison in comparisons:
-            say(f"{comparison.recipe} {comparison.preset}: {comparison.text()}")
-        for line in control_lines(comparisons):
+        # a comparison on an endpoint that has not (yet) shown it can see a gap is not settled, whatever its
+        # interval reads: more seeds may qualify the endpoint (its positive control decided), so the sweep goes on
+        # (sensitivity_lines says which endpoints and why; their comparisons are shown without a verdict)
+        checks = endpoint_checks(comparisons, rule)
+        silent = no_verdicts(checks)
+        undecided = [c for c in studied if c.decision == UNDECIDED
+                     or (c.decision in (DIFFERENCE, EQUIVALENT) and (c.recipe, c.preset, c.column) in silent)]
+        for line in [*comparison_lines(comparisons, checks), *control_lines(comparisons),
+                     *sensitivity_lines(checks, after=False)]:
             say(line)
         if all(c.decision == NOT_TESTED for c in studied):
             status = "nothing to decide: every comparison is scored by two methods"
@@ -117,7 +126,11 @@ def _rounds(plan: SweepPlan, executor: Executor, record: SweepRecord, progress: 
             added = next_seeds(seeds, rule.round_seeds, rule.max_seeds)
             # of the family only: secondary, forced and untested comparisons get no verdict, so never "undecided"
             family = [c for c in studied if c.decision not in (NOT_TESTED, FORCED, SECONDARY)]
-            say(f"{len(undecided)} of the family's {len(family)} comparison(s) undecided after {len(seeds)} seeds: "
+            blind = sum(c.decision != UNDECIDED for c in undecided)
+            say(f"{len(undecided)} of the family's {len(family)} comparison(s) undecided"
+                + (f" ({blind} of them decided by the interval alone, on an endpoint that has not shown it "
+                   "can see a gap)" if blind else "")
+                + f" after {len(seeds)} seeds: "
                 f"adding seeds {','.join(map(str, added))}")
             _store(folder, rule, comparisons, seeds, record, "running", cells, reader)
             seeds += added

@@ -17,7 +17,13 @@ from antlm_bench.errors import UserError
 from antlm_bench.locking import folder_lock
 from antlm_bench.pipeline import RunConfig, default_preset, pending_seeds, run_config_of_options
 from antlm_bench.recipes import load_recipe
-from antlm_bench.sweep.decision import Rule, largest_family, require_enough_seeds
+from antlm_bench.sweep.decision import (
+    ABOVE_CHANCE,
+    SEES_POSITIVE_CONTROL,
+    Rule,
+    largest_family,
+    require_enough_seeds,
+)
 from antlm_bench.sweep.executors import Executor, SweepInterrupted, choose_executor
 from antlm_bench.sweep.grid import GRID_OPTIONS, NEGATIVE_CONTROL, Grid, GridCell, canonical_schedules
 from antlm_bench.sweep.instruments import untestable_in_cells
@@ -133,9 +139,40 @@ def plan_sweep(settings: SweepSettings, parser: RunParser) -> tuple[SweepPlan, R
                                 f"{', '.join(columns)} (a task's margin only where the task has one)")
         rule = Rule(baseline, u.alpha, u.tolerance, u.max_seeds, u.round_seeds, tuple(dict.fromkeys(u.primary)),
                     tuple(u.margins.items()), forced_out=True, positive_controls=controls,
-                    negative_control=u.negative_control)
+                    negative_control=u.negative_control, sensitivity=tuple(u.sensitivity.items()))
+        _check_sensitivity(rule, tasks, columns)
         require_enough_seeds(rule, len(grid.recipes), len(presets), len(all_schedules - set(controls)), len(tasks))
     return SweepPlan(grid, list(settings.seeds), default_schedule, output, rule), config
+
+
+def _column_metric(column: str, tasks: Sequence[Any]) -> str:
+    """The metric a board column of these tasks measures: ``task.margin`` a margin, a task its spec's metric."""
+    task, _, suffix = column.partition(".")
+    if suffix:
+        return suffix
+    return next((t.spec.metric for t in tasks if t.name == task), "accuracy")
+
+
+def _check_sensitivity(rule: Rule, tasks: Sequence[Any], columns: Sequence[str]) -> None:
+    """Refuse, before anything runs, a sensitivity rule that cannot be read: a column that is not a primary
+    endpoint, ``positive-control`` without a positive control, ``above-chance`` where the column has no chance
+    level (GLUE, a loss, the macro)."""
+    from antlm_bench.results.leaderboard.definition import chance_level
+
+    primary = list(rule.primary) or list(columns)
+    for column, which in rule.sensitivity:
+        targets = primary if column == "*" else [column]
+        if column != "*" and column not in primary:
+            raise UserError(f"--sensitivity {column}={which}: {column} is not a primary endpoint of this sweep "
+                            f"({', '.join(primary)})")
+        if which == SEES_POSITIVE_CONTROL and not rule.positive_controls:
+            raise UserError(f"--sensitivity {column}={which}: the sweep has no --positive-control to read it from; "
+                            "add one, or choose above-chance")
+        for target in targets:
+            if rule.sensitivity_for(target, None) == ABOVE_CHANCE \
+                    and chance_level(target, _column_metric(target, tasks)) is None:
+                raise UserError(f"--sensitivity {column}={which}: {target} has no chance level (a two-way choice "
+                                "task's accuracy has 50%, its margin 0 nats); choose positive-control or none")
 
 
 def _controls(settings: SweepSettings,
@@ -188,9 +225,27 @@ class PreparedSweep:
                          "not be decided a difference)" if rule.negative_control else ""]
                 lines.append(f"controls: {'; '.join(n for n in named if n)}; at the family's per-comparison "
                              "alpha, no share of it, never keeping the sweep running")
+            lines.append(self._sensitivity_text())
             lines.extend(self._power_notes())
         baseline = rule.baseline if rule is not None else None
         return lines + [f"note: {line}" for line in untestable_in_cells(self.cells, self.first_config, baseline)]
+
+    def _sensitivity_text(self) -> str:
+        """What lets each primary endpoint speak, said before the first seed (docs/statistics.md, "Sensitivity")."""
+        from antlm_bench.results.leaderboard.definition import chance_level
+        from antlm_bench.tasks import resolve_tasks
+
+        rule = self.plan.rule
+        assert rule is not None
+        tasks = resolve_tasks(self.first_config.tasks)
+        columns = list(rule.primary) or [c for t in tasks for c in (t.name, f"{t.name}.margin")]
+        rules = {column: rule.sensitivity_for(column, chance_level(column, _column_metric(column, tasks)))
+                 for column in columns}
+        text = "; ".join(f"{which} on {', '.join(c for c in columns if rules[c] == which)}"
+                         for which in dict.fromkeys(rules.values()))
+        return (f"sensitivity: {text} (an endpoint speaks only when this holds at the stop: positive-control, a "
+                "positive control decided worse on it; above-chance, the baseline's interval above chance; otherwise "
+                "its comparisons get no verdict, never 'equivalent')")
 
     def _power_notes(self) -> list[str]:
         """What the stopping rule can decide at all: looks that cannot bound any interval, and the command that

@@ -65,6 +65,10 @@ class UntilDecidedSettings(BaseModel):
     # the baseline's configuration again under the negative control's label; no share of alpha
     positive_controls: list[str] = Field(default_factory=list)
     negative_control: bool = False
+    # what lets each primary endpoint speak (sweep.decision.SENSITIVITY_RULES), per column ("*": every primary
+    # endpoint not named); unnamed: positive-control with a positive control, else above-chance where the column
+    # has a chance level, else none
+    sensitivity: dict[str, Literal["positive-control", "above-chance", "none"]] = Field(default_factory=dict)
 
     @field_validator("positive_controls", mode="before")
     @classmethod

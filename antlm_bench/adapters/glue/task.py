@@ -153,7 +153,8 @@ class GlueTask(TaskAdapter):
                 if context.log_samples:
                     items.extend(item_records(self.name, self.members[member], member, outcome, seed))
                 summary.setdefault(member, []).append(member_score(outcome, self.members[member].score_metric))
-            rows.append(aggregate_row(self.name, self.members, outcomes, seed, context, protocol))
+            floor = float(np.mean([majority_score(data[m], self.members[m].score_metric, context) for m in outcomes]))
+            rows.append(aggregate_row(self.name, self.members, outcomes, seed, context, protocol, floor))
             summary.setdefault("", []).append(rows[-1].value)
         if len(seeds) > 1:
             for member, values in sorted(summary.items()):
@@ -280,8 +281,25 @@ def member_rows(task: str, spec: MemberSpec, member: str, outcome: MemberOutcome
     return rows
 
 
+# the task score row's notes carry the majority-class floor of the same members and examples, so that every summary
+# of the score (eval's, run's) can print the floor beside it (``majority_floor`` reads it back)
+FLOOR_NOTE = "majority-class floor "
+
+
+def majority_floor(notes: str) -> float | None:
+    """The majority-class floor a GLUE task-score row's notes record (``aggregate_row``); None for another row (or
+    one written before the floor was recorded)."""
+    for part in notes.split("; "):
+        if part.startswith(FLOOR_NOTE):
+            try:
+                return float(part.removeprefix(FLOOR_NOTE))
+            except ValueError:
+                return None
+    return None
+
+
 def aggregate_row(task: str, members: dict[str, MemberSpec], outcomes: dict[str, MemberOutcome], seed: int,
-                  context: EvalContext, protocol: GlueProtocol) -> ScoreRow:
+                  context: EvalContext, protocol: GlueProtocol, floor: float) -> ScoreRow:
     strata = {m: (o.labels, o.predictions, members[m].score_metric) for m, o in outcomes.items()}
     interval = bootstrap_classification(strata)
     method = "probe" if all(o.method == "probe" for o in outcomes.values()) else protocol.scoring
@@ -289,6 +307,7 @@ def aggregate_row(task: str, members: dict[str, MemberSpec], outcomes: dict[str,
     notes = f"mean over {len(outcomes)}/{len(members)} members: {which}; glue protocol {protocol.name}"
     if method == "probe":
         notes += "; probe"
+    notes += f"; {FLOOR_NOTE}{floor:.6f}"  # the same members' majority-class guess, same metrics, same examples
     return ScoreRow(
         task=task, subtask="", metric="score", value=interval.value,
         n=int(sum(len(o.labels) for o in outcomes.values())), scoring=method, ci_low=interval.low,

@@ -33,6 +33,7 @@ from antlm_bench.results.leaderboard.output import (
     board_table,
     format_for,
     leaderboard_from_paths,
+    print_terminal,
     write_leaderboard,
     write_words_curves,
 )
@@ -59,6 +60,6 @@ __all__ = [
     "cell_text", "apply_holm", "compare", "compare_cells", "comparison_text", "design_text", "family_text", "mde_text",
     "definition_result_paths", "format_for",
     "key_text", "leaderboard_from_paths", "load_definition", "macro_cell", "method_lines", "p_text", "pct",
-    "plot_curves", "read_results", "render_html", "render_markdown", "render_terminal", "verdict",
+    "plot_curves", "read_results", "render_html", "render_markdown", "render_terminal", "print_terminal", "verdict",
     "write_leaderboard", "write_words_curves",
 ]

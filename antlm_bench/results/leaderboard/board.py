@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,6 +18,7 @@ from antlm_bench.results.leaderboard.definition import (
     Z95,
     LeaderboardDefinition,
     metric_kind,
+    two_choice_task,
 )
 from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, Leaderboard
 from antlm_bench.results.leaderboard.results import Results, run_items
@@ -129,26 +129,11 @@ def _newest_result(results: Results, checkpoints: Mapping[str, Any]) -> str:
 MINIMAL_PAIR_METHODS = ("clm", "pll", "pll-word-l2r", "mntp")
 
 
-@functools.cache
-def _two_choice(task: str) -> bool:
-    """A task of pairs (BLiMP, supplement, EWoK: its spec's adapter is a ``MinimalPairTask``): chance is 50%."""
-    from antlm_bench.registry import TASK_CLASSES
-    from antlm_bench.tasks import resolve_tasks
-
-    try:
-        (request,) = resolve_tasks(task)
-        # by the class's lineage, through the registry: the board (results) never imports an adapter
-        cls = TASK_CLASSES.get(request.spec.class_name, where=f"{request.spec.source}: field class")
-        return any(base.__name__ == "MinimalPairTask" for base in cls.__mro__)
-    except Exception:  # noqa: BLE001  (a column of another package's task: its chance level is unknown)
-        return False
-
-
 def chance_note(row: BoardRow) -> str | None:
     """One line when every minimal-pair accuracy of the row is within chance: each cell's 95% interval (the one
     the board shows: over seeds and items, or one run's own bootstrap over items) contains 50%."""
     pairs = {column: cell for column, cell in row.cells.items()
-             if cell.metric == "accuracy" and cell.scoring in MINIMAL_PAIR_METHODS and _two_choice(column)}
+             if cell.metric == "accuracy" and cell.scoring in MINIMAL_PAIR_METHODS and two_choice_task(column)}
     if not pairs or any(cell.low is None or cell.high is None or not cell.low <= 0.5 <= cell.high
                         for cell in pairs.values()):
         return None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,16 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from antlm_bench.errors import UserError, validation_line
 
 DEFAULT_TASKS = ("blimp", "blimp_supplement", "ewok", "glue")
+
+
+def macro_label(tasks: Sequence[str]) -> str:
+    """What an average of ``tasks`` is called wherever it is shown: "macro" means one thing, the AntLM paper's
+    four-task macro (BLiMP, supplement, EWoK, GLUE); any other average is named by the tasks it averages
+    (``mean(blimp,blimp_supplement,ewok)``), so that two numbers called "macro" are always the same quantity. No
+    task: "macro" (a board without one shows '-' there: the paper's macro is not on it)."""
+    if not tasks or sorted(tasks) == sorted(DEFAULT_TASKS):
+        return MACRO
+    return f"mean({','.join(tasks)})"
 DEFAULT_GROUP_BY = ("recipe", "preset", "schedule")
 # config_fingerprint: the run record's hash of the recipe's content, preset, schedule and convention; the board
 # splits a group whose runs record two of them even when it is not named here (board._split_configurations)
@@ -87,6 +98,36 @@ def separate_metric_columns(rows: Iterable[Mapping[str, Any]], tasks: Iterable[s
             metrics.setdefault(row["task"], set()).add(row["metric"])
     return [f"{task}.{metric}" for task in tasks for metric in sorted(metrics.get(task, set()) & SEPARATE_METRICS)
             if metrics[task] - SEPARATE_METRICS]
+@functools.cache
+def two_choice_task(task: str) -> bool:
+    """A task of pairs (BLiMP, supplement, EWoK: its spec's adapter is a ``MinimalPairTask``): chance is 50%."""
+    from antlm_bench.registry import TASK_CLASSES
+    from antlm_bench.tasks import resolve_tasks
+
+    try:
+        (request,) = resolve_tasks(task)
+        # by the class's lineage, through the registry: the board (results) never imports an adapter
+        cls = TASK_CLASSES.get(request.spec.class_name, where=f"{request.spec.source}: field class")
+        return any(base.__name__ == "MinimalPairTask" for base in cls.__mro__)
+    except Exception:  # noqa: BLE001  (a column of another package's task: its chance level is unknown)
+        return False
+
+
+TWO_CHOICE_CHANCE = 0.5  # a two-way choice guessed at random: 50%
+
+
+def chance_level(column: str, metric: str) -> float | None:
+    """Chance on a board column, in stored units: 0.5 for a two-way choice task's accuracy (``blimp``), 0 nats for
+    its margin (``blimp.margin``: no preference); None where there is no single chance level (GLUE, whose floor is
+    each member's majority class; a loss; a macro; another package's task)."""
+    task, _, suffix = column.partition(".")
+    if not two_choice_task(task):
+        return None
+    if metric == "margin" and suffix in ("", "margin"):
+        return 0.0
+    return TWO_CHOICE_CHANCE if metric == "accuracy" and not suffix else None
+
+
 # ----------------------------------------------------------------------------------------------------------
 # definitions
 

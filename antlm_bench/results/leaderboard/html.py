@@ -7,7 +7,7 @@ import html
 
 from antlm_bench import __version__
 from antlm_bench.results.leaderboard.comparability import limit_text
-from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
+from antlm_bench.results.leaderboard.definition import metric_kind
 from antlm_bench.results.leaderboard.model import Cell, Leaderboard
 from antlm_bench.results.leaderboard.plots import curve_caption, plot_curves
 from antlm_bench.results.leaderboard.text import (
@@ -16,6 +16,8 @@ from antlm_bench.results.leaderboard.text import (
     common_text,
     design_text,
     interval_text,
+    is_significant,
+    is_swept,
     key_text,
     mde_text,
     method_lines,
@@ -107,7 +109,7 @@ def render_html(board: Leaderboard, x: str = "epoch") -> str:
     # rows go out ranked as the board ranked them (``board._rank_key``), the same order as every other format
     out.append('<table id="leaderboard" class="sortable" data-ranked="yes"><thead><tr>')
     out.append('<th class="key rank sorted-asc">#</th>' + "".join(f'<th class="key">{e(board.group_by[i])}</th>' for i in shown)
-               + "<th>runs</th>" + "".join(f"<th>{e(c)}</th>" for c in board.columns) + f"<th>{MACRO}</th>")
+               + "<th>runs</th>" + "".join(f"<th>{e(c)}</th>" for c in board.columns) + f"<th>{e(board.macro_label)}</th>")
     out.append("</tr></thead><tbody>")
     for rank, row in enumerate(board.rows, 1):
         out.append("<tr>" + f'<td class="rank key" data-value="{rank}">{rank}</td>'
@@ -123,13 +125,16 @@ def render_html(board: Leaderboard, x: str = "epoch") -> str:
                    "<th>gap</th><th>95% CI</th><th>unit</th><th>p</th><th>MDE</th><th class=\"key\">test</th>"
                    '<th class="key">verdict</th></tr></thead><tbody>')
         for c in board.comparisons:
-            css = "" if not c.significant else (' class="sig-up"' if row_is_better(c) else ' class="sig-down"')
+            swept = is_swept(board, c)  # a sweep decided it: descriptive here, no p-value, the sweep's verdict
+            css = "" if not is_significant(board, c) else (' class="sig-up"' if row_is_better(c) else
+                                                             ' class="sig-down"')
             ci = (f"[{value_text(c.low, c.metric, True)}, {value_text(c.high, c.metric, True)}]"
                   if c.low is not None else "-")
-            pv = "" if c.p_value is None else f"{c.p_value:.4g}"
-            pv_text = "-" if c.p_value is None else p_text(c.p_value).removeprefix("p=")
-            sig = "-" if c.significant is None else verdict(c).split(" (")[0]
-            out.append(f'<tr{css}><td class="key">{e(key_text(board, c.row))}</td><td class="key">{e(c.column)}</td>'
+            pv = "" if c.p_value is None or swept else f"{c.p_value:.4g}"
+            pv_text = "-" if c.p_value is None or swept else p_text(c.p_value).removeprefix("p=")
+            sig = (e(verdict(c, board)) if swept else "-" if c.significant is None
+                   else verdict(c).split(" (")[0])
+            out.append(f'<tr{css}><td class="key">{e(key_text(board, c.row))}</td><td class="key">{e(board.column_label(c.column))}</td>'
                        f'<td data-value="{c.delta:.10g}">{value_text(c.delta, c.metric, True)}</td><td>{ci}</td>'
                        f'<td class="key">{e(unit_text(c.metric))}</td>'
                        f'<td data-value="{pv}">{e(pv_text)}</td>'

@@ -148,6 +148,23 @@ class Leaderboard:
     # the decision lines of the sweeps that decided on these results (``sweep.decision_lines``: read and verified
     # against their tables by the caller, which knows the folders), shown under the board in every text format
     decisions: list[str] = field(default_factory=list)
+    # (row key, column) -> the sweep's verdict in words, for each gap a sweep decided (``sweep.swept_gaps``): the
+    # gaps table shows such a gap's interval as descriptive, with the sweep's verdict instead of a fixed-sample
+    # test (a test re-run on seeds the data chose is not valid, and one comparison gets one verdict)
+    swept: dict[tuple[tuple[str, ...], str], str] = field(default_factory=dict)
+
+    @property
+    def macro_label(self) -> str:
+        """The macro column's name as shown (``definition.macro_label``): "macro" for the paper's four tasks only."""
+        from antlm_bench.results.leaderboard.definition import macro_label
+
+        return macro_label(self.macro_columns)
+
+    def column_label(self, column: str) -> str:
+        """A column's name as shown: the macro by :attr:`macro_label`, any other by its own name."""
+        from antlm_bench.results.leaderboard.definition import MACRO
+
+        return self.macro_label if column == MACRO else column
 
     def column_metric(self, column: str) -> str:
         """The metric a column's cells measure (the macro: accuracy-like)."""

@@ -26,7 +26,13 @@ from antlm_bench.results.leaderboard.html import render_html
 from antlm_bench.results.leaderboard.model import Leaderboard
 from antlm_bench.results.leaderboard.plots import curve_caption, plot_curves
 from antlm_bench.results.leaderboard.results import Results, read_results
-from antlm_bench.results.leaderboard.text import FILE_WIDTH, key_text, render_markdown, render_terminal
+from antlm_bench.results.leaderboard.text import (
+    BOARD_WIDTH,
+    FILE_WIDTH,
+    key_text,
+    render_markdown,
+    render_terminal,
+)
 from antlm_bench.results.store import StoreReader
 from antlm_bench.results.tables import eval_set_population
 
@@ -59,8 +65,11 @@ def board_table(board: Leaderboard) -> pa.Table:
                         ("n", pa.int64()), ("metric", pa.string()), ("unit", pa.string()),
                         ("lower_is_better", pa.bool_()), ("ci_bounds", pa.string()), ("item_limit", pa.int64())])
     gaps = [{"row": key_text(board, c.row, full=True), "column": c.column, "delta": c.delta, "low": c.low, "high": c.high,
-             "p_value": c.p_value, "p_raw": c.p_raw, "paired": c.paired, "n_items": c.n_items,
-             "significant": c.significant, "design": c.design, "mde": c.mde, "metric": c.metric, "note": c.note,
+             # a gap a sweep decided: descriptive, its verdict the sweep's (no fixed-sample p-value or verdict)
+             "p_value": None if (c.row, c.column) in board.swept else c.p_value,
+             "p_raw": None if (c.row, c.column) in board.swept else c.p_raw, "paired": c.paired, "n_items": c.n_items,
+             "significant": None if (c.row, c.column) in board.swept else c.significant,
+             "sweep_verdict": board.swept.get((c.row, c.column)), "design": c.design, "mde": c.mde, "metric": c.metric, "note": c.note,
              "incomparable": None if c.incomparable is None else c.incomparable.value}
             for c in board.comparisons]
     signal = [{"column": e.column, "metric": e.metric, "rows": e.rows, "seed_sd": e.noise, "signal": e.signal,
@@ -144,9 +153,29 @@ def format_for(fmt: str | None, out: Path | None) -> str:
     return fmt
 
 
+def terminal_text(board: Leaderboard, wide: bool = False) -> str:
+    """The terminal rendering as plain text, for a pipe or a file: at most :data:`BOARD_WIDTH` columns (compact
+    cells, prose wrapped at words), or every cell in full and no line wrapped (``wide``)."""
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    render_terminal(board, Console(file=buffer, width=FILE_WIDTH if wide else BOARD_WIDTH, no_color=True), wide)
+    return buffer.getvalue()
+
+
+def print_terminal(board: Leaderboard, console: Any, wide: bool = False) -> None:
+    """The board on ``console``: a terminal lays it out at its own width; a pipe gets :func:`terminal_text` (the
+    same text as ``-o board.txt``)."""
+    if console.is_terminal:
+        render_terminal(board, console, wide)
+    else:
+        console.print(terminal_text(board, wide), markup=False, highlight=False, soft_wrap=True, end="")
+
+
 def write_leaderboard(board: Leaderboard, fmt: str, out: Path | None, console: Any,
-                      plots: Path | None = None, x: str = "epoch") -> list[Path]:
-    """Render ``board`` in ``fmt`` to ``out`` (or the console); write plots to ``plots`` as PNG and SVG."""
+                      plots: Path | None = None, x: str = "epoch", wide: bool = False) -> list[Path]:
+    """Render ``board`` in ``fmt`` to ``out`` (or the console); write plots to ``plots`` as PNG and SVG; ``wide``:
+    the terminal text with every cell in full and no line wrapped."""
     from antlm_bench.data import atomic_write_bytes
     from antlm_bench.results.tables import write_table_atomic
 
@@ -167,14 +196,10 @@ def write_leaderboard(board: Leaderboard, fmt: str, out: Path | None, console: A
         write_table_atomic(board_table(board), out)
         written.append(out)
     elif fmt == "terminal" and out is None:
-        render_terminal(board, console)
+        print_terminal(board, console, wide)
     else:
         if fmt == "terminal":
-            from rich.console import Console
-
-            buffer = io.StringIO()
-            render_terminal(board, Console(file=buffer, width=FILE_WIDTH, no_color=True))
-            text = buffer.getvalue()
+            text = terminal_text(board, wide)
         elif fmt == "markdown":
             text = render_markdown(board, plot_names, curve_caption(board) if plot_names else "")
         else:

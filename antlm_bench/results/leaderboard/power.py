@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, replace
 
 from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
-from antlm_bench.results.leaderboard.model import Leaderboard
+from antlm_bench.results.leaderboard.model import Cell, Leaderboard
 from antlm_bench.results.stats import minimum_detectable_effect, seed_sd_interval, seeds_needed
 
 
@@ -93,14 +93,24 @@ class PilotEstimate:
     paired_sds: tuple[tuple[tuple[str, ...], float, int], ...] = ()
 
 
+def _seed_subset(cell: Cell, seeds: Collection[str] | None) -> Cell:
+    """The cell with only the per-seed scores of ``seeds`` (labels; None: all): a frozen pilot."""
+    if seeds is None:
+        return cell
+    kept = [(label, value) for label, value in zip(cell.seed_labels, cell.seed_values) if label in seeds]
+    return replace(cell, seed_labels=[label for label, _ in kept], seed_values=[value for _, value in kept])
+
+
 def pilot_estimate(board: Leaderboard, column: str,
-                   reference_of: Callable[[tuple[str, ...]], tuple[str, ...] | None] | None = None
-                   ) -> PilotEstimate | None:
+                   reference_of: Callable[[tuple[str, ...]], tuple[str, ...] | None] | None = None,
+                   seeds: Collection[str] | None = None) -> PilotEstimate | None:
     """The pooled seed SD of ``column`` over the board's rows, and (given ``reference_of``: a row's key -> the key
     of the row it is compared with, e.g. the baseline schedule of its recipe) the correlation of each row's
-    same-seed scores with its reference's; None when no row has two seeds on that column."""
+    same-seed scores with its reference's; None when no row has two seeds on that column. ``seeds``: only these
+    seed labels count (a pilot frozen at the seeds a design was planned from, in a folder that has grown since)."""
     cells = [(row.key, row.macro if column == MACRO else row.cells.get(column)) for row in board.rows]
-    cells = [(key, cell) for key, cell in cells if cell is not None and len(cell.seed_values) >= 2]
+    cells = [(key, _seed_subset(cell, seeds)) for key, cell in cells if cell is not None]
+    cells = [(key, cell) for key, cell in cells if len(cell.seed_values) >= 2]
     if not cells:
         return None
     scale = metric_kind(cells[0][1].metric).scale

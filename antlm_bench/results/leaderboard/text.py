@@ -11,11 +11,14 @@ from rich.markup import escape
 
 from antlm_bench import __version__
 from antlm_bench.results.leaderboard.comparability import limit_text
-from antlm_bench.results.leaderboard.definition import MACRO, metric_kind
+from antlm_bench.results.leaderboard.definition import chance_level, metric_kind
 from antlm_bench.results.leaderboard.model import BoardRow, Cell, Comparison, Leaderboard
 
 # a board written to a text file is laid out in whole lines, no cell folded or cut: what the CLI prints to a pipe
 FILE_WIDTH = 10_000
+# the terminal text's widest line where it is not a terminal (a pipe, ``-o board.txt``): compact cells, the
+# intervals in their own table, prose wrapped at words (whole lines, the same numbers); ``--wide``: FILE_WIDTH
+BOARD_WIDTH = 200
 
 # ----------------------------------------------------------------------------------------------------------
 # rendering
@@ -114,8 +117,10 @@ def runs_text(row: BoardRow) -> str:
 def rank_lines(board: Leaderboard) -> list[str]:
     """How the rows are ranked (``board._rank_key``, the one order every format shows) and what the macro is."""
     if board.macro_columns:
-        lines = [f"Rows ranked by the macro = mean of {', '.join(board.macro_columns)}, best first; rows without one "
-                 "('-': a task missing) after, by the mean of their percentage columns."]
+        what = ("the macro (the AntLM paper's four-task mean)" if board.macro_label == "macro"
+                else f"{board.macro_label}, the mean of these tasks alone (not the paper's four-task macro)")
+        lines = [f"Rows ranked by {what}, best first; rows without one ('-': a task missing) after, by the mean of "
+                 "their percentage columns."]
     else:
         lines = ["No macro: this board defines none (a definition's macro_tasks; by default the four AntLM tasks "
                  "when all are on the board). Rows ranked by the mean of their percentage columns, best first (a row "
@@ -138,9 +143,30 @@ def bound_lines(board: Leaderboard) -> list[str]:
              "see the Parquet export's ci_low/ci_high and ci_bounds.")]
 
 
+def is_swept(board: Leaderboard, c: Comparison) -> bool:
+    """A sweep decided this gap (``Leaderboard.swept``): its interval is descriptive, its verdict the sweep's."""
+    return (c.row, c.column) in board.swept
+
+
+def is_significant(board: Leaderboard, c: Comparison) -> bool:
+    """The gap is shown as a significant fixed-sample result (never one a sweep decided)."""
+    return bool(c.significant) and not is_swept(board, c)
+
+
 def family_text(board: Leaderboard) -> str:
     """Which p-values Holm's correction treated as one family, and how many tests that was."""
     tested = sum(c.p_raw is not None for c in board.comparisons)
+    swept = sum(is_swept(board, c) for c in board.comparisons)
+    if swept:
+        others = tested - sum(is_swept(board, c) and c.p_raw is not None for c in board.comparisons)
+        text = (f"{swept} gaps between rows a sweep compared are descriptive here (no p-value, no fixed-sample "
+                "verdict: the sweep chose the seeds from the data, and its anytime-valid verdicts under the board "
+                "decide them)")
+        return text + (f"; the others: {_family_only(board, others)}" if others else "; no other gap is tested")
+    return _family_only(board, tested)
+
+
+def _family_only(board: Leaderboard, tested: int) -> str:
     if board.family == "board":
         return f"p-values Holm-adjusted over the board's {tested} tests (--family board; the intervals are not)"
     if board.family == "row":
@@ -152,9 +178,11 @@ def family_text(board: Leaderboard) -> str:
     return f"p-values not adjusted for multiplicity over the board's {tested} tests (--family none)"
 
 
-def verdict(c: Comparison) -> str:
+def verdict(c: Comparison, board: Leaderboard | None = None) -> str:
     """Whether the gap is significant, and for a significant one which side it favours in words (a loss: lower is
-    better, so a negative gap is the row's gain)."""
+    better, so a negative gap is the row's gain); a gap a sweep decided: descriptive, with the sweep's verdict."""
+    if board is not None and is_swept(board, c):
+        return f"descriptive; sweep: {board.swept[(c.row, c.column)]}"
     if c.significant is None:
         return f"not tested ({design_text(c)})"
     if not c.significant:
@@ -199,6 +227,29 @@ def key_text(board: Leaderboard, key: tuple[str, ...] | None, full: bool = False
     return ", ".join(f"{board.group_by[i]}={key[i]}" for i in indices if key[i]) or "(all runs)"
 
 
+def chance_lines(board: Leaderboard) -> list[str]:
+    """Chance next to the scores: the level a guess scores on each column that has one (a minimal pair's accuracy:
+    50%; its margin: 0 nats), so that a number at chance is not read as a finding; GLUE has no one chance level
+    (each member's majority class is its floor, which ``eval`` and ``run`` print beside its score)."""
+    levels: dict[tuple[float, str], list[str]] = {}
+    for column in board.columns:
+        metric = board.column_metric(column)
+        level = chance_level(column, metric)
+        if level is not None:
+            levels.setdefault((level, metric), []).append(column)
+    words = {"accuracy": "a coin flip between a pair's two sentences", "margin": "no preference"}
+    parts = [f"{value_text(level, metric)}{'%' if metric_kind(metric).unit == '%' else ' ' + metric_kind(metric).unit} "
+             f"on {', '.join(columns)} "
+             f"({words.get(metric, 'a guess')})" for (level, metric), columns in levels.items()]
+    glue = [c for c in board.columns if c.split(":")[0].split(".")[0] == "glue"]
+    if glue:
+        parts.append(f"none single on {', '.join(glue)} (each member's majority class is its floor: eval and run "
+                     "print it beside the score)")
+    if not parts:
+        return []
+    return [f"Chance: {'; '.join(parts)}. A score whose interval holds its chance level shows nothing learnt."]
+
+
 def metric_lines(board: Leaderboard) -> list[str]:
     """What the columns that are not percentages measure, and in which units: once per metric on the board."""
     metrics = dict.fromkeys(board.column_metric(c) for c in board.columns)
@@ -228,6 +279,7 @@ def method_lines(board: Leaderboard) -> list[str]:
          "shows its run's own interval, the one eval printed (the task's bootstrap over its items): seed variance "
          "unknown. Method and formulas: docs/statistics.md."),
         *bound_lines(board),
+        *chance_lines(board),
         *units,
         "Final checkpoint of each run (highest phase index).",
         *rank_lines(board),
@@ -253,38 +305,88 @@ def signal_table(board: Leaderboard) -> list[list[str]]:
     for entry in board.signal_noise:
         pairs = "; ".join(f"#{rank[a]} v #{rank[b]} {share:.2f}" for a, b, share in entry.agreement) or "-"
         ratio = "-" if entry.ratio is None else f"{entry.ratio:.2f}"
-        lines.append([entry.column, value_text(entry.noise, entry.metric), value_text(entry.signal, entry.metric),
+        lines.append([board.column_label(entry.column), value_text(entry.noise, entry.metric), value_text(entry.signal, entry.metric),
                       ratio, pairs])
     return lines
 
 
-def render_terminal(board: Leaderboard, console: Any) -> None:
+def compact_cell_text(cell: Cell | None, with_method: bool = True) -> str:
+    """``51.3 ±0.9 clm``: :func:`cell_text` without its interval (the compact board prints the intervals in a table
+    of their own), its marks kept (``(1 seed)``, ``(--limit N)``)."""
+    if cell is None:
+        return "-"
+    text = value_text(cell.value, cell.metric)
+    if cell.spread is not None:
+        text += f" ±{value_text(cell.spread, cell.metric)}"
+    elif cell.n_seeds == 1:
+        text += " (1 seed)"
+    if with_method and cell.scoring != "auto":
+        text += f" {cell.scoring}"
+    if cell.limit is not None:
+        text += f" ({limit_text(cell.limit)})"
+    return text
+
+
+def wrapped(line: str, width: int) -> list[str]:
+    """A line wrapped at words to ``width`` columns, each continuation indented under it: whole words, nothing
+    cut (a word longer than the width stays whole)."""
+    import textwrap
+
+    if len(line) <= width:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip(" ")))
+    return textwrap.wrap(line, width, initial_indent="", subsequent_indent=indent + "    ", break_long_words=False,
+                         break_on_hyphens=False, drop_whitespace=True) or [line]
+
+
+def render_terminal(board: Leaderboard, console: Any, wide: bool = False) -> None:
+    """The board as the terminal shows it: compact cells (mean ±SD over seeds, the scoring method where the cells do
+    not share one) with the 95% intervals in a table of their own, prose wrapped at the console's width; ``wide``:
+    every cell in full (``58.8 [58.3, 59.4] ±0.6 clm``) and no line wrapped."""
     from rich.table import Table
 
     shown = shown_keys(board)
     common = common_text(board)
+    methods = {cell.scoring for row in board.rows for cell in row.cells.values() if cell.scoring != "auto"}
+    one_method = None if wide or len(methods) != 1 else next(iter(methods))
     # every user string (names, keys, notes) is escaped: rich would read ``[/bold]`` in a folder name as markup
-    table = Table(title=escape(f"leaderboard: {board.definition.name}" + (f" ({common})" if common else "")))
+    title = (f"leaderboard: {board.definition.name}" + (f" ({common})" if common else "")
+             + (f"; every cell scored by {one_method}" if one_method else ""))
+    table = Table(title=escape(title))
     table.add_column("#", justify="right")
     for i in shown:
         table.add_column(escape(board.group_by[i]), overflow="fold")
     table.add_column("runs", justify="right")
     for column in board.columns:
         table.add_column(escape(column), justify="right")
-    table.add_column(MACRO, justify="right", style="bold")
+    table.add_column(escape(board.macro_label), justify="right", style="bold")
     for rank, row in enumerate(board.rows, 1):
-        table.add_row(str(rank), *[escape(row.key[i]) for i in shown], runs_text(row),
-                      *[cell_text(row.cells.get(c)) for c in board.columns], cell_text(row.macro, False))
+        if wide:
+            cells = [cell_text(row.cells.get(c)) for c in board.columns] + [cell_text(row.macro, False)]
+        else:
+            cells = ([compact_cell_text(row.cells.get(c), one_method is None) for c in board.columns]
+                     + [compact_cell_text(row.macro, False)])
+        table.add_row(str(rank), *[escape(row.key[i]) for i in shown], runs_text(row), *map(escape, cells))
     console.print(table)
+    if not wide:
+        intervals = Table(title="95% intervals of the cells above (over seeds and items; the footnotes say how)")
+        intervals.add_column("#", justify="right")
+        for column in [*board.columns, board.macro_label]:
+            intervals.add_column(escape(column), justify="right")
+        for rank, row in enumerate(board.rows, 1):
+            intervals.add_row(str(rank), *[escape(interval_text(cell).strip() or "-") if cell is not None else "-"
+                                           for cell in [*(row.cells.get(c) for c in board.columns), row.macro]])
+        console.print(intervals)
     if board.comparisons:
         gaps = Table(title=escape(f"gaps to the reference: {key_text(board, board.reference)} (percentage points "
                                   "unless a unit follows the gap)"))
         for column in ("row", "task", "gap [95% CI]", "MDE", "verdict"):
             gaps.add_column(column)
         for c in board.comparisons:
-            style = "" if not c.significant else ("green" if row_is_better(c) else "red")
-            gaps.add_row(escape(key_text(board, c.row)), escape(c.column), comparison_text(c), mde_text(c),
-                         verdict(c), style=style)
+            style = "" if not is_significant(board, c) else ("green" if row_is_better(c) else "red")
+            gaps.add_row(escape(key_text(board, c.row)), escape(board.column_label(c.column)), comparison_text(c),
+                         mde_text(c),
+                         escape(verdict(c, board)), style=style)
         console.print(gaps)
     if len(board.rows) > 1 and board.signal_noise:
         signal = Table(title="signal and noise per task")
@@ -302,7 +404,8 @@ def render_terminal(board: Leaderboard, console: Any) -> None:
     for note in board.notes:
         console.print(f"[yellow]note[/yellow] {escape(note)}")
     for line in board.decisions:
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+        for part in ([line] if wide else wrapped(line, console.width)):
+            console.print(part, highlight=False, markup=False, soft_wrap=True)
 
 
 def _md_escape(text: str) -> str:
@@ -319,9 +422,9 @@ def render_markdown(board: Leaderboard, plot_files: Sequence[str] = (), plot_cap
         lines += [_md_escape(board.definition.description), ""]
     if common_text(board):
         lines += [f"All rows: {_md_escape(common_text(board))}.", ""]
-    header = ["#", *[board.group_by[i] for i in shown], "runs", *board.columns, MACRO]
+    header = ["#", *[board.group_by[i] for i in shown], "runs", *board.columns, board.macro_label]
     lines.append("| " + " | ".join(_md_escape(h) for h in header) + " |")
-    lines.append("|" + "|".join("---:" if h in ("#", "runs") or h in board.columns or h == MACRO else "---"
+    lines.append("|" + "|".join("---:" if h in ("#", "runs") or h in board.columns or h == board.macro_label else "---"
                                 for h in header) + "|")
     for rank, row in enumerate(board.rows, 1):
         cells = [str(rank), *[row.key[i] for i in shown], runs_text(row), *[cell_text(row.cells.get(c)) for c in board.columns],
@@ -332,9 +435,9 @@ def render_markdown(board: Leaderboard, plot_files: Sequence[str] = (), plot_cap
                   "follows the gap)", "",
                   "| row | task | gap [95% CI] | MDE | verdict |", "|---|---|---:|---:|---|"]
         for c in board.comparisons:
-            mark = "**" if c.significant else ""
-            lines.append(f"| {_md_escape(key_text(board, c.row))} | {_md_escape(c.column)} | "
-                         f"{mark}{comparison_text(c)}{mark} | {mde_text(c)} | {verdict(c)} |")
+            mark = "**" if is_significant(board, c) else ""
+            lines.append(f"| {_md_escape(key_text(board, c.row))} | {_md_escape(board.column_label(c.column))} | "
+                         f"{mark}{comparison_text(c)}{mark} | {mde_text(c)} | {_md_escape(verdict(c, board))} |")
     if len(board.rows) > 1 and board.signal_noise:
         lines += ["", "## Signal and noise per task", "", "| " + " | ".join(SIGNAL_HEADER) + " |",
                   "|---|---:|---:|---:|---|"]
