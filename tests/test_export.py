@@ -22,7 +22,8 @@ from antlm_bench.training.checkpoint import write_checkpoint
 
 
 def _record(step: int) -> CheckpointRecord:
-    return CheckpointRecord(schedule="1_CLM+1_MLM", phase_index=1, phase_objective="MLM", step=step)
+    return CheckpointRecord(schedule="1_CLM+1_MLM", phase_index=1, phase_objective="MLM", step=step,
+                            phases=({"index": 0, "objective": "CLM"}, {"index": 1, "objective": "MLM"}))
 
 
 TEXT = ["the cat sat on the mat and the dog ran to the park with a ball"] * 20

@@ -25,12 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from antlm_bench.data.files import open_append
 from antlm_bench.errors import UserError
 from antlm_bench.pipeline import run_threads
 from antlm_bench.recipes import load_recipe
 from antlm_bench.sweep.grid import Grid, GridCell
 from antlm_bench.sweep.progress import Progress
-from antlm_bench.sweep.record import DONE, FAILED, INTERRUPTED, RUNNING, SweepFolder, SweepRecord, open_append_no_link
+from antlm_bench.sweep.record import DONE, FAILED, INTERRUPTED, RUNNING, SweepFolder, SweepRecord
 
 if TYPE_CHECKING:
     from antlm_bench.pipeline import RunConfig
@@ -299,7 +300,7 @@ def run_cell(python: str, argv: Sequence[str], log_path: str, where: str) -> int
     """One array task: the cell's ``run`` process in its own group, its output appended to its log; a SIGTERM or
     SIGUSR2 (SLURM's notice before the time limit or a preemption) is passed to it as SIGTERM, so it writes its
     resume point. Returns the cell's exit status."""
-    with open_append_no_link(Path(log_path)) as log:
+    with open_append(Path(log_path)) as log:
         command = [python, *argv]
         _log_header(log, command, where)
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -175,6 +175,11 @@ def inspect_run_folder(layout: RunLayout, resume: bool, overwrite: bool,
     nothing worth keeping, or ("resume", the resume points to try, best first). Refuses a folder that holds another
     run, and a --resume that could only go on by deleting finished checkpoints."""
     out = layout.folder
+    # a link planted at a name the run writes, or a FIFO or folder at a file's name, is refused before anything
+    # is read or deleted; a resume goes on only from a run file that reads as one (never a damaged or linked one)
+    layout.check_entries("nothing was deleted; remove it, or train into a new --output")
+    if resume:
+        layout.read_run_file()
     present = [name for name in RUN_ITEMS if (out / name).exists() or (out / name).is_symlink()]
     last = out / LAST
     if resume and last.exists() and not last.is_symlink() and not last.is_dir():
@@ -328,10 +333,7 @@ class Checkpointer:
 
     def check_same_run(self) -> None:
         """A --resume continues the run the folder holds: the same recipe, preset, schedule and seed."""
-        try:
-            record = self.layout.read_run_file()
-        except UserError:
-            return  # a damaged run file is rewritten at the start; the resume point's own record is checked below
+        record = self.layout.read_run_file()  # a damaged one was refused before anything (inspect_run_folder)
         if record is None:
             return
         facts = self.facts
