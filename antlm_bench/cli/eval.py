@@ -68,8 +68,9 @@ def eval_command(
                               "fast files; entity tracking `regular` only; WUG and reading unchanged; GLUE left "
                               "out); rows record eval_set=fast and are never mixed with full ones."),
     skip_export_check: bool = typer.Option(False, "--skip-export-check", help="Score an export's folder (with "
-                                           "antlm_export.json) without verifying its weights against the sha256 "
-                                           "recorded there; the output says it was skipped."),
+                                           "antlm_export.json) without verifying its files (config, tokenizer, code, "
+                                           "weights) against the sha256s recorded there; the output says it was "
+                                           "skipped."),
     threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads for torch (default: from the "
                                        "model's size, 1 below 10M parameters, unless $OMP_NUM_THREADS is set; "
                                        "eval.json records the choice)."),
