@@ -26,7 +26,7 @@ def train_command(
                                        "pretrain_sample)."),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", callback=output_folder, parser=path_text, metavar="<path>",
                                             help="Tokenizer / packed corpus cache."),
-    seed: int = typer.Option(42, "--seed"),
+    seed: int = typer.Option(42, "--seed", help="The training seed, 0 to 2147483647."),
     label: str | None = typer.Option(None, "--label", help="A name beside the seed (lower-case letters, digits, "
                                      "hyphens): in the records and rows, and in every random draw (seed s under a "
                                      "label trains another network than seed s without); not part of the "

@@ -123,6 +123,18 @@ def list_zip_members(zip_path: str | os.PathLike, folder: str, suffix: str = ".j
     return sorted(n for n in names if n.startswith(folder.rstrip("/") + "/") and n.endswith(suffix))
 
 
+def read_text(path: Path, fix: str, *, follow_links: bool = True) -> str:
+    """A configuration file's text (a sweep file, a recipe, task or leaderboard YAML, a manifest): read only when it
+    is a regular file of bounded size (a FIFO would wait forever, ``/dev/zero`` never ends) and UTF-8 text; one
+    UserError line naming the file and what to do (``fix``) otherwise. A file the user names may be a link to
+    one (``follow_links``)."""
+    raw = read_regular_file(path, follow_links=follow_links, fix=fix)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason}); {fix}") from None
+
+
 def read_json(path: Path, what: str, fix: str, *, follow_links: bool = False) -> Any:
     """A JSON file's value; a file that does not parse is one UserError line naming the file (and line), what it
     is (``what``, e.g. "corrupt config") and what to do (``fix``). Read only when it is a regular file of bounded

@@ -47,7 +47,7 @@ from rich.console import Console
 from antlm_bench.errors import DivergedError, UserError
 from antlm_bench.models import build_model
 from antlm_bench.models.precision import Precision, resolve_precision
-from antlm_bench.options import SAVE_EVERY_MINUTES, parse_device, parse_label
+from antlm_bench.options import MAX_SEED, SAVE_EVERY_MINUTES, parse_device, parse_label
 from antlm_bench.recipes import load_recipe
 from antlm_bench.runs.identity import training_seed
 from antlm_bench.runs.layout import RunLayout, words_checkpoint_name
@@ -99,7 +99,7 @@ class TrainConfig(BaseModel):
     data_dir: Path | None = None  # the data folder; the corpus defaults to its pretrain_sample/
     corpus: Path | None = None  # a BabyLM-style folder of *.train files (overrides data_dir's sample)
     cache_dir: Path | None = None  # tokenizer and packed-corpus cache
-    seed: int = 42
+    seed: int = Field(42, ge=0, le=MAX_SEED)  # numpy and torch take seeds in [0, 2**32) (options.MAX_SEED)
     # a name beside the seed (options.parse_label): in the records and rows, and in every random draw
     # (runs.identity.training_seed); not part of the configuration
     label: str | None = None
