@@ -140,7 +140,8 @@ class RunLayout:
 
     def has_run(self) -> bool:
         """Whether the folder holds (or held) a training run: its run file or its checkpoints folder."""
-        return self.run_file.is_file() or self.checkpoints.is_dir()
+        # anything at run.json's name counts (a FIFO, a link): read_run_file then says what is wrong with it
+        return os.path.lexists(self.run_file) or self.checkpoints.is_dir()
 
     def read_run_file(self) -> RunRecord | None:
         """run.json through its model (runs.run_file), or None where there is none; a one-line error naming the

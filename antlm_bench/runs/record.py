@@ -225,8 +225,9 @@ def _check_architecture(record: CheckpointRecord, folder: Path, where: Path) -> 
     if made_by is None and record.schema_version < SCHEMA_VERSION:
         return
     if made_by != record.architecture:
-        raise UserError(f"{where}: field architecture is {record.architecture!r}, but {config_file} is a model of "
-                        f"{made_by!r}; the record does not describe this model: re-save the checkpoint")
+        made = f"is a model of {made_by!r}" if made_by is not None else "names no antlm_architecture (no model of ours)"
+        raise UserError(f"{where}: field architecture is {record.architecture!r}, but {config_file} {made}; the "
+                        "record does not describe this model: re-save the checkpoint")
 
 
 def scoring_method(record: CheckpointRecord | None, is_masked_lm: bool) -> tuple[str, str]:
