@@ -285,10 +285,7 @@ def _export_locked(source: Path, why: str, words: list[Path], output: Path) -> E
 
     # an export killed before its rename left its staging folder: the next export into OUT removes it, and says so
     tidied = removed_note(remove_stale(output.parent, f".{glob.escape(output.name)}.tmp-*"))
-    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{temporary_tag()}-"))
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a bar per load and save: the refusal or the summary is the output
-    main_record = read_record(source)
+    main_record = read_record(source)  # every record read (and a damaged one refused) before anything is made
     later = [f for f in words if main_record is not None and (r := read_record(f)) is not None
              and r.step > main_record.step]
     words = [f for f in words if f not in later]  # a checkpoint's export holds the branches saved before it
@@ -298,6 +295,9 @@ def _export_locked(source: Path, why: str, words: list[Path], output: Path) -> E
     notes += [f"{folder.name}: not a whole number of millions of words; exported under its own name, which the "
               "BabyLM pipeline does not read (it takes chck_<N>M branches)"
               for folder in words if not folder.name.endswith("M")]
+    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{temporary_tag()}-"))
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a bar per load and save: the refusal or the summary is the output
     try:
         built = staging / "model"
         revisions = [_revision(MAIN, source, _write_model(source, built))]

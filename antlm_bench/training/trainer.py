@@ -58,6 +58,7 @@ from antlm_bench.training.checkpointer import (
     Checkpointer,
     RunFacts,
     SavePolicy,
+    check_run_folder,
     claim_run_folder,
     config_fingerprint,
     first_line,
@@ -413,5 +414,7 @@ def train(config: TrainConfig, **kwargs: Any) -> TrainResult:
 
     if int(os.environ.get("RANK", "0") or 0) != 0:
         return Trainer(config, **kwargs).run()
+    # what training did not make in the folder is refused before output_folder locks and tidies it
+    check_run_folder(RunLayout(Path(config.output).expanduser()), config.resume)
     with output_folder(config.output, "train"):
         return Trainer(config, **kwargs).run()
