@@ -764,3 +764,141 @@ def test_an_atomic_write_removes_its_killed_predecessors_temporary_and_says_so(t
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         f".eval.json.tmp-{temporary_tag()}-live.tmp", ".other.json.tmp-p1-x.tmp", "eval.json"]
     assert "stale" in capsys.readouterr().err
+
+
+# -- issue #51 class 1: a write never replaces what is not a regular file; a stream is written through --------------
+
+def _writers():
+    from antlm_bench.data.files import append_bytes, atomic_write_bytes
+    from antlm_bench.results.tables import SCORE_SCHEMA, write_table_atomic
+
+    return {"atomic_write_bytes": lambda p: atomic_write_bytes(p, b"new\n"),
+            "append_bytes": lambda p: append_bytes(p, b"new\n"),
+            "write_table_atomic": lambda p: write_table_atomic(SCORE_SCHEMA.empty_table(), p)}
+
+
+def _plant(kind: str, path: Path) -> None:
+    import stat
+
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    elif kind == "link-to-a-file":
+        _write(path.parent / "victim.txt", "the user's\n")
+        path.symlink_to(path.parent / "victim.txt")
+    elif kind == "link-to-nothing":
+        path.symlink_to(path.parent / "nowhere")
+    else:
+        _write(path / "keep.txt", "x")
+
+
+NODES = ["fifo", *(["device"] if CAN_MKNOD else []), "link-to-a-file", "link-to-nothing", "folder"]
+
+
+@pytest.mark.parametrize("kind", NODES)
+@pytest.mark.parametrize("writer", ["atomic_write_bytes", "append_bytes", "write_table_atomic"])
+def test_a_write_never_replaces_or_writes_through_what_is_not_a_regular_file(tmp_path, writer, kind):
+    target = tmp_path / "out.bin"
+    _plant(kind, target)
+    before = os.lstat(target)
+    with pytest.raises(UserError) as err:
+        _writers()[writer](target)
+    assert str(target) in str(err.value) and "\n" not in str(err.value)
+    after = os.lstat(target)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)  # the very node, left as it was
+    if kind == "link-to-a-file":
+        assert (tmp_path / "victim.txt").read_text() == "the user's\n"
+    assert not [p.name for p in tmp_path.iterdir() if ".tmp" in p.name]  # no temporary left beside it
+
+
+def test_device_variants_run_where_they_can():
+    """Device nodes need root to make: without it their variants are left out, and this says so."""
+    if not CAN_MKNOD:
+        pytest.skip("not root: the device-node variants of issue #51 class 1 are left out of this run")
+    assert "device" in NODES and any(v[0] == "a-device" for v in BAD_PATHS["output_file"])
+
+
+def test_an_output_under_dev_is_a_stream_written_through(tmp_path):
+    """`--out /dev/stdout` (which resolves into /proc) writes to the stream, at the process's own offset: a file
+    behind `> out.txt` holds the table and the rest of the output, neither over the other."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "antlm_bench", "leaderboard", str(MINI_RUN), "--out", "/dev/stdout",
+                           "-f", "markdown"], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith(f"# {MINI_RUN.name}"), done.stderr[-500:]
+    with open(tmp_path / "out.txt", "w") as out:
+        done = subprocess.run([sys.executable, "-m", "antlm_bench", "check", "--results", str(MINI_RUN), "--baseline",
+                               str(MINI_RUN), "--markdown", "/dev/stdout"], stdout=out, stderr=subprocess.PIPE,
+                              text=True, timeout=120, env=env, cwd=tmp_path)
+    text = (tmp_path / "out.txt").read_text()
+    assert done.returncode == 0, done.stderr[-500:]
+    assert "| blimp |" in text.replace("  ", " ") and "check against the baseline" in text, text[:800]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+# -- issue #51 classes 3 and 4: exports -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def exported(llama, tmp_path_factory) -> Path:
+    from antlm_bench.export import export_babylm
+
+    out = tmp_path_factory.mktemp("export") / "out"
+    export_babylm(llama, out)
+    return out
+
+
+def _edit_json(path: Path) -> None:
+    document = json.loads(path.read_text())
+    document["antlm_edited"] = True
+    path.write_text(json.dumps(document))
+
+
+EXPORT_EDITS = {
+    "config.json-edited": (lambda out: _edit_json(out / "config.json"), "config.json: changed after the export"),
+    "tokenizer.json-edited": (lambda out: _edit_json(out / "tokenizer.json"),
+                              "tokenizer.json: changed after the export"),
+    "tokenizer_config.json-removed": (lambda out: (out / "tokenizer_config.json").unlink(),
+                                      "tokenizer_config.json: missing"),
+    "a-file-added": (lambda out: _write(out / "extra.py", "print('planted')\n"), "extra.py: not part of revision"),
+    "weights-a-fifo": (lambda out: ((out / "model.safetensors").unlink(), os.mkfifo(out / "model.safetensors")),
+                       "model.safetensors: not a regular file"),
+    "config.json-a-link": (lambda out: ((out / "config.json").rename(out.parent / "config.json"),
+                                        (out / "config.json").symlink_to(out.parent / "config.json")),
+                           "config.json: a symbolic link"),
+}
+
+
+@pytest.mark.parametrize("edit", list(EXPORT_EDITS))
+def test_an_export_changed_after_it_was_made_is_refused_before_eval_scores_it(exported, tmp_path, edit):
+    """eval verifies an export whole (antlm_export.json: every file's sha256), not its weights only."""
+    import shutil
+
+    from antlm_bench.runs.export_record import verify_export
+
+    out = tmp_path / "out"
+    shutil.copytree(exported, out)
+    assert "verified whole" in verify_export(out)
+    change, says = EXPORT_EDITS[edit]
+    change(out)
+    with pytest.raises(UserError) as err:
+        verify_export(out)
+    assert says in str(err.value) and "--skip-export-check" in str(err.value), str(err.value)
+
+
+def test_a_second_export_while_one_writes_the_folder_is_refused_and_changes_nothing(llama, tmp_path):
+    import fcntl
+
+    from antlm_bench.locking import LOCK_FILE
+
+    out = tmp_path / "out"
+    out.mkdir()
+    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the first export's hold on OUT
+        os.write(fd, b"4242 export\n")
+        result = CliRunner().invoke(app, ["export", str(llama), str(out)])
+    finally:
+        os.close(fd)
+    lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 2 and len(lines) == 1 and "pid 4242" in lines[0], result.output
+    assert [p.name for p in out.iterdir()] == [LOCK_FILE] and sorted(p.name for p in tmp_path.iterdir()) == ["out"]

@@ -90,14 +90,14 @@ def check_output_folder(path: Path, option: str) -> Path:
 
 def check_output_file(path: Path, option: str) -> Path:
     _common(path, option)
+    if is_stream(path):  # /dev/stdout resolves into /proc (/proc/self/fd/1): a stream, asked for by its /dev name
+        return path
     root = _under(path, PSEUDO_ROOTS_FOR_FILES)
     if root is not None:
         raise UserError(f"{option} {path}: lies under {root}, a file system of the kernel's, not a place for "
                         f"results; give a file on a disk")
     if path.is_dir():
         raise UserError(f"{option} {path}: a folder, not a file; give a file name (e.g. {path / 'board.md'})")
-    if is_stream(path):
-        return path
     _kind_of_existing(path, option, "file")
     try:
         check_write_target(path)

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -140,8 +141,42 @@ def refuse_planted_links(folder: Path, names: Iterable[str], fix: str) -> None:
                             f"is: {fix}")
 
 
+# the streams a process already holds open: written through its own descriptor, at its own offset (opened anew,
+# a file behind `> out.txt` would be written from its start by the command's other output, over this)
+_OWN_DESCRIPTORS = {"/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _own_descriptor(path: Path) -> int | None:
+    absolute = os.path.abspath(path)
+    if absolute in _OWN_DESCRIPTORS:
+        return _OWN_DESCRIPTORS[absolute]
+    match = re.fullmatch(r"/dev/fd/(\d+)", absolute)
+    return int(match.group(1)) if match else None
+
+
+def _write_all(fd: int, payload: bytes, path: Path) -> None:
+    view = memoryview(payload)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as err:
+        if err.filename is None:
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
+
+
 def _write_through(path: Path, payload: bytes) -> None:
-    """Write ``payload`` to the stream ``path`` names (appended: a file behind /dev/stdout keeps what is there)."""
+    """Write ``payload`` to the stream ``path`` names: the process's own descriptor for /dev/stdout, /dev/stderr
+    and /dev/fd/N (after what Python buffered for it), else the device opened for appending."""
+    import sys
+
+    own = _own_descriptor(path)
+    if own is not None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        _write_all(own, payload, path)
+        return
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:
@@ -150,13 +185,7 @@ def _write_through(path: Path, payload: bytes) -> None:
         raise
     try:
         os.set_blocking(fd, True)  # opened without waiting for a reader; writes wait for a slow one
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view):]
-    except OSError as err:
-        if err.filename is None:
-            raise OSError(err.errno, err.strerror, str(path)) from err
-        raise
+        _write_all(fd, payload, path)
     finally:
         os.close(fd)
 
