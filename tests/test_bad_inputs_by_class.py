@@ -12,7 +12,11 @@ Classes (docs/errors.md lists them with their counts):
 - sweep: inputs of a sweep (empty lists, line breaks in sbatch values, a sweep.json of the wrong shape, slurm
   without submitit);
 - seeds: the one seeds grammar on every command that takes seeds (tests/test_options.py holds the grammar);
-- leftovers: temporaries of a killed command removed by the next one, which says so.
+- leftovers: temporaries of a killed command removed by the next one, which says so;
+- issue #51: records (run.json, antlm_state.json, decision.json read back by every command that reads them), links
+  (planted where a command writes, inside a corpus), tracebacks, hangs (config files that never end), nonsense
+  (a task metric its class never reports; leaderboard definitions: strict xfails owned by the lead); every writer
+  onto a FIFO, a device, a link or a folder; an export changed after it was made; two exports at once.
 
 CLI cases run through ``test_bad_inputs.run_case`` (exit code, one ``error:`` line, no traceback, nothing left
 behind); the rest call the library where the CLI would need a trained model.
@@ -215,10 +219,10 @@ OTHER_CASES: list[Case] = [
 
 
 # -- issue #51: what a command did not make is never written through, replaced or trusted ---------------------------
-# Classes (docs/errors.md, "Bad input by class"): nonregular (a write onto a FIFO or a device), links (planted in a
-# folder we write to or read from), records (read back through their model, never trusted), tracebacks (inputs
-# that raised), hangs (a config file that never ends), nonsense (accepted with exit 0). Exports at once (class 3)
-# and an export verified whole: the tests below the table, and tests/test_export.py.
+# Classes (docs/errors.md, "Bad input by class"): links (planted in a folder we write to or read from), records
+# (read back through their model, never trusted), tracebacks (inputs that raised), hangs (a config file that never
+# ends), nonsense (accepted with exit 0). Writes onto a FIFO or a device: the path cases above and the writer tests
+# below; exports at once (class 3) and an export verified whole: the tests below, and tests/test_export.py.
 
 EVAL = ("eval", "--model", "{model}", "--tasks", "blimp", "--limit", "2")
 RESUME = ("train", "-o", "{tmp}/run", "--resume", "--max-steps", "1", "--no-progress")
