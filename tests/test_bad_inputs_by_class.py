@@ -906,3 +906,28 @@ def test_a_second_export_while_one_writes_the_folder_is_refused_and_changes_noth
     lines = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert result.exit_code == 2 and len(lines) == 1 and "pid 4242" in lines[0], result.output
     assert [p.name for p in out.iterdir()] == [LOCK_FILE] and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.parametrize("kind", ["link-to-a-file", "fifo"])
+@pytest.mark.parametrize("which", ["archive", "part", "part-record"])
+def test_a_link_or_fifo_planted_in_the_download_cache_is_refused_and_left(tmp_path, which, kind):
+    """`data fetch` writes its .part, its record and the archive in `.downloads/`: never through a link planted
+    there (the user's file stays as it was), never into a FIFO (which would hang)."""
+    from loopback_http import Server
+
+    from antlm_bench.data.fetch import _cache_names, fetch
+
+    with Server(b"not fetched", name="x.tar.gz") as server:
+        downloads = tmp_path / ".downloads"
+        downloads.mkdir()
+        done, part, record = _cache_names(server.url, downloads)
+        target = {"archive": done, "part": part, "part-record": record}[which]
+        _plant(kind, target)
+        before = os.lstat(target)
+        with pytest.raises(UserError, match="in the download cache"):
+            fetch(server.url, None, tmp_path / "data", timeout=10)
+    after = os.lstat(target)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+    if kind == "link-to-a-file":
+        assert (downloads / "victim.txt").read_text() == "the user's\n"
+    assert not (tmp_path / "data").exists()
