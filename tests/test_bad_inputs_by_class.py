@@ -381,7 +381,7 @@ ISSUE51_CASES: list[Case] = [
       if not (writer == "eval" and name == "metrics.jsonl")],
     C("links-train-last-a-fifo", "train", "-o", "{tmp}/out", "--max-steps", "1", "--no-progress", says="FIFO",
       setup=_in_out("last", lambda p, t: os.mkfifo(p))),
-    *[C(f"links-corpus-{kind}-link-{cmd}", *args, says="symbolic link inside corpus", setup=_corpus_with(kind))
+    *[C(f"links-corpus-{kind}-link-{cmd}", *args, says="link inside corpus", setup=_corpus_with(kind))
       for kind in ("file", "folder")
       for cmd, args in [("data-prepare", ("data", "prepare", "--corpus", "{tmp}/corpus", "--cache-dir",
                                           "{tmp}/cache")),

@@ -116,9 +116,9 @@ def _refuse_links(folder: Path, split: str) -> None:
         for name in (*folders, *files):
             entry = Path(root) / name
             if entry.is_symlink() and (name in folders or name.endswith(f".{split}")):
-                raise UserError(f"{entry}: a symbolic link inside corpus {folder}; a corpus is read from its own "
-                                "files only, never through a link: copy the file in, or pass the folder it points "
-                                "to")
+                kind = "a symbolic link" if entry.exists() else "a dangling link (a symbolic link to nothing)"
+                raise UserError(f"{entry}: {kind} inside corpus {folder}; a corpus is read from its own files "
+                                "only, never through a link: copy the file in, or pass the folder it points to")
 
 
 def _hash_sources(sources: dict[str, list[str]]) -> str:
