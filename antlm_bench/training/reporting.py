@@ -340,5 +340,9 @@ def _duration(seconds: float) -> str:
 
 
 def read_metrics(output: str | Path) -> list[dict[str, Any]]:
+    """A run's metrics.jsonl, one dict a line; a line that is no JSON object is one line naming ``file:line``."""
+    from antlm_bench.data.readers import parse_jsonl_lines, read_text
+
     path = RunLayout(Path(output)).metrics_file
-    return [json.loads(line) for line in read_regular_file(path).decode("utf-8").splitlines() if line.strip()]
+    return list(parse_jsonl_lines(read_text(path, "the run folder is damaged", follow_links=False).splitlines(),
+                                  str(path)))
