@@ -334,8 +334,20 @@ def evaluate(model: Any, config: EvalConfig | str | list[str] | None = None, *, 
     config = eval_config(config, **fields)
     if config.output_dir is None or _launch_rank() != 0:
         return _evaluate(model, tokenizer, config)
+    check_output_dir(config.output_dir.expanduser())
     with output_folder(config.output_dir, "eval", shared=True):
         return _evaluate(model, tokenizer, config)
+
+
+def check_output_dir(folder: Path) -> None:
+    """Refuse, before the folder is made, locked, tidied or written, an output folder that holds what eval did not
+    make at the names it writes (a results store that is a link to another folder, an eval.json that is a folder
+    or a FIFO), or a run whose run.json does not read as one (eval adds to that run's rows)."""
+    if not folder.is_dir():
+        return
+    layout = RunLayout(folder)
+    layout.check_entries("remove it, or give eval another --output")
+    layout.read_run_file()
 
 
 def _select_tasks(config: EvalConfig) -> tuple[list[Any], list[Any], list[str]]:
@@ -412,6 +424,7 @@ def _evaluate(model: Any, tokenizer: Any, config: EvalConfig) -> EvalOutput:
         # name), so that `eval --output RUN` adds to the run's seed instead of making a second one
         owner = run_folder_of(path)
         if owner is not None:
+            RunLayout(owner).read_run_file()  # the run the rows are filed under is one (a damaged record refused)
             run = dataclasses.replace(run, run_id=owner.name)
     checkpoint = config.checkpoint_info or checkpoint_info_from_record(record, path)
     ctx = EvalContext(

@@ -16,15 +16,18 @@ again, the tokenizer likewise, and the modeling code is generated from this pack
 we do not generate (a stock transformers model with an ``auto_map``, any ``auto_map`` in tokenizer_config.json)
 is refused: whoever loads the export with ``trust_remote_code=True`` runs only antlm-bench's code.
 
-The export is verified before it appears: ``antlm_export.json`` records every revision's weights hash (and its step
-and words); two revisions with identical weights, a branch identical to the final model, or branches whose steps do
+The export is verified before it appears: ``antlm_export.json`` records every revision's weights hash, the sha256
+of every file of its folder (config.json, the tokenizer's files, the code, the weights: an export is verified whole)
+and its step and words; two revisions with identical weights, a branch identical to the final model, or branches whose steps do
 not grow with their words counts are refused, naming them (a public model suite was once found serving final-era
 weights under most of its early branches). A branch whose words count is not a whole million (``chck_500K``) is
 exported under its own name with a note: the pipeline reads ``chck_<N>M`` only. Exporting an earlier checkpoint of a
 run takes the branches saved before it.
 
 ``antlm_export.json`` is typed (``runs.export_record.ExportRecord``, with a schema version); ``eval`` verifies a
-revision's weights against it before scoring (``--skip-export-check`` skips that, and says so).
+revision whole against it before scoring: every file as exported, none missing or added (``--skip-export-check``
+skips that, and says so). OUT is locked while it is written (``locking.folder_lock``, like a train or eval folder):
+a second export into it at the same time is refused, naming the first one's pid, instead of one export being lost.
 
 OUT may not be, contain or lie inside the checkpoint or the run it comes from, and ``--overwrite`` replaces only
 a folder that proves to be an earlier export: no run items, a complete ``antlm_export.json`` of this version,
@@ -47,10 +50,10 @@ from pathlib import Path
 from typing import Any
 
 import antlm_bench
-from antlm_bench.data.files import remove_stale, removed_note, temporary_tag
+from antlm_bench.data.files import missing_folders, remove_empty_folders, remove_stale, removed_note, temporary_tag
 from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
-from antlm_bench.locking import fault_point
+from antlm_bench.locking import LOCK_FILE, fault_point, folder_lock
 from antlm_bench.runs.export_record import (
     EXPORT_FILE,
     EXPORT_SCHEMA_VERSION,
@@ -58,6 +61,7 @@ from antlm_bench.runs.export_record import (
     ExportRecord,
     ExportRevision,
     read_export_record,
+    revision_files,
     verify_revision,
 )
 from antlm_bench.runs.identity import weights_digest
@@ -116,8 +120,8 @@ def _check_output(output: Path, protected: list[Path], overwrite: bool) -> None:
         if real == kept_real or kept_real in real.parents or real in kept_real.parents:
             raise UserError(f"{output}: is, contains or lies inside {kept}, which is being exported; give an OUT "
                             "outside the run and its checkpoints")
-    if not output.exists() or (output.is_dir() and not any(output.iterdir())):
-        return
+    if not output.exists() or (output.is_dir() and all(entry.name == LOCK_FILE for entry in output.iterdir())):
+        return  # nothing there yet (but the lock a locked export holds)
     if not overwrite:
         marker = output / EXPORT_MARKER
         if not output.is_dir() or marker.is_symlink() or not marker.is_file():  # --overwrite would refuse it too
@@ -158,7 +162,7 @@ def _refuse_foreign_code(source: Path) -> None:
     """An ``auto_map`` we would not write ourselves: transformers would run the code it names."""
     from antlm_bench.models.backend import backend_of
 
-    config = read_json(source / "config.json", "corrupt config", "re-save the checkpoint")
+    config = read_json(source / "config.json", "corrupt config", "re-save the checkpoint", follow_links=True)
     chosen = backend_of(config) if isinstance(config, dict) else None
     ours = chosen is not None and chosen.remote_code(config) is not None
     if isinstance(config, dict) and "auto_map" in config and not ours:
@@ -167,7 +171,8 @@ def _refuse_foreign_code(source: Path) -> None:
                         "remove auto_map if the model is a transformers class")
     tokenizer_config = source / "tokenizer_config.json"
     if tokenizer_config.is_file():
-        settings = read_json(tokenizer_config, "corrupt tokenizer config", "re-save the checkpoint")
+        settings = read_json(tokenizer_config, "corrupt tokenizer config", "re-save the checkpoint",
+                             follow_links=True)
         if isinstance(settings, dict) and "auto_map" in settings:
             raise UserError(f"{tokenizer_config}: auto_map names tokenizer code "
                             f"({_code_files(settings['auto_map'])}); export passes on no tokenizer code: remove it")
@@ -207,7 +212,8 @@ def _write_model(source: Path, destination: Path) -> str:
     write_model_code(destination, model.config)  # generated now, replacing any auto_map the loaded config carried
     digest = weights_digest(destination)  # the network this folder holds (runs.identity), from the files written
     if (source / STATE_FILE).is_file():
-        record = read_json(source / STATE_FILE, "corrupt checkpoint record", "re-save the checkpoint")
+        record = read_json(source / STATE_FILE, "corrupt checkpoint record", "re-save the checkpoint",
+                           follow_links=True)
         if isinstance(record, dict) and record.get("weights_digest") not in (None, digest):
             # saved anew, the weights read otherwise (another dtype): the record names what this folder holds
             record["source_weights_digest"], record["weights_digest"] = record["weights_digest"], digest
@@ -257,18 +263,32 @@ def _finite(value: Any) -> Any:
 def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = False) -> Export:
     """Write ``checkpoint`` (a model folder or a training run) to ``output`` in the BabyLM 2025 layout; the
     folder appears whole or not at all (staged next to it, then renamed)."""
-    from transformers.utils import logging as hf_logging
-
     source, what, words, protected = export_sources(Path(checkpoint))
     output = Path(output)
     _check_output(output, protected, overwrite)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    # OUT is made (empty) and locked like a train or eval folder: a second export (or a train) into it is refused
+    # at once, naming this one's pid, instead of both writing and one export being lost
+    created = missing_folders(output)
+    output.mkdir(parents=True, exist_ok=True)
+    ok = False
+    try:
+        with folder_lock(output, "export"):
+            _check_output(output, protected, overwrite)  # again, holding the lock: what another export left
+            result = _export_locked(source, what, words, output)
+            ok = True
+            return result
+    finally:
+        if not ok:
+            remove_empty_folders(created)
+
+
+def _export_locked(source: Path, what: str, words: list[Path], output: Path) -> Export:
+    """The export itself, OUT's lock held: staged beside OUT, verified, then swapped in by renames."""
+    from transformers.utils import logging as hf_logging
+
     # an export killed before its rename left its staging folder: the next export into OUT removes it, and says so
     tidied = removed_note(remove_stale(output.parent, f".{glob.escape(output.name)}.tmp-*"))
-    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{temporary_tag()}-"))
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a bar per load and save: the refusal or the summary is the output
-    main_record = read_record(source)
+    main_record = read_record(source)  # every record read (and a damaged one refused) before anything is made
     later = [f for f in words if main_record is not None and (r := read_record(f)) is not None
              and r.step > main_record.step]
     words = [f for f in words if f not in later]  # a checkpoint's export holds the branches saved before it
@@ -278,30 +298,34 @@ def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = 
     notes += [f"{folder.name}: not a whole number of millions of words; exported under its own name, which the "
               "BabyLM pipeline does not read (it takes chck_<N>M branches)"
               for folder in words if not folder.name.endswith("M")]
+    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{temporary_tag()}-"))
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a bar per load and save: the refusal or the summary is the output
     try:
         built = staging / "model"
         revisions = [_revision(MAIN, source, _write_model(source, built))]
         for folder in words:
             revisions.append(_revision(folder.name, folder, _write_model(folder, built / folder.name)))
         verify_revisions(revisions)
+        branches = {folder.name for folder in words}
         manifest = ExportRecord(
             schema_version=EXPORT_SCHEMA_VERSION, format="babylm", source=str(source),
             branches=[folder.name for folder in words], antlm_bench=antlm_bench.__version__,
             revisions=[ExportRevision(name=r.name, source=str(r.source), weights_sha256=r.weights_sha256,
+                                      files=revision_files(built if r.name == MAIN else built / r.name,
+                                                           branches if r.name == MAIN else set()),
                                       step=r.step, words=r.words) for r in revisions])
         (built / EXPORT_MARKER).write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
         _usual_modes(built)
         fault_point("export.staged")
-        if os.path.lexists(output):  # an earlier export or an empty folder (_check_output): swap, then remove it
-            aside = staging / "replaced"
-            os.rename(output, aside)
-            try:
-                os.rename(built, output)
-            except BaseException:
-                os.rename(aside, output)
-                raise
-        else:
+        # OUT is the empty folder this export locked, or an earlier export (_check_output): swap, then remove it
+        aside = staging / "replaced"
+        os.rename(output, aside)
+        try:
             os.rename(built, output)
+        except BaseException:
+            os.rename(aside, output)
+            raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if bars:

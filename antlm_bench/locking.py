@@ -149,8 +149,11 @@ def _release(path: Path, fd: int, shared: bool) -> None:
         except OSError:
             pass  # other evaluations still hold it; the last of them removes it
     if last:
+        # only the file this process locked: the folder may have been swapped for another since (export renames a
+        # new folder onto the one it locked), whose lock file, if any, is another holder's
         with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+            if os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                path.unlink()
     os.close(fd)
 
 

@@ -70,14 +70,17 @@ def search_folders(kind: str) -> list[Path]:
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
+    from antlm_bench.data.readers import read_text  # bounded, regular files only: a FIFO or /dev/zero never ends
+
+    text = read_text(path, "save it as a UTF-8 YAML file")
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise UserError(f"{where}: invalid YAML ({getattr(err, 'problem', err)})") from None
-    except UnicodeDecodeError as err:
-        raise UserError(f"{path}: not UTF-8 text (byte {err.start}); save it as UTF-8") from None
+    except RecursionError:
+        raise UserError(f"{path}: YAML nested too deeply; fix the file") from None
     if not isinstance(document, dict):
         raise UserError(f"{path}: expected a mapping at the top level")
     return document

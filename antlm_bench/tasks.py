@@ -56,6 +56,11 @@ class TaskRequest:
         """The spec's adapter: an instance of its ``class:`` (an ``antlm_bench.adapters.base.TaskAdapter``, looked up
         in the registry, which imports a shipped class on first use)."""
         cls = TASK_CLASSES.get(self.spec.class_name, where=f"{self.spec.source}: field class")
+        reported = tuple(getattr(cls, "metrics", ()))
+        if self.spec.metric not in reported:
+            known = ", ".join(reported) or f"none declared (give {cls.__name__} a `metrics` tuple)"
+            raise UserError(f"{self.spec.source}: field metric: {self.spec.metric!r} is not a metric that "
+                            f"{self.spec.class_name} reports (it reports: {known}); name one of those")
         return cls(self.spec, self.members)
 
 

@@ -22,7 +22,8 @@ from antlm_bench.training.checkpoint import write_checkpoint
 
 
 def _record(step: int) -> CheckpointRecord:
-    return CheckpointRecord(schedule="1_CLM+1_MLM", phase_index=1, phase_objective="MLM", step=step)
+    return CheckpointRecord(schedule="1_CLM+1_MLM", phase_index=1, phase_objective="MLM", step=step,
+                            phases=({"index": 0, "objective": "CLM"}, {"index": 1, "objective": "MLM"}))
 
 
 TEXT = ["the cat sat on the mat and the dog ran to the park with a ball"] * 20
@@ -229,7 +230,7 @@ def test_an_export_killed_before_its_rename_leaves_the_earlier_export_whole(tmp_
     import subprocess
     import sys
 
-    from antlm_bench.locking import FAULT_ENV, FAULT_EXIT_CODE
+    from antlm_bench.locking import FAULT_ENV, FAULT_EXIT_CODE, LOCK_FILE
 
     run, _ = _run(tmp_path)
     out = tmp_path / "out"
@@ -239,7 +240,9 @@ def test_an_export_killed_before_its_rename_leaves_the_earlier_export_whole(tmp_
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, FAULT_ENV: "export.staged", "OMP_NUM_THREADS": "1"})
     assert done.returncode == FAULT_EXIT_CODE, done.stderr
-    assert sorted((str(p.relative_to(out)), p.read_bytes()) for p in out.rglob("*") if p.is_file()) == before
+    # OUT as it was, but for the lock file the killed export held (its flock died with it: the next export takes it)
+    after = sorted((str(p.relative_to(out)), p.read_bytes()) for p in out.rglob("*") if p.is_file())
+    assert [entry for entry in after if entry[0] != LOCK_FILE] == before
     assert list(tmp_path.glob(".out.tmp-*"))  # what the killed export left
     result = export_babylm(run, out, overwrite=True)  # and the next export goes through, clearing it
     assert json.loads((out / "antlm_export.json").read_text())["source"].endswith("phase-1-MLM")
@@ -324,7 +327,7 @@ def test_the_export_record_is_typed_and_names_each_revisions_weights_digest(tmp_
     out = tmp_path / "out"
     export_babylm(run, out)
     record = read_export_record(out)
-    assert record.schema_version == 2 and [r.name for r in record.revisions] == ["main", "chck_1M", "chck_10M"]
+    assert record.schema_version == 3 and [r.name for r in record.revisions] == ["main", "chck_1M", "chck_10M"]
     assert record.revision("chck_1M").weights_sha256 == weights_digest(out / "chck_1M")
     assert "verified" in verify_export(out / "chck_1M") and verify_export(run) is None
     # the copied record names the weights this folder holds, so eval's own check agrees with the export's
@@ -395,3 +398,64 @@ def test_a_killed_exports_staging_folder_is_removed_by_the_next_export(tmp_path)
     assert result.exit_code == 0, result.output
     assert not dead.exists() and live.is_dir()
     assert "stale temporar" in result.output and dead.name in "".join(result.output.split())
+
+
+def test_an_export_is_verified_whole_config_tokenizer_and_every_file(tmp_path):
+    """Not only the weights: an edited config.json or tokenizer.json, a file gone or a file added after the export
+    is refused in one line naming it (what eval checks before scoring, and --overwrite before deleting)."""
+    from antlm_bench.runs.export_record import verify_export
+
+    run, _ = _run(tmp_path)
+    out = tmp_path / "out"
+    export_babylm(run, out)
+    assert "verified whole" in verify_export(out)
+
+    def edited(path, change):
+        before = path.read_bytes()
+        change(path)
+        with pytest.raises(UserError) as caught:
+            verify_export(path.parent)
+        path.write_bytes(before)
+        return str(caught.value)
+
+    config = out / "chck_1M" / "config.json"
+    message = edited(config, lambda p: p.write_text(p.read_text().replace('"hidden_size": 32', '"hidden_size": 33')))
+    assert "chck_1M/config.json: changed after the export" in message and "--skip-export-check" in message
+    tokenizer = out / "tokenizer.json"
+    message = edited(tokenizer, lambda p: p.write_text(p.read_text().replace('"cat"', '"dog"', 1)))
+    assert "out/tokenizer.json: changed after the export" in message
+    assert "verified whole" in verify_export(out)  # restored: whole again
+    (out / "chck_10M" / "extra.py").write_text("print('not exported')\n")
+    with pytest.raises(UserError, match="chck_10M/extra.py: not part of revision chck_10M"):
+        verify_export(out / "chck_10M")
+    (out / "chck_10M" / "extra.py").unlink()
+    (out / "tokenizer_config.json").unlink()
+    with pytest.raises(UserError, match="tokenizer_config.json: missing, though antlm_export.json records it"):
+        verify_export(out)
+    os.mkfifo(out / "tokenizer_config.json")  # a FIFO in its place: refused, not read (it would hang)
+    with pytest.raises(UserError, match="tokenizer_config.json: not a regular file in an export revision"):
+        verify_export(out)
+
+
+def test_a_second_export_into_a_folder_being_exported_is_refused_and_changes_nothing(tmp_path):
+    """Two exports into one OUT at once: the second is refused at once, naming the first one's pid (the folder's
+    lock, as train and eval take it), instead of both saying "exported" and one being lost."""
+    import fcntl
+
+    from antlm_bench.locking import LOCK_FILE
+
+    run, _ = _run(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # what a first export holds while it writes (another open file: no re-entry)
+        os.write(fd, b"4242 export\n")
+        result = CliRunner().invoke(app, ["export", str(run), str(out)])
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+        assert "pid 4242" in result.output and "give `export` another output folder" in result.output
+        assert [p.name for p in out.iterdir()] == [LOCK_FILE] and not list(tmp_path.glob(".out.tmp-*"))
+    finally:
+        os.close(fd)
+    export_babylm(run, out)  # the first gone, OUT (holding only the lock it left) is exported into
+    assert (out / "antlm_export.json").is_file()

@@ -74,7 +74,7 @@ SHARED: dict[str, set[str]] = {
     # the scoring conventions (babylm-2025, babylm-2024)
     "antlm_bench.conventions": {"antlm_bench.errors"},
     # the registries of task classes, recipes and backends (names -> "module:Class", loaded on first lookup)
-    "antlm_bench.registry": {"antlm_bench.errors"},
+    "antlm_bench.registry": {"antlm_bench.errors", "antlm_bench.data"},  # spec files through data's bounded reader
     # trainer recipes (trainers/*.yaml) and task specs (tasks/*.yaml), validated
     "antlm_bench.recipes": {"antlm_bench.errors", "antlm_bench.registry"},
     "antlm_bench.tasks": {"antlm_bench.errors", "antlm_bench.registry"},

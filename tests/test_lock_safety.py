@@ -175,3 +175,16 @@ def test_n_evaluations_into_one_folder_at_once_all_land(tmp_path, llama_dir, rea
     assert set(tasks) <= landed, landed
     assert json.loads((out / "eval.json").read_text())["config"]["tasks"]  # one whole record, not a torn one
     assert not (out / LOCK_FILE).exists()
+
+
+def test_a_lock_released_after_its_folder_was_swapped_leaves_the_new_folders_lock(tmp_path):
+    """export locks OUT, then renames a new folder onto it: releasing removes the file it locked, never the lock
+    file another command has since taken in the folder now at that path."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    with folder_lock(folder, "export"):
+        folder.rename(tmp_path / "aside")
+        folder.mkdir()
+        (folder / LOCK_FILE).write_text("4242 export\n")  # another holder's, in the swapped-in folder
+    assert (folder / LOCK_FILE).read_text() == "4242 export\n"
+    assert (tmp_path / "aside" / LOCK_FILE).exists()  # ours stays with the folder we locked (export removes it)

@@ -18,7 +18,8 @@ from antlm_bench.models.remote_code import CUT_MARKER, module_source
 from antlm_bench.runs.record import CheckpointRecord
 from antlm_bench.training.checkpoint import write_checkpoint
 
-RECORD = CheckpointRecord(schedule="1_MLM", phase_index=0, phase_objective="MLM", step=0)
+RECORD = CheckpointRecord(schedule="1_MLM", phase_index=0, phase_objective="MLM", step=0,
+                          phases=({"index": 0, "objective": "MLM"},))
 
 SPECIALS = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "mask_token_id": 4}
 

@@ -16,9 +16,15 @@ from antlm_bench.runs.schedule import parse_schedule
 SCHEDULE = "1_CLM+2_MIX(CLM:1,MLM:15)+0.5_MNTP"
 
 
+def _phases(schedule: str) -> tuple[dict, ...]:
+    """One entry per phase of ``schedule``, as the trainer lists them (what a record of this version must hold)."""
+    return tuple({"index": i, "objective": phase.label} for i, phase in enumerate(parse_schedule(schedule).phases))
+
+
 def _record(**fields) -> CheckpointRecord:
     base = dict(schedule=SCHEDULE, phase_index=1, phase_objective="MIX(CLM:1,MLM:15)", step=30, epoch=3.0,
-                tokens_seen=1234, seed=7, recipe="antlm-babyllama", preset="tiny", training_fingerprint="ab" * 8)
+                tokens_seen=1234, seed=7, recipe="antlm-babyllama", preset="tiny", training_fingerprint="ab" * 8,
+                phases=_phases(SCHEDULE))
     return CheckpointRecord(**{**base, **fields})
 
 
@@ -29,7 +35,7 @@ def _write(folder: Path, document) -> Path:
 
 
 def test_a_record_reads_back_as_written(tmp_path: Path) -> None:
-    record = _record(phase_complete=True, phases=({"index": 0, "objective": "CLM"},))
+    record = _record(phase_complete=True)
     (tmp_path / STATE_FILE).write_bytes(record.to_bytes())
     back = read_record(tmp_path)
     assert back == record and back.schema_version == SCHEMA_VERSION
@@ -57,9 +63,12 @@ def test_a_record_without_a_version_reads_as_version_1(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("change", "says"), [
-    ({"step": "30"}, "field step is '30', not a whole number"),
+    ({"step": "30"}, "field step: Input should be a valid integer (got '30')"),
+    ({"step": -1}, "field step: Input should be greater than or equal to 0"),
     ({"epoch": "three"}, "field epoch"),
-    ({"seed": True}, "field seed is True"),
+    ({"seed": True}, "field seed: Input should be a valid integer (got True)"),
+    ({"phases": []}, "field phases lists no phases"),
+    ({"phases": [{"index": 0, "objective": "MLM"}]}, "field phases lists [(0, 'MLM')]"),
     ({"phase_complete": "yes"}, "field phase_complete"),
     ({"schema_version": SCHEMA_VERSION + 1}, "upgrade antlm-bench"),
     ({"phase_index": 5}, "field phase_index is 5"),

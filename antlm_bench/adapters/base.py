@@ -19,12 +19,44 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from antlm_bench.conventions import CONVENTIONS, DEFAULT_CONVENTION, Convention
+from antlm_bench.errors import UserError, validation_line
 from antlm_bench.results.tables import ScoreRow
 from antlm_bench.tasks import TaskSpec
 
 if TYPE_CHECKING:  # the GLUE package imports this module
     from antlm_bench.adapters.glue.options import GlueOptions
+
+
+class FileData(BaseModel):
+    """A spec's ``data:`` section for a task read from files of the data folder (minimal pairs, the BabyLM 2025
+    zero-shot tasks): every key typed, so that a wrong-typed value is one line naming it, not a traceback."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    folder: str = ""
+    pattern: str = "*.jsonl*"
+    zip: str | None = None  # a password-protected zip read in memory (EWoK)
+    password: str | None = None
+    files: list[str] | None = Field(None, min_length=1)  # the subtasks to read, by file stem
+    expected_subtasks: int | None = Field(None, ge=1)
+
+
+class FileDataSpec(FileData):
+    fast: FileData | None = None  # --fast: keys that replace the ones above (the official fast subsets)
+
+
+class TextFields(BaseModel):
+    """A minimal-pair spec's ``fields:``: the names of the JSON fields that hold each part of a pair."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    good: str | None = None
+    bad: str | None = None
+    id: str | None = None
+    context: str | None = None
 
 
 @dataclass
@@ -61,6 +93,12 @@ class TaskAdapter(ABC):
     """One task of a spec, with the members the user selected (None: all), as the evaluation loop drives it:
     ``check_data`` for every task before a model is loaded, then ``run`` for each."""
 
+    # the metrics of the task-level rows it reports: a spec's ``metric:`` must name one (tasks.TaskRequest.adapter),
+    # so that a spec cannot promise a number its task never gives; a class of your own declares its own
+    metrics: ClassVar[tuple[str, ...]] = ()
+    # the spec's sections typed (section -> model, e.g. {"data": FileDataSpec}): checked when the adapter is made,
+    # before any data or model is read, so that a wrong-typed value is one line naming the file and the field
+    spec_sections: ClassVar[dict[str, type[BaseModel]]] = {}
     needs_scoring_model: ClassVar[bool] = False  # evaluate() loads one scoring model for every task that says so
     has_fast_subset: ClassVar[bool] = False  # the BabyLM 2025 pipeline has a fast subset of it (--fast)
     # ``task:subtask`` selects subtasks found in the data (``blimp:adjunct_island``), checked when the data is read;
@@ -76,6 +114,12 @@ class TaskAdapter(ABC):
         """``members``: the spec's members the user named (None: all); each task reads them its own way."""
         self.spec = spec
         self.name = spec.name
+        for section, model in self.spec_sections.items():
+            try:
+                model.model_validate(getattr(spec, section))
+            except ValidationError as err:
+                line = validation_line(err).replace("field ", f"field {section}.", 1)
+                raise UserError(f"{spec.source}: {line}; fix the task spec") from None
 
     def check_data(self, data_dir: Path) -> None:  # noqa: B027  (a hook: most tasks read their data in run)
         """Refuse missing or broken data with one line, before any model is loaded (default: nothing to check)."""

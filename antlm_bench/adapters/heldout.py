@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from antlm_bench.adapters.base import EvalContext, TaskAdapter, TaskResult
 from antlm_bench.adapters.minimal_pairs import scoring_model_for
@@ -70,9 +71,22 @@ class Sequences:
     shift: int  # position i's output predicts labels[i + shift]
 
 
+class HeldoutData(BaseModel):
+    """heldout's ``data:`` section, typed."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    folder: str = "pretrain_sample"
+    split: str = "dev"
+    seq_len: int = Field(DEFAULT_SEQ_LEN, ge=2)
+    max_sequences: int = Field(DEFAULT_MAX_SEQUENCES, ge=1)
+
+
 class HeldoutLossTask(TaskAdapter):
     """Loss on the corpus's held-out split, one subtask per source file."""
 
+    metrics = (METRIC,)
+    spec_sections = {"data": HeldoutData}
     needs_scoring_model = True
 
     @property

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from antlm_bench.adapters.base import EvalContext, TaskAdapter, TaskResult
+from antlm_bench.adapters.base import EvalContext, FileDataSpec, TaskAdapter, TaskResult, TextFields
 from antlm_bench.data import hash_files, list_zip_members, read_jsonl, read_zip_jsonl, sha256_file
 from antlm_bench.data.readers import data_files
 from antlm_bench.errors import UserError, did_you_mean
@@ -110,6 +110,8 @@ def aggregate(
 class MinimalPairTask(TaskAdapter):
     """A folder of JSONL files of (good, bad) sentence pairs, one subtask per file."""
 
+    metrics = ("accuracy", "margin")
+    spec_sections = {"data": FileDataSpec, "fields": TextFields}
     needs_scoring_model = True
     has_fast_subset = True
     keep_text_in_items = True

@@ -14,7 +14,7 @@ from rich.table import Table
 from typer.core import TyperCommand
 
 from antlm_bench.cli.app import app, console, err_console
-from antlm_bench.cli.paths import output_file
+from antlm_bench.cli.paths import output_file, path_text
 from antlm_bench.errors import EnvironmentFailure
 
 
@@ -65,7 +65,7 @@ def check_command(
                                        "subtask, metric, items or group that the baseline has."),
     by: str | None = typer.Option(None, "--by", help="Grouping keys that match runs with baseline runs "
                                   "(default recipe,preset,schedule)."),
-    markdown: Path | None = typer.Option(None, "--markdown", callback=output_file,
+    markdown: Path | None = typer.Option(None, "--markdown", callback=output_file, parser=path_text, metavar="<path>",
                                          help="Also append the table as Markdown here "
                                          "(e.g. $GITHUB_STEP_SUMMARY)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object on stdout (each line's "
@@ -81,10 +81,12 @@ def check_command(
     tolerances = Tolerances(tolerance, margin_tolerance, loss_tolerance)
     report = run_check(results, baseline, tolerances, alpha, rule, group_by, seed_sd, family, allow_missing)
     if markdown is not None:
-        # appended (a CI step summary collects several), before anything is printed: a failed write is one line
+        # appended (a CI step summary collects several), before anything is printed: a failed write is one line;
+        # never through a link or into a FIFO planted at the name (a stream under /dev is written through)
+        from antlm_bench.data.files import append_bytes
+
         try:
-            with open(markdown, "a", encoding="utf-8") as handle:
-                handle.write(report_markdown(report))
+            append_bytes(markdown, report_markdown(report).encode("utf-8"))
         except OSError as err:
             raise EnvironmentFailure(f"--markdown {markdown}: cannot write ({err.strerror}); check the path and "
                                      "free space") from None

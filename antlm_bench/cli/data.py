@@ -8,7 +8,7 @@ import typer
 
 from antlm_bench import data as data_lib
 from antlm_bench.cli.app import DataDirOption, app, console
-from antlm_bench.cli.paths import input_file, output_folder
+from antlm_bench.cli.paths import input_file, output_folder, path_text
 from antlm_bench.errors import UserError
 
 data_app = typer.Typer(help="Locate, verify and fetch data.", no_args_is_help=True)
@@ -24,7 +24,7 @@ def where(data_dir: Path | None = DataDirOption) -> None:
 @data_app.command("verify")
 def verify(
     data_dir: Path | None = DataDirOption,
-    manifest: Path | None = typer.Option(None, callback=input_file,
+    manifest: Path | None = typer.Option(None, callback=input_file, parser=path_text, metavar="<path>",
                                          help="sha256sum-style manifest (default: DATA/MANIFEST.sha256)."),
 ) -> None:
     """Check every file of a MANIFEST.sha256 against its hash."""
@@ -45,7 +45,7 @@ def fetch(
                                    "data folder."),
     sha256: str | None = typer.Option(None, help="With --url: the archive's expected sha256; the download fails "
                                       "on mismatch."),
-    dest: Path | None = typer.Option(None, callback=output_folder,
+    dest: Path | None = typer.Option(None, callback=output_folder, parser=path_text, metavar="<path>",
                                      help="Data folder to fill (default: ~/.cache/antlm-bench/data, where "
                                      "commands look when no --data-dir or $ANTLM_BENCH_DATA is given)."),
     mirror: str | None = typer.Option(None, help="Fetch NAME's files from this server instead of "

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from antlm_bench.cli.app import DataDirOption, IncludePathOption, app, console, err_console
-from antlm_bench.cli.paths import output_folder
+from antlm_bench.cli.paths import output_folder, path_text
 from antlm_bench.registry import add_include_path
 
 
@@ -43,7 +43,7 @@ def eval_command(
              "pll-word-l2r: also mask the later tokens of its word; mntp: pll read at position i-1; "
              "auto: the method of the checkpoint's last phase (plain folders: clm for causal, pll for masked LMs).",
     ),
-    output: Path | None = typer.Option(None, "--output", callback=output_folder,
+    output: Path | None = typer.Option(None, "--output", callback=output_folder, parser=path_text, metavar="<path>",
                                        help="Write scores.parquet, items.parquet and eval.json (the evaluation's record) here."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Score only the first N items of each subtask "
                                      "(a quick look; rows record the limit)."),
@@ -68,8 +68,9 @@ def eval_command(
                               "fast files; entity tracking `regular` only; WUG and reading unchanged; GLUE left "
                               "out); rows record eval_set=fast and are never mixed with full ones."),
     skip_export_check: bool = typer.Option(False, "--skip-export-check", help="Score an export's folder (with "
-                                           "antlm_export.json) without verifying its weights against the sha256 "
-                                           "recorded there; the output says it was skipped."),
+                                           "antlm_export.json) without verifying its files (config, tokenizer, code, "
+                                           "weights) against the sha256s recorded there; the output says it was "
+                                           "skipped."),
     threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads for torch (default: from the "
                                        "model's size, 1 below 10M parameters, unless $OMP_NUM_THREADS is set; "
                                        "eval.json records the choice)."),

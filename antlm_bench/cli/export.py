@@ -7,14 +7,14 @@ from pathlib import Path
 import typer
 
 from antlm_bench.cli.app import app, console
-from antlm_bench.cli.paths import output_folder
+from antlm_bench.cli.paths import output_folder, path_text
 
 
 @app.command("export")
 def export_command(
     checkpoint: Path = typer.Argument(..., help="A checkpoint folder, or a training run (its final checkpoint, "
                                       "else its resume point last)."),
-    output: Path = typer.Argument(..., callback=output_folder,
+    output: Path = typer.Argument(..., callback=output_folder, parser=path_text, metavar="output",
                                   help="The folder to write (created whole, or not at all)."),
     format: str = typer.Option("babylm", "--format", help="Layout to write; babylm: the BabyLM 2025 pipeline's."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT if it is an earlier export "

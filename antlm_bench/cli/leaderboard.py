@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from antlm_bench.cli.app import IncludePathOption, app, console, err_console
-from antlm_bench.cli.paths import output_file
+from antlm_bench.cli.paths import output_file, path_text
 from antlm_bench.errors import UserError
 from antlm_bench.registry import add_include_path
 
@@ -33,7 +33,7 @@ def leaderboard_command(
                                           "name of one: which results, tasks, metrics and macro it holds."),
     fmt: str | None = typer.Option(None, "--format", "-f", help="terminal, markdown, html or parquet "
                                    "(default: from --out's suffix, else terminal)."),
-    out: Path | None = typer.Option(None, "--out", "-o", callback=output_file,
+    out: Path | None = typer.Option(None, "--out", "-o", callback=output_file, parser=path_text, metavar="<path>",
                                     help="Write here (atomically) instead of the terminal."),
     by: str | None = typer.Option(None, "--by", help="Comma-separated grouping keys (default recipe,preset,"
                                   "schedule); runs that differ only otherwise are seeds of one row."),

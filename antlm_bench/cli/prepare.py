@@ -9,7 +9,7 @@ from rich.table import Table
 
 from antlm_bench.cli.app import DataDirOption, IncludePathOption, console
 from antlm_bench.cli.data import data_app
-from antlm_bench.cli.paths import input_folder, output_folder
+from antlm_bench.cli.paths import input_folder, output_folder, path_text
 from antlm_bench.registry import add_include_path
 
 
@@ -17,10 +17,10 @@ from antlm_bench.registry import add_include_path
 def prepare(
     recipe: str = typer.Option("antlm-babyllama", "--recipe", help="Trainer recipe (see `antlm-bench list models`)."),
     preset: str = typer.Option("tiny", "--preset", help="Size preset: tiny, cpu, small or paper (`antlm-bench list models`)."),
-    corpus: Path | None = typer.Option(None, "--corpus", callback=input_folder,
+    corpus: Path | None = typer.Option(None, "--corpus", callback=input_folder, parser=path_text, metavar="<path>",
                                        help="Folder of *.train files (default: DATA/pretrain_sample)."),
     max_words: int | None = typer.Option(None, "--max-words", help="Cap on words, sampled per source (default: preset's)."),
-    cache_dir: Path | None = typer.Option(None, "--cache-dir", callback=output_folder,
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", callback=output_folder, parser=path_text, metavar="<path>",
                                           help="Cache (default: ~/.cache/antlm-bench/prepared)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the --max-words sampling."),
     split: str = typer.Option("train", "--split", help="File suffix to read: train or dev."),

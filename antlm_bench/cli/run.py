@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, console
-from antlm_bench.cli.paths import input_folder, output_folder
+from antlm_bench.cli.paths import input_folder, output_folder, path_text
 from antlm_bench.options import SAVE_EVERY_MINUTES
 
 FINAL_SCORING_HELP = ("Method of the final minimal-pair evaluation: auto (the last phase's: CLM -> clm, MLM -> "
@@ -35,10 +35,10 @@ def run(
                               "SCHEDULE \\[label] as its own row), and in every random draw, so seed s under a label "
                               "is another initialisation and data order than seed s without; not part of the "
                               "configuration (a negative control: sweep --negative-control)."),
-    output: Path = typer.Option(Path("results"), "--output", "-o", callback=output_folder,
+    output: Path = typer.Option(Path("results"), "--output", "-o", callback=output_folder, parser=path_text, metavar="<path>",
                                 help="Folder for run folders and tables."),
     data_dir: Path | None = DataDirOption,
-    corpus: Path | None = typer.Option(None, callback=input_folder,
+    corpus: Path | None = typer.Option(None, callback=input_folder, parser=path_text, metavar="<path>",
                                        help="Pre-training text folder (default: DATA/pretrain_sample)."),
     max_words: int | None = typer.Option(None, help="Cap the pre-training corpus (default: the preset's cap)."),
     eval_limit: int | None = typer.Option(None, help="Items per subtask when scoring each phase (default: the "

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from antlm_bench.cli.app import IncludePathOption, app, console, err_console
-from antlm_bench.cli.paths import check_output_folder, input_file, output_folder
+from antlm_bench.cli.paths import check_output_folder, input_file, output_folder, path_text
 from antlm_bench.errors import UserError
 from antlm_bench.registry import add_include_path
 
@@ -49,7 +49,7 @@ class RunCommandParser:
 
 @app.command("sweep")
 def sweep_command(
-    config_file: Path | None = typer.Option(None, "--config", "-c", callback=input_file,
+    config_file: Path | None = typer.Option(None, "--config", "-c", callback=input_file, parser=path_text, metavar="<path>",
                                             help="A sweep file (YAML: models, schedules, "
                                             "seeds, presets, output, run, executor, jobs, slurm, until_decided; "
                                             "docs/sweep.md). The options below override its values."),
@@ -72,7 +72,7 @@ def sweep_command(
                                              "instrument)."),
     run_option: list[str] | None = typer.Option(None, "--run-option", help="Any other `run` option for every "
                                                 "cell, as NAME=VALUE (repeat it): --run-option eval-every=none."),
-    output: Path | None = typer.Option(None, "--output", "-o", callback=output_folder,
+    output: Path | None = typer.Option(None, "--output", "-o", callback=output_folder, parser=path_text, metavar="<path>",
                                        help="Folder of the run folders (as `run "
                                        "--output`) and of the sweep's own files in <output>/sweep/ (default "
                                        "results)."),

@@ -8,7 +8,7 @@ import typer
 from pydantic import ValidationError
 
 from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, err_console
-from antlm_bench.cli.paths import input_folder, output_folder
+from antlm_bench.cli.paths import input_folder, output_folder, path_text
 from antlm_bench.errors import UserError, validation_line
 from antlm_bench.options import SAVE_EVERY_MINUTES
 
@@ -17,16 +17,16 @@ from antlm_bench.options import SAVE_EVERY_MINUTES
 def train_command(
     model: str = typer.Option("antlm-babyllama", "--model", "-m", help="Recipe name (antlm-bench list models)."),
     preset: str = typer.Option("tiny", "--preset", help="Size preset of the recipe: tiny, cpu, small, paper (`antlm-bench list models`)."),
-    output: Path = typer.Option(..., "--output", "-o", callback=output_folder,
+    output: Path = typer.Option(..., "--output", "-o", callback=output_folder, parser=path_text, metavar="<path>",
                                 help="Run folder: checkpoints, metrics, scores."),
     schedule: str | None = typer.Option(None, "--schedule", help='e.g. "4_CLM+16_MLM+4_CLM" (default: the recipe\'s).'),
     data_dir: Path | None = DataDirOption,
-    corpus: Path | None = typer.Option(None, "--corpus", callback=input_folder,
+    corpus: Path | None = typer.Option(None, "--corpus", callback=input_folder, parser=path_text, metavar="<path>",
                                        help="Folder of *.train files (default: the data folder's "
                                        "pretrain_sample)."),
-    cache_dir: Path | None = typer.Option(None, "--cache-dir", callback=output_folder,
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", callback=output_folder, parser=path_text, metavar="<path>",
                                             help="Tokenizer / packed corpus cache."),
-    seed: int = typer.Option(42, "--seed"),
+    seed: int = typer.Option(42, "--seed", help="The training seed, 0 to 2147483647."),
     label: str | None = typer.Option(None, "--label", help="A name beside the seed (lower-case letters, digits, "
                                      "hyphens): in the records and rows, and in every random draw (seed s under a "
                                      "label trains another network than seed s without); not part of the "

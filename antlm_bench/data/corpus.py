@@ -302,6 +302,7 @@ def find_corpus_files(corpus_dir: str | os.PathLike, split: str = "train") -> li
     folder = Path(corpus_dir).expanduser()
     if not folder.is_dir():
         raise UserError(f"corpus {folder}: not a folder; pass a folder of BabyLM-style *.train files")
+    _refuse_links(folder, split)
     found = sorted(folder.rglob(f"*.{split}"))
     for path in found:  # a folder or a dangling link under a source's name: refused, as every data reader does
         if not path.is_file() and not (path.is_dir() and any(p.is_file() for p in found if path in p.parents)):
@@ -314,6 +315,18 @@ def find_corpus_files(corpus_dir: str | os.PathLike, split: str = "train") -> li
     if len(set(names)) != len(names):
         raise UserError(f"corpus {folder}: two *.{split} files share a name ({', '.join(names)}); keep one per source")
     return files
+
+
+def _refuse_links(folder: Path, split: str) -> None:
+    """A symbolic link inside the corpus (a ``*.train`` file or a subfolder) is refused, never followed: text
+    from outside the folder would reach the tokenizer and the corpus hash would not say so."""
+    for root, folders, files in os.walk(folder):
+        for name in (*folders, *files):
+            entry = Path(root) / name
+            if entry.is_symlink() and (name in folders or name.endswith(f".{split}")):
+                kind = "a symbolic link" if entry.exists() else "a dangling link (a symbolic link to nothing)"
+                raise UserError(f"{entry}: {kind} inside corpus {folder}; a corpus is read from its own files "
+                                "only, never through a link: copy the file in, or pass the folder it points to")
 
 
 def _hash_spool(spool: IO[bytes], spans: dict[str, tuple[int, int]]) -> str:

@@ -23,7 +23,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from antlm_bench.data.files import (
+    atomic_write_bytes,
     missing_folders,
+    not_regular,
+    open_append,
     remove_empty_folders,
     remove_stale,
     removed_note,
@@ -77,9 +80,11 @@ def _validator(headers: Any) -> dict[str, str]:
 
 
 def _read_record(record_path: Path) -> dict[str, Any]:
-    try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    from antlm_bench.data.readers import read_json
+
+    try:  # a damaged record only costs the resume: the download starts over
+        record = read_json(record_path, "damaged download record", "it is written anew")
+    except UserError:
         return {}
     return record if isinstance(record, dict) else {}
 
@@ -106,9 +111,11 @@ def _download(url: str, part: Path, record_path: Path, timeout: float) -> None:
                            or _content_range_start(response.headers.get("Content-Range")) != offset):
                 offset = 0  # a 200 to If-Range: the file changed (or Range is not supported); start over
             if not offset:
-                record_path.write_text(json.dumps({"url": url, **_validator(response.headers)}), encoding="utf-8")
+                atomic_write_bytes(record_path, json.dumps({"url": url, **_validator(response.headers)}).encode())
             expected = response.length  # bytes promised by Content-Length (None: unknown)
-            with open(part, "ab" if offset else "wb") as handle:
+            with open_append(part) as handle:  # never through a link or into a FIFO planted at its name
+                if not offset:
+                    handle.truncate(0)  # starting over
                 shutil.copyfileobj(response, handle, 1 << 20)
             received = part.stat().st_size - offset
             # http.client returns a short body without an error when the connection drops
@@ -179,6 +186,11 @@ def _fetch_locked(url: str, sha256: str | None, dest_dir: Path, timeout: float, 
         tidied += remove_stale(part.parent, pattern, max_age_s=PART_KEPT_S, keep=(part, record_path), by_pid=False)
     if tidied:
         print(f"note: {removed_note(tidied)}", file=sys.stderr)
+    for own in (part, record_path, done):  # the cache's own files: a link or a FIFO there was planted
+        kind = not_regular(own)
+        if kind is not None:
+            raise UserError(f"{own}: {kind} in the download cache, where antlm-bench keeps its own files; it was "
+                            "left as it is: remove it and run the same command again")
     if done.exists() and sha256 is not None and sha256_file(done) != sha256:
         done.unlink()  # an older archive from this URL: not the one asked for
     if not done.exists():

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from antlm_bench.data.files import read_regular_file
 from antlm_bench.errors import UserError, validation_line
 
 ModelT = TypeVar("ModelT")  # a pydantic model class (read_json_model)
@@ -122,26 +123,44 @@ def list_zip_members(zip_path: str | os.PathLike, folder: str, suffix: str = ".j
     return sorted(n for n in names if n.startswith(folder.rstrip("/") + "/") and n.endswith(suffix))
 
 
-def read_json(path: Path, what: str, fix: str) -> Any:
-    """A JSON file's value; a file that does not parse is one UserError line naming the file (and line), what it
-    is (``what``, e.g. "corrupt config") and what to do (``fix``)."""
+def read_text(path: Path, fix: str, *, follow_links: bool = True) -> str:
+    """A configuration file's text (a sweep file, a recipe, task or leaderboard YAML, a manifest): read only when it
+    is a regular file of bounded size (a FIFO would wait forever, ``/dev/zero`` never ends) and UTF-8 text; one
+    UserError line naming the file and what to do (``fix``) otherwise. A file the user names may be a link to
+    one (``follow_links``)."""
+    raw = read_regular_file(path, follow_links=follow_links, fix=fix)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason}); {fix}") from None
+
+
+def read_json(path: Path, what: str, fix: str, *, follow_links: bool = False) -> Any:
+    """A JSON file's value; a file that does not parse is one UserError line naming the file (and line), what it
+    is (``what``, e.g. "corrupt config") and what to do (``fix``). Read only when it is a regular file of bounded
+    size (``data.files.read_regular_file``), and through a symbolic link only with ``follow_links`` (a model
+    folder in the Hugging Face cache is links; a record in a folder of ours never is)."""
+    raw = read_regular_file(path, follow_links=follow_links, fix=fix)
+    try:
+        return json.loads(raw.decode("utf-8"))
     except json.JSONDecodeError as err:
         raise UserError(f"{path}:{err.lineno}: {what} ({err.msg}); {fix}") from None
     except UnicodeDecodeError as err:
         raise UserError(f"{path}: {what} (not UTF-8 at byte {err.start}); {fix}") from None
+    except RecursionError:
+        raise UserError(f"{path}: {what} (JSON nested too deeply); {fix}") from None
 
 
-def read_json_model(path: Path, model: type[ModelT], what: str, fix: str) -> ModelT:
-    """A JSON record file read through its pydantic ``model`` (the one way every record is read): a file that does
-    not parse, or a field that is missing, of the wrong type or out of range, is one UserError line naming the
-    file and the field (``what`` says what the file should be, ``fix`` what to do)."""
+def read_json_model(path: Path, model: type[ModelT], what: str, fix: str, *, follow_links: bool = False) -> ModelT:
+    """A JSON record file read through its pydantic ``model`` (the one way every record is read), strictly: a file
+    that does not parse, is no regular file (a FIFO, a device, a link planted at its name), or has a field that is
+    missing, of the wrong type (no string for a number, no number for a string) or out of range, is one UserError
+    line naming the file and the field (``what`` says what the file should be, ``fix`` what to do)."""
     from pydantic import ValidationError
 
-    document = read_json(path, what, fix)
+    document = read_json(path, what, fix, follow_links=follow_links)
     try:
-        return model.model_validate(document)
+        return model.model_validate_json(json.dumps(document), strict=True)  # type: ignore[attr-defined]
     except ValidationError as err:
         raise UserError(f"{path}: {validation_line(err)}; {what}: {fix}") from None
 

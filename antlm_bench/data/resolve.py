@@ -8,6 +8,7 @@ import os
 from pathlib import Path, PurePosixPath
 
 from antlm_bench.data.files import sha256_file
+from antlm_bench.data.readers import read_text
 from antlm_bench.errors import UserError
 
 DATA_ENV_VAR = "ANTLM_BENCH_DATA"
@@ -73,10 +74,7 @@ def verify_manifest(data_dir: Path, manifest: Path | None = None) -> tuple[list[
     manifest = manifest or data_dir / "MANIFEST.sha256"
     if not manifest.is_file():
         raise UserError(f"{manifest}: no manifest; pass --manifest FILE")
-    try:
-        text = manifest.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise UserError(f"{manifest}: not UTF-8 text (byte {err.start}); pass a sha256sum-style manifest") from None
+    text = read_text(manifest, "pass a sha256sum-style manifest (UTF-8 text)")
     ok, problems = [], []
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.startswith("#"):

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from antlm_bench.data import atomic_write_bytes, check_url, default_cache_dir, sha256_file
+from antlm_bench.data.readers import read_text
 from antlm_bench.errors import UserError
 
 REGISTRY_FILE = Path(__file__).with_name("sources.tsv")
@@ -106,7 +107,8 @@ def load_registry(path: Path | None = None) -> list[SourceFile]:
     path = Path(path or os.environ.get("ANTLM_BENCH_SOURCES") or REGISTRY_FILE)
     if not path.is_file():
         raise UserError(f"{path}: no such registry file; unset $ANTLM_BENCH_SOURCES or point it at a file")
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
+    text = read_text(path, "point $ANTLM_BENCH_SOURCES at a registry file (UTF-8, tab-separated)")
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     files = []
     for number, row in enumerate(csv.DictReader(lines, delimiter="\t"), start=2):
         try:

@@ -141,7 +141,7 @@ def _read_config(path: Path) -> dict[str, Any]:
     config_file = path / "config.json"
     if not config_file.is_file():
         raise UserError(f"{path}: no config.json; pass a Hugging Face model folder (an antlm-bench checkpoint)")
-    config = read_json(config_file, "corrupt config", "re-save the checkpoint")
+    config = read_json(config_file, "corrupt config", "re-save the checkpoint", follow_links=True)
     if not isinstance(config, dict):
         raise UserError(f"{config_file}: corrupt config (a JSON {type(config).__name__}, not an object); "
                         "re-save the checkpoint")

@@ -10,9 +10,7 @@ also reads them back.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,8 +21,7 @@ import pyarrow.parquet as pq
 
 from antlm_bench import __version__
 from antlm_bench.clock import utc_now
-from antlm_bench.data import readable_file_mode
-from antlm_bench.data.files import temporary_tag, tidy_atomic_temporaries
+from antlm_bench.data.files import append_bytes, atomic_write, atomic_write_bytes, is_stream
 from antlm_bench.runs.layout import INDEX_FILE
 
 SCORE_SCHEMA = pa.schema(
@@ -208,26 +205,18 @@ def item_table(records: Sequence[dict[str, Any]]) -> pa.Table:
 
 
 def write_table_atomic(table: pa.Table, path: Path) -> None:
-    """Write Parquet under a temporary name in the same folder, then rename over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tidy_atomic_temporaries(path)  # a killed writer's temporary of this file: removed, and said
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-{temporary_tag()}-", suffix=".tmp")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.chmod(tmp, readable_file_mode())  # mkstemp makes 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write Parquet under a temporary name in the same folder, then rename over ``path`` (a stream under /dev,
+    ``/dev/stdout``, is written through): ``data.files.atomic_write``."""
+    if is_stream(path):
+        buffer = pa.BufferOutputStream()
+        pq.write_table(table, buffer)
+        atomic_write_bytes(path, buffer.getvalue().to_pybytes())
+        return
+    atomic_write(path, lambda tmp: pq.write_table(table, str(tmp)))
 
 
 def append_index(results_root: Path, entry: dict[str, Any]) -> None:
-    """Append one JSON line to ``index.jsonl``; a single ``write`` with O_APPEND is atomic for short lines."""
+    """Append one JSON line to ``index.jsonl``; a single ``write`` with O_APPEND is atomic for short lines (never
+    through a link or into a FIFO planted at its name: ``data.files.append_bytes``)."""
     results_root.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps(entry, sort_keys=True, default=str) + "\n").encode()
-    fd = os.open(results_root / INDEX_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    append_bytes(results_root / INDEX_FILE, (json.dumps(entry, sort_keys=True, default=str) + "\n").encode())

@@ -18,10 +18,12 @@ Every stage finds a run's parts here; none spells a file name or parses a phase 
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from antlm_bench.data.files import not_regular, refuse_planted_links
 from antlm_bench.errors import UserError
 from antlm_bench.runs.run_file import RunRecord, read_run_record
 from antlm_bench.runs.schedule import Phase, parse_schedule
@@ -43,6 +45,10 @@ TENSORBOARD_DIR = "tensorboard"
 RUN_ITEMS = (RUN_FILE, METRICS_FILE, CHECKPOINTS, SCORES, LAST, RESUME_DIR, INDEX_FILE, TENSORBOARD_DIR)
 # what only --overwrite may delete: finished checkpoints and the scores of checkpoints
 KEPT_ITEMS = (CHECKPOINTS, SCORES, INDEX_FILE)
+# what a command makes in a run or results folder, by kind: never a link (one there was planted, and writing
+# through it would change another folder), never the other kind (``last`` is the one link we make)
+OWN_FILES = (RUN_FILE, EVAL_FILE, METRICS_FILE, INDEX_FILE)
+OWN_FOLDERS = (CHECKPOINTS, SCORES, ITEMS, RESUME_DIR, EVALS_DIR, WORK_DIR, TENSORBOARD_DIR)
 
 WORDS_CHECKPOINT = re.compile(r"chck_(\d+)([KM]?)")
 _WORD_SCALE = {"": 1, "K": 1_000, "M": 1_000_000}
@@ -134,16 +140,31 @@ class RunLayout:
 
     def has_run(self) -> bool:
         """Whether the folder holds (or held) a training run: its run file or its checkpoints folder."""
-        return self.run_file.is_file() or self.checkpoints.is_dir()
+        # anything at run.json's name counts (a FIFO, a link): read_run_file then says what is wrong with it
+        return os.path.lexists(self.run_file) or self.checkpoints.is_dir()
 
     def read_run_file(self) -> RunRecord | None:
         """run.json through its model (runs.run_file), or None where there is none; a one-line error naming the
-        file (and the field) when it is damaged."""
-        if not self.run_file.exists():
+        file (and the field) when it is damaged, a link (to another run's, say) or anything but a regular file."""
+        if not os.path.lexists(self.run_file):
             return None
-        if not self.run_file.is_file():
-            raise UserError(f"{self.run_file}: not a file; the run folder is damaged (train into a new --output)")
         return read_run_record(self.run_file)
+
+    def check_entries(self, fix: str) -> None:
+        """Refuse, before anything is written, what a command did not make among the names it writes here: a link
+        at any of them (``last`` aside, the one link a run makes), a file where a folder belongs, or anything but
+        a regular file where a file belongs (eval.json as a folder, a FIFO as run.json). ``fix``: what to do."""
+        refuse_planted_links(self.folder, (*OWN_FILES, *OWN_FOLDERS), fix)
+        for name in OWN_FOLDERS:
+            entry = self.folder / name
+            if entry.exists() and not entry.is_dir():
+                raise UserError(f"{entry}: a file where antlm-bench keeps its {name} folder; it was left as it is: "
+                                f"{fix}")
+        for name in OWN_FILES:
+            kind = not_regular(self.folder / name)
+            if kind is not None:
+                raise UserError(f"{self.folder / name}: {kind}, not the regular file antlm-bench writes as {name}; "
+                                f"it was left as it is: {fix}")
 
     def final_checkpoint(self) -> Path | None:
         """The last phase's checkpoint as the run file's schedule names it, if it was saved; None otherwise."""
@@ -178,7 +199,7 @@ def run_folder_of(checkpoint: str | Path) -> Path | None:
     ``RUN/checkpoints/NAME/chck_1M``), or None for a folder of no run."""
     path = Path(checkpoint).expanduser().absolute()
     for parent in list(path.parents)[:3]:
-        if RunLayout(parent).run_file.is_file():
+        if os.path.lexists(RunLayout(parent).run_file):
             return parent
     return None
 

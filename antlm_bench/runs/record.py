@@ -21,8 +21,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from antlm_bench.data.readers import read_json
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, validation_line
 from antlm_bench.runs.schedule import Phase, Schedule, parse_schedule
 
 STATE_FILE = "antlm_state.json"
@@ -33,7 +35,8 @@ SCHEMA_VERSION = 3
 # how a phase's objective is scored (docs/design.md: CLM -> clm, MLM -> pll, MNTP -> mntp)
 SCORING_FOR_OBJECTIVE = {"CLM": "clm", "MLM": "pll", "MNTP": "mntp"}
 
-_INT, _FLOAT, _STR, _BOOL, _LIST = (int,), (int, float), (str,), (bool,), (list,)
+# records of this version and later list every phase of their schedule (``phases``), as the trainer writes them
+PHASES_RECORDED = 3
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,11 @@ class CheckpointRecord:
 
     @classmethod
     def from_json(cls, document: Any, where: str | Path) -> CheckpointRecord:
-        """A record from its JSON, every field checked; a ``UserError`` naming ``where`` and the field otherwise."""
+        """A record from its JSON, every field checked through :class:`CheckpointRecordFile` and the fields checked
+        against each other (the phase against the schedule, the phases list against the schedule); a
+        ``UserError`` naming ``where`` and the field otherwise."""
+        from pydantic import ValidationError
+
         if not isinstance(document, dict):
             raise UserError(f"{where}: not an antlm-bench checkpoint record (a JSON {type(document).__name__}, "
                             "not an object); re-save the checkpoint")
@@ -111,21 +118,12 @@ class CheckpointRecord:
         if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
             raise UserError(f"{where}: field schema_version is {version!r}; this antlm-bench reads versions 1 to "
                             f"{SCHEMA_VERSION}: upgrade antlm-bench to read it")
-        for name in ("schedule", "phase_index", "phase_objective", "step"):
-            if name not in document:
-                raise UserError(f"{where}: field {name} missing; not an antlm-bench checkpoint record (re-save the "
-                                "checkpoint)")
-        values: dict[str, Any] = {}
-        for spec in dataclasses.fields(cls):
-            if spec.name not in document or document[spec.name] is None:
-                continue
-            value = document[spec.name]
-            kinds = _KINDS[spec.name]
-            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-                raise UserError(f"{where}: field {spec.name} is {value!r}, not {_DESCRIBE[kinds]}; the record is "
-                                "damaged, re-save the checkpoint")
-            values[spec.name] = tuple(value) if spec.name == "phases" else value
-        values["schema_version"] = version
+        try:
+            checked = CheckpointRecordFile.model_validate(document)
+        except ValidationError as err:
+            raise UserError(f"{where}: {validation_line(err)}; the record is damaged, re-save the checkpoint") from None
+        values = {name: value for name, value in checked.model_dump().items() if value is not None}
+        values["phases"] = tuple(values.get("phases", ()))
         if "label" in values:
             from antlm_bench.options import parse_label
 
@@ -145,32 +143,91 @@ class CheckpointRecord:
             raise UserError(f"{where}: field phase_objective is {record.phase_objective!r}, but phase "
                             f"{record.phase_index} of {record.schedule} is {phases[record.phase_index].label}; the "
                             "record is damaged, re-save the checkpoint")
+        if version >= PHASES_RECORDED:  # the trainer writes one entry per phase of the schedule
+            wanted = [(index, phase.label) for index, phase in enumerate(phases)]
+            found = [(entry.get("index"), entry.get("objective")) for entry in record.phases]
+            if found != wanted:
+                raise UserError(f"{where}: field phases lists {found or 'no phases'}, but schedule {record.schedule} "
+                                f"has {wanted}; the record is damaged, re-save the checkpoint")
         return record
 
 
-_KINDS: dict[str, tuple[type, ...]] = {
-    "schedule": _STR, "phase_index": _INT, "phase_objective": _STR, "step": _INT, "schema_version": _INT,
-    "phases": _LIST, "phase_complete": _BOOL, "phase_step": _INT, "phase_steps": _INT, "epoch": _FLOAT,
-    "tokens_seen": _INT, "words_seen": _INT, "n_words": _INT, "recipe": _STR, "preset": _STR, "architecture": _STR,
-    "seed": _INT, "label": _STR, "data_hash": _STR, "tokenizer_hash": _STR, "weights_digest": _STR, "training_fingerprint": _STR,
-    "config_fingerprint": _STR, "masking": _STR, "optimizer_at_phase": _STR, "package_version": _STR,
-    "git_commit": _STR, "steps_per_epoch": _INT, "global_batch_size": _INT, "seq_len": _INT, "n_sequences": _INT,
-    "world_size": _INT, "created_at": _STR,
-}
-_DESCRIBE = {_INT: "a whole number", _FLOAT: "a number", _STR: "a string", _BOOL: "true or false", _LIST: "a list"}
-assert set(_KINDS) == {spec.name for spec in dataclasses.fields(CheckpointRecord)}
+class CheckpointRecordFile(BaseModel):
+    """``antlm_state.json`` as it is read: every field of :class:`CheckpointRecord` with its type (strictly: no
+    string for a number, no number for true or false) and range (no negative step or count); what a newer version
+    adds is ignored."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    schedule: str
+    phase_index: int = Field(ge=0)
+    phase_objective: str
+    step: int = Field(ge=0)
+    schema_version: int = Field(1, ge=1, le=SCHEMA_VERSION)
+    phases: list[dict[str, Any]] | None = None
+    phase_complete: bool | None = None
+    phase_step: int | None = Field(None, ge=0)
+    phase_steps: int | None = Field(None, ge=0)
+    epoch: float | None = Field(None, ge=0)
+    tokens_seen: int | None = Field(None, ge=0)
+    words_seen: int | None = Field(None, ge=0)
+    n_words: int | None = Field(None, ge=0)
+    recipe: str | None = None
+    preset: str | None = None
+    architecture: str | None = None
+    seed: int | None = Field(None, ge=0)
+    label: str | None = None
+    data_hash: str | None = None
+    tokenizer_hash: str | None = None
+    weights_digest: str | None = None
+    training_fingerprint: str | None = None
+    config_fingerprint: str | None = None
+    masking: str | None = None
+    optimizer_at_phase: str | None = None
+    package_version: str | None = None
+    git_commit: str | None = None
+    steps_per_epoch: int | None = Field(None, ge=1)
+    global_batch_size: int | None = Field(None, ge=1)
+    seq_len: int | None = Field(None, ge=1)
+    n_sequences: int | None = Field(None, ge=0)
+    world_size: int | None = Field(None, ge=1)
+    created_at: str | None = None
+
+
+assert set(CheckpointRecordFile.model_fields) == {spec.name for spec in dataclasses.fields(CheckpointRecord)}
 
 
 def read_record(checkpoint: str | Path) -> CheckpointRecord | None:
-    """The checkpoint's record, or None for a plain Hugging Face folder (no ``antlm_state.json``)."""
+    """The checkpoint's record, or None for a plain Hugging Face folder (no ``antlm_state.json``). Read only as a
+    regular file (a link is followed: a model in the Hugging Face cache is links), every field checked
+    (:meth:`CheckpointRecord.from_json`), and the architecture it names checked against the folder's config.json:
+    a record is never trusted for a model it does not describe."""
     path = Path(checkpoint) / STATE_FILE
     if not path.exists() and not path.is_symlink():
         return None
-    if not path.is_file():
+    if path.is_dir():
         raise UserError(f"{path}: not a file; an antlm-bench checkpoint record is a JSON file (re-save the "
                         "checkpoint)")
-    document = read_json(path, "corrupt checkpoint record", "re-save the checkpoint")
-    return CheckpointRecord.from_json(document, path)
+    document = read_json(path, "corrupt checkpoint record", "re-save the checkpoint", follow_links=True)
+    record = CheckpointRecord.from_json(document, path)
+    _check_architecture(record, Path(checkpoint), path)
+    return record
+
+
+def _check_architecture(record: CheckpointRecord, folder: Path, where: Path) -> None:
+    """The record's architecture is the one its folder's config.json was made by (``antlm_architecture``; a record
+    older than this version may sit beside a config that does not say)."""
+    config_file = folder / "config.json"
+    if not record.architecture or not config_file.is_file():
+        return
+    config = read_json(config_file, "corrupt config", "re-save the checkpoint", follow_links=True)
+    made_by = config.get("antlm_architecture") if isinstance(config, dict) else None
+    if made_by is None and record.schema_version < SCHEMA_VERSION:
+        return
+    if made_by != record.architecture:
+        made = f"is a model of {made_by!r}" if made_by is not None else "names no antlm_architecture (no model of ours)"
+        raise UserError(f"{where}: field architecture is {record.architecture!r}, but {config_file} {made}; the "
+                        "record does not describe this model: re-save the checkpoint")
 
 
 def scoring_method(record: CheckpointRecord | None, is_masked_lm: bool) -> tuple[str, str]:

@@ -690,7 +690,9 @@ def _decision_files(folders: Sequence[Path]) -> list[Path]:
     found: list[Path] = []
     for folder in map(Path, folders):
         if folder.is_dir():
-            found.extend(sorted(p for p in folder.rglob(DECISION_FILE) if p.parent.name == SWEEP_DIR and p.is_file()))
+            # anything at the name, not only a regular file: a link (to a FIFO, a device, another sweep's record) or
+            # a folder there is read by read_decision, which refuses it in one line, never left off without a word
+            found.extend(sorted(p for p in folder.rglob(DECISION_FILE) if p.parent.name == SWEEP_DIR))
     return list(dict.fromkeys(found))
 
 

@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from antlm_bench.data.files import open_append
 from antlm_bench.errors import UserError
 from antlm_bench.pipeline import run_threads
 from antlm_bench.recipes import load_recipe
 from antlm_bench.sweep.grid import Grid, GridCell
 from antlm_bench.sweep.progress import Progress
-from antlm_bench.sweep.record import DONE, FAILED, INTERRUPTED, RUNNING, SweepFolder, SweepRecord, open_append_no_link
+from antlm_bench.sweep.record import DONE, FAILED, INTERRUPTED, RUNNING, SweepFolder, SweepRecord
 
 if TYPE_CHECKING:
     from antlm_bench.pipeline import RunConfig
@@ -311,7 +312,7 @@ def run_cell(python: str, argv: Sequence[str], log_path: str, where: str, schedu
     nothing signals but this task: each stop signal here is passed to its group as SIGTERM."""
     previous_usr2 = signal.signal(signal.SIGUSR2, signal.SIG_IGN) if scheduled else None
     try:
-        with open_append_no_link(Path(log_path)) as log:
+        with open_append(Path(log_path)) as log:
             command = [python, *argv]
             _log_header(log, command, where)
             proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -15,10 +15,7 @@ links, and the JSON files are replaced by rename.
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from antlm_bench.clock import utc_stamp
 from antlm_bench.data import atomic_write_bytes
+from antlm_bench.data.files import open_append
 from antlm_bench.data.readers import read_json_model
 from antlm_bench.errors import UserError
 from antlm_bench.sweep.grid import GridCell
@@ -98,21 +96,6 @@ def _real_folder(path: Path) -> Path:
     return path
 
 
-def open_append_no_link(path: Path) -> IO[bytes]:
-    """``path`` opened for appending (made if missing); a symbolic link planted at its name is refused in one line,
-    never followed."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise UserError(f"{path}: a symbolic link where the sweep writes a log; remove it") from None
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise UserError(f"{path}: not a plain file where the sweep writes a log; remove it")
-    return os.fdopen(fd, "ab")
-
-
 @dataclass(frozen=True)
 class SweepFolder:
     """The paths of ``<output>/sweep/`` (made on first use, refusing planted links)."""
@@ -145,7 +128,7 @@ class SweepFolder:
 
     def open_log(self, cell: GridCell) -> IO[bytes]:
         """The cell's log, opened for appending without following a link planted at its name."""
-        return open_append_no_link(self.log_of(cell))
+        return open_append(self.log_of(cell))
 
     def write_json(self, path: Path, payload: dict[str, Any]) -> None:
         _real_folder(path.parent)
@@ -233,5 +216,5 @@ class SweepRecord:
         self.folder.write_json(self.folder.record_file, document.model_dump(mode="json"))
 
 
-__all__ = ["open_append_no_link", "DECISION_FILE", "DONE", "FAILED", "FINISHED", "INTERRUPTED", "RECORD_FILE", "REUSED", "RUNNING",
+__all__ = ["DECISION_FILE", "DONE", "FAILED", "FINISHED", "INTERRUPTED", "RECORD_FILE", "REUSED", "RUNNING",
            "SWEEP_DIR", "WAITING", "CellRecord", "CellState", "SweepFile", "SweepFolder", "SweepRecord"]

@@ -128,14 +128,17 @@ def load_sweep_file(path: Path) -> dict[str, Any]:
     """A sweep file's mapping (validated with the command line's values, in :func:`settings_of`)."""
     import yaml
 
+    from antlm_bench.data.readers import read_text
+
+    text = read_text(path, "give a sweep file: UTF-8 YAML (models:, schedules:, seeds:, ...)")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such sweep file") from None
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise UserError(f"{where}: not valid YAML ({getattr(err, 'problem', None) or err})") from None
+    except RecursionError:
+        raise UserError(f"{path}: YAML nested too deeply; fix the sweep file") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from collections.abc import Callable
@@ -32,7 +33,7 @@ import torch
 
 from antlm_bench import __version__
 from antlm_bench.clock import utc_stamp
-from antlm_bench.data.files import remove_stale, removed_note
+from antlm_bench.data.files import not_regular, remove_stale, removed_note
 from antlm_bench.errors import UserError
 from antlm_bench.models.precision import Precision
 from antlm_bench.recipes import Recipe
@@ -169,17 +170,32 @@ def kept_items(layout: RunLayout) -> list[str]:
     return kept
 
 
+def check_run_folder(layout: RunLayout, resume: bool) -> None:
+    """Refuse, before the folder is locked, tidied, read or deleted from, what training did not make where it
+    writes: a link planted at a name the run writes, a FIFO or folder at a file's name, anything but the link it
+    makes at ``last`` (renamed over: a plain file, a FIFO, a device); and a resume from a run file that does not
+    read as one (damaged, a link to another run's)."""
+    if not layout.folder.is_dir():
+        return
+    layout.check_entries("nothing was deleted; remove it, or train into a new --output")
+    if resume:
+        layout.read_run_file()
+    last = layout.last
+    if os.path.lexists(last) and not last.is_symlink() and not last.is_dir():  # a copied run's is a folder
+        kind = not_regular(last) or "a plain file"
+        raise UserError(f"{'--resume' if resume else '--output'} {layout.folder}: {last} is {kind}, not the link to a "
+                        "resume point that antlm-bench writes; nothing was deleted; move it away and run the same "
+                        "command again")
+
+
 def inspect_run_folder(layout: RunLayout, resume: bool, overwrite: bool,
                        say: Callable[[str], None]) -> tuple[str, list[Path]]:
     """Decide, reading only, what a start does with the folder: ("fresh", []), ("restart", []) when it holds
     nothing worth keeping, or ("resume", the resume points to try, best first). Refuses a folder that holds another
     run, and a --resume that could only go on by deleting finished checkpoints."""
     out = layout.folder
+    check_run_folder(layout, resume)
     present = [name for name in RUN_ITEMS if (out / name).exists() or (out / name).is_symlink()]
-    last = out / LAST
-    if resume and last.exists() and not last.is_symlink() and not last.is_dir():
-        raise UserError(f"--resume {out}: {last} is a plain file, not the link to a resume point that antlm-bench "
-                        "writes; nothing was deleted; move the file away and run the same command again")
     if resume:
         points = resume_points(out)
         if points:
@@ -328,10 +344,7 @@ class Checkpointer:
 
     def check_same_run(self) -> None:
         """A --resume continues the run the folder holds: the same recipe, preset, schedule and seed."""
-        try:
-            record = self.layout.read_run_file()
-        except UserError:
-            return  # a damaged run file is rewritten at the start; the resume point's own record is checked below
+        record = self.layout.read_run_file()  # a damaged one was refused before anything (inspect_run_folder)
         if record is None:
             return
         facts = self.facts

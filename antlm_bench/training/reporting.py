@@ -21,6 +21,7 @@ from rich.console import Console
 from antlm_bench import __version__
 from antlm_bench.clock import utc_stamp
 from antlm_bench.data import atomic_write_bytes
+from antlm_bench.data.files import append_bytes, read_regular_file
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
 from antlm_bench.results.store import commit_results, read_results_folder
@@ -222,12 +223,8 @@ class Reporter:
                   "process_cpu_s": round(time.process_time(), 2)}
         if info.objective == "MIX":  # the loss of a MIX step is the recipe's weighting of its objectives' losses
             record["mix_loss"] = self.facts.recipe.mix_loss
-        line = (json.dumps(record) + "\n").encode()
-        fd = os.open(self.layout.metrics_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        try:
-            os.write(fd, line)  # one write of one short line: never interleaved, never half a record
-        finally:
-            os.close(fd)
+        # one write of one short line: never interleaved, never half a record, never through a planted link
+        append_bytes(self.layout.metrics_file, (json.dumps(record) + "\n").encode())
         if self._reporters is not None:
             self._reporters.log(info)
         if self.config.progress and self._plain_every_s is not None and (
@@ -247,10 +244,11 @@ class Reporter:
         """Drop metric lines past the resume point (and a half-written or damaged line), so the log tells one
         story."""
         path = self.layout.metrics_file
-        if not path.exists():
+        if not os.path.lexists(path):
             return
         kept = []
-        for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
+        text = read_regular_file(path, fix="the run folder is damaged: remove it, or train into a new --output")
+        for line in text.decode("utf-8", errors="replace").splitlines():
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
@@ -341,5 +339,9 @@ def _duration(seconds: float) -> str:
 
 
 def read_metrics(output: str | Path) -> list[dict[str, Any]]:
+    """A run's metrics.jsonl, one dict a line; a line that is no JSON object is one line naming ``file:line``."""
+    from antlm_bench.data.readers import parse_jsonl_lines, read_text
+
     path = RunLayout(Path(output)).metrics_file
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return list(parse_jsonl_lines(read_text(path, "the run folder is damaged", follow_links=False).splitlines(),
+                                  str(path)))

@@ -47,7 +47,7 @@ from rich.console import Console
 from antlm_bench.errors import DivergedError, UserError
 from antlm_bench.models import build_model
 from antlm_bench.models.precision import Precision, resolve_precision
-from antlm_bench.options import SAVE_EVERY_MINUTES, parse_device, parse_label
+from antlm_bench.options import MAX_SEED, SAVE_EVERY_MINUTES, parse_device, parse_label
 from antlm_bench.recipes import load_recipe
 from antlm_bench.runs.identity import training_seed
 from antlm_bench.runs.layout import RunLayout, words_checkpoint_name
@@ -58,6 +58,7 @@ from antlm_bench.training.checkpointer import (
     Checkpointer,
     RunFacts,
     SavePolicy,
+    check_run_folder,
     claim_run_folder,
     config_fingerprint,
     first_line,
@@ -99,7 +100,7 @@ class TrainConfig(BaseModel):
     data_dir: Path | None = None  # the data folder; the corpus defaults to its pretrain_sample/
     corpus: Path | None = None  # a BabyLM-style folder of *.train files (overrides data_dir's sample)
     cache_dir: Path | None = None  # tokenizer and packed-corpus cache
-    seed: int = 42
+    seed: int = Field(42, ge=0, le=MAX_SEED)  # numpy and torch take seeds in [0, 2**32) (options.MAX_SEED)
     # a name beside the seed (options.parse_label): in the records and rows, and in every random draw
     # (runs.identity.training_seed); not part of the configuration
     label: str | None = None
@@ -413,5 +414,7 @@ def train(config: TrainConfig, **kwargs: Any) -> TrainResult:
 
     if int(os.environ.get("RANK", "0") or 0) != 0:
         return Trainer(config, **kwargs).run()
+    # what training did not make in the folder is refused before output_folder locks and tidies it
+    check_run_folder(RunLayout(Path(config.output).expanduser()), config.resume)
     with output_folder(config.output, "train"):
         return Trainer(config, **kwargs).run()

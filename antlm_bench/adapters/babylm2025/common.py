@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from antlm_bench.adapters.base import EvalContext, TaskAdapter
+from antlm_bench.adapters.base import EvalContext, FileDataSpec, TaskAdapter
 from antlm_bench.adapters.minimal_pairs import subtask_name
 from antlm_bench.data.readers import data_files
 from antlm_bench.errors import UserError
@@ -26,6 +26,7 @@ from antlm_bench.scoring.engine import longest_input, score_seqs
 
 
 class _Task(TaskAdapter):
+    spec_sections = {"data": FileDataSpec}
     needs_scoring_model = True
     has_fast_subset = True
 

@@ -54,6 +54,8 @@ def entity_tracking_value(credit_by_file: dict[str, np.ndarray], numops_by_file:
 class EntityTrackingTask(_Task):
     """Five continuations of a prefix; the first is the correct one."""
 
+    metrics = ("accuracy",)
+
     def load(self, data_dir: Path, limit: int | None, skip_nothing_targets: bool = False
              ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
         """(the items of each file, how many items of each file ``skip_nothing_targets`` dropped)."""

@@ -238,6 +238,8 @@ def word_surprisals(tokenizer, contexts: list[str | None], words: list[str | Non
 class ReadingTask(_Task):
     """Eye-tracking and self-paced reading times regressed on word surprisal."""
 
+    metrics = ("eye_tracking", "self_paced_reading")
+
     def run(self, ctx: EvalContext) -> TaskResult:
         started = time.perf_counter()
         files = self._files(ctx.data_dir)

@@ -59,6 +59,8 @@ def _bootstrap_spearman(values: np.ndarray, reference: np.ndarray, resamples: in
 class WugAdjTask(_Task):
     """Two tab-separated variants (-ity first, -ness second) and the human preference for the first."""
 
+    metrics = ("spearman",)
+
     def run(self, ctx: EvalContext) -> TaskResult:
         started = time.perf_counter()
         files = self._files(ctx.data_dir)

@@ -45,6 +45,7 @@ from antlm_bench.tasks import TaskSpec
 class GlueTask(TaskAdapter):
     """Adapter for ``class: GlueTask`` specs: members with text fields, labels and metrics."""
 
+    metrics = ("score",)  # the task's row; each member's own metric is in its spec (adapters.glue.spec)
     takes_options = True
 
     def __init__(self, spec: TaskSpec, members: list[str] | None = None) -> None:
