@@ -357,7 +357,6 @@ def _fifo_spec(name: str):
 MINI_TASK = "name: xb\nclass: MinimalPairTask\ndata: {folder: blimp_filtered}\nfields: {good: sentence_good, bad: sentence_bad}\n"
 TASK_EVAL = ("eval", "--model", "{model}", "--tasks", "xb", "--include-path", "{tmp}/spec", "--limit", "2")
 BOARD = ("leaderboard", "{run}", "--definition", "{tmp}/d.yaml")
-LEADERBOARD_OWNER = "lead: antlm_bench/results/leaderboard/definition.py (load_definition), issue #51 class 7"
 
 
 def _board(**fields) -> Callable[[Path], None]:
@@ -413,8 +412,7 @@ ISSUE51_CASES: list[Case] = [
       setup=_spec("x.yaml", MINI_TASK + "metric: nonesuch\n")),
     C("nonsense-task-metric-of-another-class", *TASK_EVAL, says="field metric", needs=("model",),
       setup=_spec("x.yaml", MINI_TASK + "metric: loss\n")),
-    *[C(f"nonsense-leaderboard-{name}", *BOARD, says=says, setup=_board(**fields), needs=("run",),
-        owner=LEADERBOARD_OWNER)
+    *[C(f"nonsense-leaderboard-{name}", *BOARD, says=says, setup=_board(**fields), needs=("run",))
       for name, fields, says in [("metric-unknown", {"metrics": {"blimp": "nonesuch"}}, "metrics"),
                                  ("macro-task-unknown", {"macro_tasks": ["nonesuch"]}, "macro_tasks"),
                                  ("scoring-unknown", {"scoring": {"blimp": ["nonesuch"]}}, "scoring")]],

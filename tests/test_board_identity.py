@@ -75,4 +75,9 @@ def test_a_committed_board_renders_the_same_bytes(board, tmp_path, monkeypatch):
     out = tmp_path / Path(board).name
     result = CliRunner().invoke(app, ["leaderboard", *COMMITTED_BOARDS[board], "-o", str(out)])
     assert out.is_file(), result.output
-    assert out.read_bytes() == (ROOT / "leaderboards" / board).read_bytes(), f"{board} renders otherwise now"
+    got, committed = out.read_text(encoding="utf-8"), (ROOT / "leaderboards" / board).read_text(encoding="utf-8")
+    if got != committed:  # the first line that differs (pytest's own diff of two boards takes minutes)
+        at = next((i for i, (a, b) in enumerate(zip(got.splitlines(), committed.splitlines())) if a != b),
+                  min(len(got.splitlines()), len(committed.splitlines())))
+        pytest.fail(f"{board} renders otherwise now, from line {at + 1}:\n  now:       "
+                    f"{(got.splitlines() + [''])[at][:300]!r}\n  committed: {(committed.splitlines() + [''])[at][:300]!r}")

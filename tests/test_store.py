@@ -426,3 +426,16 @@ def test_the_recorded_content_digest_gives_the_store_digest_and_is_checked(tmp_p
     record_file.write_text(json.dumps(record), encoding="utf-8")
     with pytest.raises(UserError, match="field data_sha256 does not name"):
         read_results_folder(tmp_path)
+
+
+@pytest.mark.parametrize("field, value", [("scores_rows", "3"), ("scores_rows", -1), ("kind", ["final-eval"]),
+                                          ("settings", "none"), ("data_sha256", [1])])
+def test_an_event_record_with_a_wrong_typed_field_is_refused_naming_it(tmp_path, field, value):
+    """The fields readers use (``pipeline``'s reuse of a final evaluation reads kind, task, settings, spec and
+    scores_rows) are typed: a record that is JSON but not an event record is one line naming the field."""
+    event = commit_results(tmp_path, scores(), None, {"kind": "final-eval", "task": "blimp"})
+    record_file = tmp_path / "scores.parquet" / event / EVENT_PART
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    record_file.write_text(json.dumps({**record, field: value}), encoding="utf-8")
+    with pytest.raises(UserError, match=f"^{record_file}: not an event record .*{field}"):
+        read_results_folder(tmp_path)

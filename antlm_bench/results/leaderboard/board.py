@@ -75,6 +75,7 @@ def build_leaderboard(
         if key not in GROUP_KEYS:
             raise UserError(f"--by {key}: unknown key; choose from {', '.join(GROUP_KEYS)}")
     notes: list[str] = list(results.notes)
+    _check_metrics_exist(results, definition)
     definition = _one_convention(results, definition, notes)
     checkpoints = run_checkpoints(results, definition, notes)
     if not checkpoints:
@@ -140,6 +141,19 @@ def chance_note(row: BoardRow) -> str | None:
     tests = sorted({cell.interval for cell in pairs.values() if cell.interval})
     return (f"every minimal-pair task within chance ({', '.join(f'{c} {100 * cell.value:.1f}' for c, cell in pairs.items())}"
             f"): each 95% interval contains 50%, chance for a pair (test: {'; '.join(tests) or 'its interval'})")
+
+
+def _check_metrics_exist(results: Results, definition: LeaderboardDefinition) -> None:
+    """A definition's ``metrics`` name, for each task the results hold, a metric some row of that task has: a
+    mistyped one would leave the task's column empty instead of saying why."""
+    have: dict[str, set[str]] = defaultdict(set)
+    for row in results.rows:
+        have[row["task"]].add(row["metric"])
+    for task, metric in definition.metrics.items():
+        if have.get(task) and metric not in have[task]:
+            where = f"{definition.source}: " if definition.source else ""
+            raise UserError(f"{where}field metrics: {task}: no row of {task} has metric {metric!r} (its rows have "
+                            f"{', '.join(sorted(have[task]))}); name one of those")
 
 
 def _check_macro_metrics(rows: Sequence[BoardRow], macro_columns: Sequence[str]) -> None:

@@ -188,6 +188,21 @@ def load_definition(name_or_path: str | Path) -> LeaderboardDefinition:
     for key in definition.group_by:
         if key not in GROUP_KEYS:
             raise UserError(f"{path}: field group_by: unknown key {key!r}; choose from {', '.join(GROUP_KEYS)}")
+    for task, methods in definition.scoring.items():
+        unknown = [m for m in methods if m not in SCORING_PREFERENCE]
+        if unknown:
+            raise UserError(f"{path}: field scoring: {task}: unknown method {unknown[0]!r}; choose from "
+                            f"{', '.join(SCORING_PREFERENCE)}")
+    tasks = set(definition.tasks)
+    for column in definition.macro_tasks or []:
+        task = column.split(":")[0].split(".")[0]
+        if task not in tasks:
+            raise UserError(f"{path}: field macro_tasks: {column!r} is not one of the board's tasks "
+                            f"({', '.join(definition.tasks)}); add it to tasks, or leave it out of the macro")
+    for task in definition.metrics:
+        if task not in tasks:
+            raise UserError(f"{path}: field metrics: {task!r} is not one of the board's tasks "
+                            f"({', '.join(definition.tasks)})")
     return definition
 
 

@@ -11,9 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from antlm_bench.data.readers import read_json
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, validation_line
 from antlm_bench.results.store.layout import (
     DATA_DIGESTS,
     EVENT_PART,
@@ -262,6 +263,24 @@ def _store(source: Path) -> Path:
     return source
 
 
+class EventRecord(BaseModel):
+    """The fields of an ``_event.json`` that readers use (``pipeline``'s reuse of a final evaluation, the digests),
+    typed; the writer's own fields beside them (settings, versions, timings) are allowed as they are."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    schema_version: int = 1
+    event: str | None = None
+    pid: int | None = None
+    scores_rows: int | None = Field(None, ge=0)
+    items_rows: int | None = Field(None, ge=0)
+    kind: str | None = None
+    task: str | None = None
+    settings: dict[str, Any] | None = None
+    spec: str | None = None
+    data_sha256: dict[str, str | None] | None = None
+
+
 def _event_record(event: Path) -> dict[str, Any]:
     """An event's record (``_event.json``; {} for an event committed without one), refused in one line naming the
     file when it is not a JSON object or is written in a layout version this antlm-bench does not know."""
@@ -273,6 +292,11 @@ def _event_record(event: Path) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise UserError(f"{record_file}: not an event record (a JSON object); {fix}")
     version = record.get("schema_version", 1)
+    try:  # the fields readers use, typed (the writer's own fields beside them are kept as they are)
+        EventRecord.model_validate(record)
+    except ValidationError as err:
+        if version in READ_VERSIONS and not isinstance(version, bool):
+            raise UserError(f"{record_file}: not an event record ({validation_line(err)}); {fix}") from None
     if version not in READ_VERSIONS or isinstance(version, bool):
         raise UserError(f"{record_file}: schema_version {version!r}, but this antlm-bench reads versions "
                         f"{', '.join(map(str, READ_VERSIONS))}; read it with the antlm-bench that wrote it, or re-run "
@@ -327,7 +351,11 @@ class StoredEvent:
     def scores(self) -> pa.Table:
         """Its own score rows (not only the standing ones), read as :func:`read_results_folder` reads them."""
         part = self.folder / PART
-        return _read(part, SCORE_SCHEMA, "scores") if part.is_file() else SCORE_SCHEMA.empty_table()
+        if not part.is_file():
+            return SCORE_SCHEMA.empty_table()
+        data = _bytes(part, "scores")
+        _check_bytes(self.folder, PART, data, self.record)
+        return _read(part, SCORE_SCHEMA, "scores", data)
 
 
 def stored_events(source: str | Path) -> list[StoredEvent]:
