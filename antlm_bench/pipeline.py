@@ -345,7 +345,11 @@ def kept_final_evaluations(layout: RunLayout, record: RunRecord, requests: Seque
             if spec is not None and spec != _spec_digest(request):
                 why = f"its task spec changed since its evaluation {event.name}"
                 continue
-            scores = event.scores()
+            try:
+                scores = event.scores()  # its bytes checked against its record
+            except UserError as damaged:
+                why = f"its evaluation {event.name} cannot be read back as written ({damaged})"
+                continue
             digests = set(scores.column("weights_digest").to_pylist())
             if weights is None:
                 why = "its run.json records no weights digest, so no evaluation can be tied to its weights"

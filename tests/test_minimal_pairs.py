@@ -41,7 +41,7 @@ class FixedScores:
 @pytest.fixture
 def fixed(monkeypatch) -> FixedScores:
     scorer = FixedScores()
-    monkeypatch.setattr("antlm_bench.adapters.minimal_pairs.score_pairs", scorer)
+    monkeypatch.setattr("antlm_bench.scoring.score_pairs", scorer)  # the adapter imports it when it scores
     return scorer
 
 

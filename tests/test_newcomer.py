@@ -57,17 +57,17 @@ def test_thread_choice_rules(monkeypatch):
 
 
 def test_tiny_model_scores_with_one_thread_and_records_it(llama_dir, real_data_dir, tmp_path, monkeypatch):
-    import antlm_bench.adapters.minimal_pairs as minimal_pairs
+    import antlm_bench.scoring as scoring  # the minimal-pair adapter imports score_pairs from here when it scores
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     seen: list[int] = []
-    original = minimal_pairs.score_pairs
+    original = scoring.score_pairs
 
     def spy(*args, **kwargs):
         seen.append(torch.get_num_threads())
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(minimal_pairs, "score_pairs", spy)
+    monkeypatch.setattr(scoring, "score_pairs", spy)
     torch.set_num_threads(2)
     try:
         evaluate(str(llama_dir), "blimp_supplement", limit=2, output_dir=tmp_path / "o",

@@ -6,6 +6,7 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from leaderboard_tables import rewrite_event_file
 from typer.testing import CliRunner
 
 from antlm_bench.cli import app
@@ -274,6 +275,7 @@ def test_a_run_json_removed_while_a_pruned_run_is_reused_is_one_line(finished_ru
     ("spec", r"its task spec changed since its evaluation"),
     ("rows", r"does not hold the scores of its final weights"),
     ("run.json", r"its run.json records no weights digest"),
+    ("edited", r"cannot be read back as written .*not the bytes its event recorded"),
 ])
 def test_kept_evaluations_are_verified_not_trusted(finished_run, tmp_path, damage, why):
     """Each record a pruned run's reuse reads is checked against the others: rows of other weights, a spec
@@ -290,14 +292,17 @@ def test_kept_evaluations_are_verified_not_trusted(finished_run, tmp_path, damag
     wanted = {"limit": config.limit, "scoring": "auto", "convention": "babylm-2025"}
     (event,) = [e for e in _final_events(pruned) if (record := json.loads((e / "_event.json").read_text()))["task"]
                 == "blimp" and all(record["settings"][k] == v for k, v in wanted.items())]
-    if damage in ("weights", "rows"):
+    if damage in ("weights", "rows", "edited"):
         table = pq.read_table(event / "part.parquet")
-        if damage == "weights":
+        if damage in ("weights", "edited"):
             digests = pa.array(["0" * 64] * table.num_rows, table.schema.field("weights_digest").type)
             table = table.set_column(table.schema.get_field_index("weights_digest"), "weights_digest", digests)
         else:
             table = table.slice(1)
-        pq.write_table(table, event / "part.parquet")
+        if damage == "edited":  # changed after its commit: its record's digest of the part no longer holds
+            pq.write_table(table, event / "part.parquet")
+        else:  # as an evaluation that wrote such rows would have recorded them
+            rewrite_event_file(event / "part.parquet", table)
     elif damage == "spec":
         record = json.loads((event / "_event.json").read_text())
         record["spec"] = "f" * 64

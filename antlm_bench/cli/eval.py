@@ -107,6 +107,7 @@ def eval_command(
     from antlm_bench.errors import UserError
     from antlm_bench.runs.layout import model_folder
 
+    parse_seeds(seeds)  # a bad --seeds is answered first, as by every command that takes seeds
     if not model_folder(model)[0].is_dir():  # answered before the scoring engine (torch) is imported
         raise UserError(f"--model {Path(model).expanduser()}: not a folder; give a Hugging Face model folder "
                         "(config.json + weights)")

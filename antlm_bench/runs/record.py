@@ -221,7 +221,9 @@ def _check_architecture(record: CheckpointRecord, folder: Path, where: Path) -> 
     if not record.architecture or not config_file.is_file():
         return
     config = read_json(config_file, "corrupt config", "re-save the checkpoint", follow_links=True)
-    made_by = config.get("antlm_architecture") if isinstance(config, dict) else None
+    if not isinstance(config, dict) or not isinstance(config.get("antlm_architecture", ""), str):
+        return  # no model config at all: loading it says what is wrong with it, naming the field
+    made_by = config.get("antlm_architecture")
     if made_by is None and record.schema_version < SCHEMA_VERSION:
         return
     if made_by != record.architecture:
