@@ -119,6 +119,13 @@ class ClassRegistry:
         self._classes: dict[str, type] = {}  # resolved and checked, from any source
         self._entry_points: dict[str, importlib.metadata.EntryPoint] | None = None  # the group, read once
 
+    def shipped_module(self, name: str) -> str | None:
+        """The module of the shipped class ``name`` would be imported from, without importing it; None when ``name``
+        is not a shipped class or a class registered from code takes its place."""
+        if name in self._registered or name not in self.shipped:
+            return None
+        return self.shipped[name].partition(":")[0]
+
     def register(self, name: str) -> Callable[[type[T]], type[T]]:
         """A class decorator: ``@register(name)`` adds the class under ``name`` (before the shipped ones)."""
 

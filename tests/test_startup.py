@@ -52,6 +52,7 @@ COMMANDS = {
     "list": ["list"],
     "schedule": ["schedule", "4_CLM+16_MLM+4_CLM"],
     "leaderboard": ["leaderboard", "{results}"],
+    "a committed board": ["leaderboard", "-d", "mini-antlm-ltgbert"],
     "check": ["check", "--results", "{results}", "--baseline", "{results}"],
     "power": ["power", "{results}"],
     "plan": ["plan", "-k", "2", "--seed-sd", "0.5", "--gap", "1", "--max-seeds", "4", "--reps", "200"],
@@ -67,3 +68,23 @@ def test_a_model_free_command_imports_no_model_library(name, results):
     args = [a.format(results=results) for a in COMMANDS[name]]
     report = _heavy_imports(args, ROOT)
     assert report["heavy"] == [], f"antlm-bench {' '.join(args)} imported {report['heavy']}"
+
+
+def test_a_shipped_task_is_a_pair_task_exactly_when_its_class_is_a_minimal_pair_task():
+    """The board tells a pair task (chance 50%) without importing a shipped adapter outside the minimal-pair
+    module (heldout and GLUE import torch): that shortcut agrees with every shipped class's lineage."""
+    import importlib
+
+    from antlm_bench.registry import SHIPPED_TASK_CLASSES
+    from antlm_bench.results.leaderboard.definition import PAIR_TASKS_MODULE, two_choice_task
+    from antlm_bench.tasks import resolve_tasks
+
+    for name, path in SHIPPED_TASK_CLASSES.items():
+        module, _, attribute = path.partition(":")
+        cls = getattr(importlib.import_module(module), attribute)
+        is_pairs = any(base.__name__ == "MinimalPairTask" for base in cls.__mro__)
+        assert is_pairs == (module == PAIR_TASKS_MODULE), name
+    for task in ("blimp", "blimp_supplement", "ewok", "heldout", "glue", "wug_adj", "entity_tracking"):
+        (request,) = resolve_tasks(task)
+        module = SHIPPED_TASK_CLASSES[request.spec.class_name].partition(":")[0]
+        assert two_choice_task(task) == (module == PAIR_TASKS_MODULE), task

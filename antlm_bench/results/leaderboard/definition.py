@@ -106,7 +106,13 @@ def two_choice_task(task: str) -> bool:
 
     try:
         (request,) = resolve_tasks(task)
-        # by the class's lineage, through the registry: the board (results) never imports an adapter
+        # a shipped class outside the minimal-pair module is no pair task: decided without importing its module,
+        # which may import torch (heldout, GLUE), so that a board imports no model library (tests/test_startup.py
+        # checks this against every shipped class's lineage)
+        module = TASK_CLASSES.shipped_module(request.spec.class_name)
+        if module is not None and module != PAIR_TASKS_MODULE:
+            return False
+        # else by the class's lineage, through the registry
         cls = TASK_CLASSES.get(request.spec.class_name, where=f"{request.spec.source}: field class")
         return any(base.__name__ == "MinimalPairTask" for base in cls.__mro__)
     except Exception:  # noqa: BLE001  (a column of another package's task: its chance level is unknown)
@@ -114,6 +120,7 @@ def two_choice_task(task: str) -> bool:
 
 
 TWO_CHOICE_CHANCE = 0.5  # a two-way choice guessed at random: 50%
+PAIR_TASKS_MODULE = "antlm_bench.adapters.minimal_pairs"  # the shipped MinimalPairTask and its subclasses
 
 
 def chance_level(column: str, metric: str) -> float | None:
