@@ -38,7 +38,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _sp
+
+# scipy.special's functions, which scipy.stats's t, normal and chi-square distributions call (the same numbers;
+# scipy.stats itself takes most of a second to import, on every command that prints an interval)
+from scipy import special as _special
 
 # the smallest p-value a table stores: a t tail can underflow to 0.0, and "p = 0" is never true
 P_FLOOR = 1e-300
@@ -75,11 +78,15 @@ class Difference:
 
 
 def _t_quantile(q: float, df: float) -> float:
-    return float(_sp.norm.ppf(q)) if not math.isfinite(df) else float(_sp.t.ppf(q, df))
+    return float(_special.ndtri(q)) if not math.isfinite(df) else float(_special.stdtrit(df, q))
+
+
+def _chi2_quantile(q: float, df: float) -> float:
+    return float(2 * _special.gammaincinv(df / 2, q))
 
 
 def _two_sided_p(t_stat: float, df: float) -> float:
-    tail = _sp.norm.sf(abs(t_stat)) if not math.isfinite(df) else _sp.t.sf(abs(t_stat), df)
+    tail = _special.ndtr(-abs(t_stat)) if not math.isfinite(df) else _special.stdtr(df, -abs(t_stat))
     return float(max(P_FLOOR, min(1.0, 2 * tail)))
 
 
@@ -277,8 +284,7 @@ def seed_sd_interval(sd: float, n_seeds: int, level: float = 0.95) -> tuple[floa
     if df < 1:
         raise ValueError("a seed SD needs at least 2 seeds")
     alpha = 1 - level
-    return (sd * math.sqrt(df / float(_sp.chi2.ppf(1 - alpha / 2, df))),
-            sd * math.sqrt(df / float(_sp.chi2.ppf(alpha / 2, df))))
+    return (sd * math.sqrt(df / _chi2_quantile(1 - alpha / 2, df)), sd * math.sqrt(df / _chi2_quantile(alpha / 2, df)))
 
 
 def seeds_needed(gap: float, seed_sd: float, item_var: float, alpha: float = 0.05, power: float = 0.8,

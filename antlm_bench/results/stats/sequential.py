@@ -45,7 +45,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize
 
 DIFFERENCE = "difference"
 EQUIVALENT = "equivalent"
@@ -92,6 +91,8 @@ def prior_precision(planned_n: int, alpha: float = 0.05) -> float:
 
     def width(log_c: float) -> float:
         return min(half_width_factor(planned_n, alpha, math.exp(log_c)), 1e12)
+
+    from scipy import optimize  # here: a board that only reads a decision never plans one
 
     best = optimize.minimize_scalar(width, bounds=(-10.0, 6.0), method="bounded")
     return float(math.exp(best.x))

@@ -226,7 +226,8 @@ def _standing_items(scores: pa.Table, score_event: np.ndarray, picks: np.ndarray
     items = pa.concat_tables([table for _, table in present])
     item_event = np.concatenate([np.full(table.num_rows, t, dtype=np.int64) for t, table in present])
     # one code per (event, group): the groups are few (an event holds one task at one checkpoint)
-    group_codes = key_codes(items, ITEM_GROUP) * len(item_tables) + item_event
+    group_of_row = key_codes(items, ITEM_GROUP)
+    group_codes = group_of_row * len(item_tables) + item_event
     distinct, first, inverse = np.unique(group_codes, return_index=True, return_inverse=True)
     keys = items.take(pa.array(first, pa.int64())).select(list(ITEM_GROUP)).to_pylist()
     events = item_event[first]
@@ -240,8 +241,16 @@ def _standing_items(scores: pa.Table, score_event: np.ndarray, picks: np.ndarray
             owner[tuple(key.values())] = max(owner.get(tuple(key.values()), -1), t)
     chosen_group = kept & np.array([owner.get(tuple(key.values())) == t for t, key in zip(events.tolist(), keys)],
                                    dtype=bool)
-    chosen = items if chosen_group.all() else items.filter(pa.array(chosen_group[inverse.reshape(-1)], pa.bool_()))
-    return _take_rows(chosen, _last_rows(key_codes(chosen, ITEM_KEY)))
+    if chosen_group.all():
+        chosen = items
+    else:
+        keep = chosen_group[inverse.reshape(-1)]
+        chosen, group_of_row = items.filter(pa.array(keep, pa.bool_())), group_of_row[keep]
+    # the latest record of every ITEM_KEY: its group's code (above) with the codes of the rest of the key
+    _, group_rank = np.unique(group_of_row, return_inverse=True)
+    rest = key_codes(chosen, ITEM_KEY[len(ITEM_GROUP):])
+    return _take_rows(chosen, _last_rows(group_rank.reshape(-1).astype(np.int64) * (int(rest.max(initial=0)) + 1)
+                                         + rest))
 
 
 def _take_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
