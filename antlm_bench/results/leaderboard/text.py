@@ -42,7 +42,7 @@ def unit_text(metric: str) -> str:
     return "pp" if unit == "%" else unit
 
 
-def cell_text(cell: Cell | None, with_method: bool = True) -> str:
+def cell_text(cell: Cell | None, with_method: bool = True, with_interval: bool = True) -> str:
     """``51.3 [49.0, 53.6] ±0.9 clm``: mean over seeds [95% interval over seeds and items] ±SD over seeds, in the
     cell's metric's units (percentages x100; a margin or a loss in nats).
 
@@ -51,7 +51,7 @@ def cell_text(cell: Cell | None, with_method: bool = True) -> str:
     """
     if cell is None:
         return "-"
-    text = value_text(cell.value, cell.metric) + interval_text(cell)
+    text = value_text(cell.value, cell.metric) + (interval_text(cell) if with_interval else "")
     if cell.spread is not None:
         text += f" ±{value_text(cell.spread, cell.metric)}"
     elif cell.n_seeds == 1:
@@ -313,18 +313,7 @@ def signal_table(board: Leaderboard) -> list[list[str]]:
 def compact_cell_text(cell: Cell | None, with_method: bool = True) -> str:
     """``51.3 ±0.9 clm``: :func:`cell_text` without its interval (the compact board prints the intervals in a table
     of their own), its marks kept (``(1 seed)``, ``(--limit N)``)."""
-    if cell is None:
-        return "-"
-    text = value_text(cell.value, cell.metric)
-    if cell.spread is not None:
-        text += f" ±{value_text(cell.spread, cell.metric)}"
-    elif cell.n_seeds == 1:
-        text += " (1 seed)"
-    if with_method and cell.scoring != "auto":
-        text += f" {cell.scoring}"
-    if cell.limit is not None:
-        text += f" ({limit_text(cell.limit)})"
-    return text
+    return cell_text(cell, with_method, with_interval=False)
 
 
 def wrapped(line: str, width: int) -> list[str]:
