@@ -25,7 +25,6 @@ Targets (issue #54): the 40-run board and check within 4x their read-once floor 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -91,7 +90,7 @@ def synthetic(study: Path, runs: int, dest: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from antlm_bench.results.store.write import data_digests
+    from antlm_bench.results.store.write import record_data_digests
 
     originals = sorted(p.parent for p in study.rglob("run.json") if (p.parent / "scores.parquet").is_dir())
     made = 0
@@ -109,10 +108,7 @@ def synthetic(study: Path, runs: int, dest: Path) -> Path:
                 table = table.set_column(index, "run_id", pa.array([run_id_of] * table.num_rows, pa.string()))
                 pq.write_table(table, part)
             for record_file in target.glob("scores.parquet/*/_event.json"):
-                record = json.loads(record_file.read_text(encoding="utf-8"))
-                if record.get("schema_version", 1) >= 2:
-                    record["data_sha256"] = data_digests(record_file.parent)
-                    record_file.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+                record_data_digests(record_file.parent)
             made += 1
         copy += 1
     return dest

@@ -41,24 +41,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from antlm_bench.results.store import DATA_DIGESTS, EVALUATION_TEXT, EVENT_PART, statistics_items
-from antlm_bench.results.store.write import data_digests
+from antlm_bench.results.store import EVALUATION_TEXT, statistics_items
+from antlm_bench.results.store.write import record_data_digests
 
 TEXT = list(EVALUATION_TEXT)  # evaluation data is never committed
 FLOATS = ["score_good", "score_bad", "value"]  # byte-stream split: about half the size, lossless
-
-
-def _record_data_digests(event: Path) -> None:
-    """The exported event's record names the bytes of its data files as exported (a reader checks them); an event
-    written before the record held them (layout version 1) stays as it was."""
-    record_file = event / EVENT_PART
-    if not record_file.is_file():
-        return
-    record = json.loads(record_file.read_text(encoding="utf-8"))
-    if record.get("schema_version", 1) < 2:
-        return
-    record[DATA_DIGESTS] = data_digests(event)
-    record_file.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
 def export_run(run: Path, dest: Path) -> Path:
@@ -84,7 +71,7 @@ def export_run(run: Path, dest: Path) -> Path:
             pq.write_table(items, store / "_items.parquet", compression="zstd", compression_level=19,
                            use_dictionary=[c for c in items.column_names if c not in floats],
                            use_byte_stream_split=floats)
-            _record_data_digests(store)
+            record_data_digests(store)  # the items' bytes changed, not their content
     meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
     meta.get("config", {}).pop("output", None)
     fresh.mkdir(parents=True, exist_ok=True)

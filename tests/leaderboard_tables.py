@@ -94,12 +94,7 @@ def rewrite_event_file(path: Path, table: pa.Table) -> None:
     """Write ``table`` over a committed event's data file and record its new digest in the event's record, as a
     writer that had written it so would have (a test of what the reader does with such a table, not of the digest
     check, which refuses any data file edited after its commit)."""
-    import json
-
-    from antlm_bench.results.store.write import data_digests
+    from antlm_bench.results.store.write import record_data_digests
 
     pq.write_table(table, path)
-    record_file = path.parent / "_event.json"
-    record = json.loads(record_file.read_text(encoding="utf-8"))
-    record["data_sha256"] = data_digests(path.parent)
-    record_file.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    record_data_digests(path.parent)

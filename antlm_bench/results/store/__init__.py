@@ -62,7 +62,6 @@ from antlm_bench.results.store.read import (  # noqa: F401
     key_codes,
     read_results_folder,
     read_scores,
-    score_parts,
     statistics_items,
     store_digest,
     stored_events,

@@ -67,12 +67,6 @@ def find_results(paths: Sequence[str | Path]) -> list[Path]:
     return sorted(dict.fromkeys(found))
 
 
-def score_parts(source: str | Path) -> list[Path]:
-    """The Parquet files a store keeps its committed scores in, oldest first."""
-    source = _store(Path(source))
-    return [source / event / PART for event in _events(source) if (source / event / PART).is_file()]
-
-
 # What a committed board leaves out of a run's items (leaderboards/export_runs.py): the evaluation text, which is never
 # committed (the data's terms), and GLUE's per-example predictions, which no statistic reads. ``store_digest``
 # covers everything else, so a decision made on a run folder is verified on its export.
@@ -373,10 +367,10 @@ def stored_events(source: str | Path) -> list[StoredEvent]:
     return [StoredEvent(store / event, _event_record(store / event)) for event in _events(store)]
 
 
-def read_results_folder(source: str | Path, with_items: bool = True, with_digest: bool = False) -> StoredResults:
-    """Read one results store, each file once: the latest row of every key, the items that go with them, and
-    (``with_digest``) the store's :func:`store_digest` from the same bytes."""
-    return _read_store(_store(Path(source)), with_items, with_digest)
+def read_results_folder(source: str | Path, with_items: bool = True) -> StoredResults:
+    """Read one results store, each file once: the latest row of every key and the items that go with them (a
+    command that also needs the store's digest reads it through a :class:`StoreReader`)."""
+    return _read_store(_store(Path(source)), with_items, with_digest=False)
 
 
 def _read_store(source: Path, with_items: bool, with_digest: bool, checked: bool = True) -> StoredResults:

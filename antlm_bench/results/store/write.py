@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from antlm_bench.data.files import sha256_file
+from antlm_bench.data.files import atomic_write_bytes, sha256_file
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
 from antlm_bench.results.store.layout import (
@@ -174,6 +174,19 @@ def data_digests(event: Path) -> dict[str, str | None]:
     if (event / ITEMS_PART).is_file():
         digests[ITEMS_CONTENT] = items_content_digest(pq.read_table(event / ITEMS_PART))
     return digests
+
+
+def record_data_digests(event: Path) -> None:
+    """Record anew, in a committed event's ``_event.json`` (written whole or not at all), the digests of its data
+    files as they are now: for a tool that rewrote one on purpose (``leaderboards/export_runs.py`` drops the
+    evaluation text from the items). An event written before the record held them (layout version 1) stays as it
+    was."""
+    record_file = event / EVENT_PART
+    record = json.loads(record_file.read_text(encoding="utf-8"))
+    if record.get("schema_version", 1) < 2:
+        return
+    record[DATA_DIGESTS] = data_digests(event)
+    atomic_write_bytes(record_file, (json.dumps(record, indent=1) + "\n").encode("utf-8"))
 
 
 def _link_items(folder: Path, store: Path) -> None:
