@@ -7,6 +7,8 @@
   ``1,2,5-7``), or a YAML list of those. Repeats count once, the order given is kept. Parsed in time linear in the
   text and the seeds it names; a range of more than :data:`MAX_SEEDS` seeds (``1-10000000``) is refused before a
   single seed is made.
+- :func:`parse_save_at_words`: ``--save-at-words`` (``train``, ``run``, a sweep's cells): word counts with K and M
+  suffixes, or a BabyLM grid by name.
 - :func:`parse_label`: ``run --label`` (and a sweep's negative control): a run's label, part of its name and its
   seeds (``runs.identity.training_seed``), never of its configuration.
 """
@@ -109,4 +111,42 @@ def parse_seeds(value: str | int | Iterable[int | str], option: str = "--seeds")
     return list(seeds)
 
 
-__all__ = ["MAX_SEED", "MAX_SEEDS", "parse_device", "parse_label", "parse_seeds", "resolve_device"]
+# --save-at-words grids by name: the BabyLM checkpoint rule (evaluation-pipeline-2025 README and collate_preds.py;
+# the 2026 pipeline keeps it): every 1M words to 10M, every 10M to 100M (19 checkpoints, the strict-small track),
+# and for the other tracks every 100M to 1,000M on top (28). ``babylm`` is the strict-small grid under its old name.
+BABYLM_STRICT_SMALL_WORDS = [n * 1_000_000 for n in range(1, 10)] + [n * 10_000_000 for n in range(1, 11)]
+BABYLM_STRICT_WORDS = BABYLM_STRICT_SMALL_WORDS + [n * 100_000_000 for n in range(2, 11)]
+WORDS_GRIDS = {"babylm-strict-small": BABYLM_STRICT_SMALL_WORDS, "babylm-strict": BABYLM_STRICT_WORDS,
+               "babylm": BABYLM_STRICT_SMALL_WORDS}
+_WORDS_ITEM = r"(\d+(?:\.\d+)?)([KkMm]?)"
+
+
+def parse_save_at_words(text: str | None) -> list[int]:
+    """``--save-at-words``: a grid by name (``babylm-strict-small``: 19 counts, 1M..9M and 10M..100M;
+    ``babylm-strict``: 28, adding 200M..1000M; ``babylm``: the strict-small grid) or a comma list of word counts
+    (``500K``, ``1M``, ``2.5M``, ``1000``), possibly mixed (``babylm,5K``); sorted, without repeats. Refuses a
+    zero, a fraction of a word, an unknown suffix."""
+    if text is None or not str(text).strip():
+        return []
+    words: set[int] = set()
+    for item in str(text).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if item.lower() in WORDS_GRIDS:
+            words.update(WORDS_GRIDS[item.lower()])
+            continue
+        match = re.fullmatch(_WORDS_ITEM, item)
+        if not match:
+            raise UserError(f"--save-at-words {text}: {item!r} is not a word count; use e.g. 1M,2M,500K or a grid: "
+                            f"{', '.join(WORDS_GRIDS)}")
+        scale = {"": 1, "k": 1_000, "m": 1_000_000}[match.group(2).lower()]
+        value = float(match.group(1)) * scale
+        if value != int(value) or int(value) <= 0:
+            raise UserError(f"--save-at-words {text}: {item!r} is not a positive whole number of words")
+        words.add(int(value))
+    return sorted(words)
+
+
+__all__ = ["BABYLM_STRICT_SMALL_WORDS", "BABYLM_STRICT_WORDS", "MAX_SEED", "MAX_SEEDS", "WORDS_GRIDS", "parse_device",
+           "parse_label", "parse_save_at_words", "parse_seeds", "resolve_device"]

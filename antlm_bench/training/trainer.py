@@ -47,7 +47,7 @@ from rich.console import Console
 from antlm_bench.errors import DivergedError, UserError
 from antlm_bench.models import build_model
 from antlm_bench.models.precision import Precision, resolve_precision
-from antlm_bench.options import MAX_SEED, SAVE_EVERY_MINUTES, parse_device, parse_label
+from antlm_bench.options import MAX_SEED, SAVE_EVERY_MINUTES, parse_device, parse_label, parse_save_at_words
 from antlm_bench.recipes import load_recipe
 from antlm_bench.runs.identity import training_seed
 from antlm_bench.runs.layout import RunLayout, words_checkpoint_name
@@ -67,7 +67,7 @@ from antlm_bench.training.checkpointer import (
     training_fingerprint,
 )
 from antlm_bench.training.objectives import BatchBuilder, LossModule
-from antlm_bench.training.plan import PhasePlan, StepPlan, check_plan_size, parse_save_at_words, plan_phases
+from antlm_bench.training.plan import PhasePlan, StepPlan, check_plan_size, plan_phases
 from antlm_bench.training.reporting import PhaseScorer, Reporter, StepInfo, _Reporters
 from antlm_bench.training.step import Dist, StepRunner, StopSignal, make_optimizer, resolve_device
 
