@@ -12,12 +12,13 @@ The package is laid out by stage, in the order the data flows:
 - ``evaluate.py``: tasks x model -> result rows;
 - ``export.py``: a checkpoint as the BabyLM 2025 pipeline loads it (``antlm-bench export``);
 - ``results/``: result tables and their store, statistics, leaderboards, ``check``;
-- ``pipeline.py``: ``antlm-bench run`` (train per seed, evaluate, reuse what is finished);
+- ``pipeline/``: ``antlm-bench run`` (train per seed, evaluate, reuse what is finished);
 - ``sweep/``: a grid of ``run`` cells, its executors and ``--until-decided``;
 - ``cli/``: the ``antlm-bench`` commands; ``lm_eval_tasks/``: task folders for ``lm_eval --include_path``.
 
 ``registry.py``, ``recipes.py``, ``tasks.py``, ``conventions.py``, ``options.py`` (command-line values parsed once:
-the seeds grammar, the device), ``clock.py`` (UTC now, as records write it), ``errors.py`` and ``locking.py`` serve
+the seeds grammar, the device), ``config.py`` (the typed job configuration: run's sections, each option a field
+defined once, from which the flags, config files and sweep cells derive), ``clock.py`` (UTC now, as records write it), ``errors.py`` and ``locking.py`` serve
 every stage. Which module may import which is written once, in ``tests/test_layout.py`` (docs/layout.md).
 """
 

@@ -38,10 +38,12 @@ _LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?")
 def parse_device(name: str, option: str = "--device") -> str:
     """``name`` as given, if torch can use it here (auto, cpu, mps, cuda or cuda:N); else one :class:`UserError`
     naming ``option`` and what to use instead."""
-    import torch
-
     if not _DEVICE.fullmatch(name):
         raise UserError(f"{option} {name}: unknown; use auto, cpu, cuda or cuda:N")
+    if name in ("auto", "cpu"):
+        return name  # always usable; asked without importing torch (a model-free command's start stays fast)
+    import torch
+
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise UserError(f"{option} {name}: CUDA is not available on this machine; use {option} cpu")
     if name.startswith("cuda:") and int(name[5:]) >= torch.cuda.device_count():

@@ -101,9 +101,14 @@ def test_babylm_2026_is_for_evaluation_only(command: str) -> None:
     from pydantic import ValidationError
 
     if command == "train":
-        from antlm_bench.training.trainer import TrainConfig as Config
+        from antlm_bench.training.trainer import TrainConfig
+
+        TrainConfig.model_validate({"model": "gpt-bert", "output": "x", "convention": "babylm-2025"})
+        with pytest.raises(ValidationError, match="convention"):
+            TrainConfig.model_validate({"model": "gpt-bert", "output": "x", "convention": "babylm-2026"})
     else:
-        from antlm_bench.pipeline import RunConfig as Config
-    Config.model_validate({"model": "gpt-bert", "output": "x", "convention": "babylm-2025"})
-    with pytest.raises(ValidationError, match="convention"):
-        Config.model_validate({"model": "gpt-bert", "output": "x", "convention": "babylm-2026"})
+        from antlm_bench.config import RunConfig
+
+        RunConfig.model_validate({"model": {"name": "gpt-bert"}, "evaluation": {"convention": "babylm-2025"}})
+        with pytest.raises(ValidationError, match="convention"):
+            RunConfig.model_validate({"model": {"name": "gpt-bert"}, "evaluation": {"convention": "babylm-2026"}})

@@ -258,17 +258,13 @@ def test_eval_and_run_take_the_glue_protocol(tmp_path):
 
 
 def test_run_passes_the_protocol_to_the_glue_options():
-    import typer
+    from antlm_bench.config import run_config
+    from antlm_bench.pipeline import glue_options
 
-    from antlm_bench.cli import app
-    from antlm_bench.pipeline import run_config_of_options
-
-    command = typer.main.get_command(app).commands["run"]
-    params = command.make_context("run", ["--glue-protocol", "babylm-official"]).params
-    assert run_config_of_options(params).glue.protocol == "babylm-official"
-    assert run_config_of_options(command.make_context("run", []).params).glue.protocol is None
-    bad = command.make_context("run", ["--glue-protocol", "official"]).params
-    assert "babylm-official" in _one_line(lambda: run_config_of_options(bad))
+    assert glue_options(run_config(flags={"--glue-protocol": "babylm-official"})).protocol == "babylm-official"
+    assert glue_options(run_config()).protocol is None
+    bad = run_config(flags={"--glue-protocol": "official"})
+    assert "babylm-official" in _one_line(lambda: glue_options(bad))
 
 
 def test_the_glue_official_board_ranks_only_official_rows(tmp_path):

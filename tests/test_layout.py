@@ -49,7 +49,7 @@ ALLOWED: dict[str, set[str]] = {
                              "antlm_bench.results.tables", "antlm_bench.results.store"},
     # a checkpoint as a plain Hugging Face model folder
     "antlm_bench.export": {"antlm_bench.models", "antlm_bench.data"},
-    # `antlm-bench run`: train per seed, evaluate, reuse what is finished; a RunConfig of run's options builds GLUE's
+    # `antlm-bench run`: train per seed, evaluate, reuse what is finished; a RunConfig's GLUE flags become GLUE's
     # typed options (adapters.glue.options) there, so that run and each sweep cell refuse a bad one alike
     "antlm_bench.pipeline": {"antlm_bench.training", "antlm_bench.evaluate", "antlm_bench.models", "antlm_bench.data",
                              "antlm_bench.results", "antlm_bench.adapters.glue.options"},
@@ -67,6 +67,9 @@ SHARED: dict[str, set[str]] = {
     "antlm_bench.errors": set(),
     # command-line values every stage shares, parsed once at the edge (the seeds grammar)
     "antlm_bench.options": {"antlm_bench.errors"},
+    # the typed job configuration (run's sections, each option a field with its flag and help): what the CLI flags,
+    # `run --config` files, sweep cells and the pipeline's input are derived from; config files through data's reader
+    "antlm_bench.config": {"antlm_bench.errors", "antlm_bench.options", "antlm_bench.data"},
     # UTC now, as every record writes it
     "antlm_bench.clock": set(),
     # one writer per folder, the fault-injection points

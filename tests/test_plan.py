@@ -113,7 +113,7 @@ def test_plan_command_prints_the_design_and_its_table(monkeypatch, capsys):
     (["-k", "2", "--gap", "inf"], "--gap inf"),
     (["-k", "2", "--seed-sd", "0"], "--seed-sd 0"),
     (["-k", "2", "--max-seeds", "1"], "--max-seeds 1"),
-    (["-k", "2", "--first-seeds", "11"], "--first-seeds 11"),
+    (["-k", "2", "--first-seeds", "13"], "--first-seeds 13"),
     (["-k", "2", "--tolerance", "-1"], "--tolerance -1"),
     (["-k", "500", "--max-seeds", "1000", "--reps", "1000"], "draws"),
     (["-k", "2", "--reps", "10"], "--reps 10"),

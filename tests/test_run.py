@@ -10,8 +10,9 @@ from leaderboard_tables import rewrite_event_file
 from typer.testing import CliRunner
 
 from antlm_bench.cli import app
+from antlm_bench.config import run_config
 from antlm_bench.errors import UserError
-from antlm_bench.pipeline import RunConfig, run_benchmark
+from antlm_bench.pipeline import run_benchmark
 
 SCHEDULE = "0.5_CLM+0.5_MLM"
 
@@ -19,9 +20,11 @@ SCHEDULE = "0.5_CLM+0.5_MLM"
 @pytest.fixture(scope="module")
 def finished_run(real_data_dir, tmp_path_factory):
     output = tmp_path_factory.mktemp("run")
-    config = RunConfig(model="antlm-babyllama", tasks="blimp,ewok", preset="tiny", schedule=SCHEDULE, seeds=[3],
-                       output=output, data_dir=real_data_dir, cache_dir=output / "cache", max_words=3000,
-                       eval_limit=2, limit=4, progress=False)
+    config = run_config({"model": {"name": "antlm-babyllama", "preset": "tiny", "schedule": SCHEDULE},
+                         "evaluation": {"tasks": "blimp,ewok", "limit": 4}, "seeds": [3],
+                         "output": {"folder": output, "quiet": True},
+                         "data": {"data_dir": real_data_dir, "cache_dir": output / "cache", "max_words": 3000},
+                         "training": {"eval_limit": 2}})
     return config, run_benchmark(config)
 
 
@@ -59,7 +62,7 @@ def test_rerun_reuses_training_and_evaluations(finished_run):
 
 def test_changed_evaluation_settings_are_not_reused(finished_run):
     config, _ = finished_run
-    changed = config.model_copy(update={"limit": 3, "tasks": "blimp"})
+    changed = config.with_flags({"--limit": 3, "--tasks": "blimp"})
     (seed_run,) = run_benchmark(changed).runs
     assert seed_run.trained == "reused" and seed_run.evaluated == ["blimp"]
 
@@ -67,7 +70,7 @@ def test_changed_evaluation_settings_are_not_reused(finished_run):
 def test_run_scores_under_the_convention_it_is_given(finished_run):
     """--convention babylm-2024 (leading space) is a different evaluation: not reused, recorded in its rows."""
     config, _ = finished_run
-    changed = config.model_copy(update={"convention": "babylm-2024", "tasks": "blimp"})
+    changed = config.with_flags({"--convention": "babylm-2024", "--tasks": "blimp"})
     (seed_run,) = run_benchmark(changed).runs
     assert seed_run.trained == "reused" and seed_run.evaluated == ["blimp"]
     rows = pq.read_table(seed_run.folder / "scores.parquet").to_pylist()
@@ -81,10 +84,10 @@ def test_final_scoring_scores_the_final_model_by_the_method_asked(finished_run):
     """--final-scoring pll on a schedule ending in MLM is what auto does (reused); clm is another evaluation, its
     rows say clm; GLUE-free tasks only, so nothing is fine-tuned."""
     config, _ = finished_run
-    same = config.model_copy(update={"final_scoring": "pll"})
+    same = config.with_flags({"--final-scoring": "pll"})
     (seed_run,) = run_benchmark(same).runs
     assert seed_run.evaluated == [] and seed_run.reused == ["blimp", "ewok"]
-    clm = config.model_copy(update={"final_scoring": "clm", "tasks": "blimp"})
+    clm = config.with_flags({"--final-scoring": "clm", "--tasks": "blimp"})
     (seed_run,) = run_benchmark(clm).runs
     assert seed_run.trained == "reused" and seed_run.evaluated == ["blimp"]
     rows = pq.read_table(seed_run.folder / "scores.parquet").to_pylist()
@@ -117,25 +120,25 @@ def test_a_finished_run_of_another_word_cap_precision_or_text_is_refused_not_reu
     config, summary = finished_run
     run_file = summary.runs[0].folder / "run.json"
     before = run_file.stat().st_mtime_ns
-    other_words = config.model_copy(update={"max_words": 4000})
+    other_words = config.with_flags({"--max-words": 4000})
     with pytest.raises(UserError, match=r"trained with --max-words 3000; this command asks for --max-words 4000"):
         run_benchmark(other_words)
     assert pending_seeds(other_words) == [3]
     trained_in = json.loads(run_file.read_text())["precision"]
     other = {"fp32": "bf16", "bf16": "fp32"}[trained_in]
     with pytest.raises(UserError, match=f"trained in precision {trained_in}; this command asks for --precision {other}"):
-        run_benchmark(config.model_copy(update={"precision": other}))
+        run_benchmark(config.with_flags({"--precision": other}))
     corpus = tmp_path / "corpus"
-    shutil.copytree(config.data_dir / "pretrain_sample", corpus)
+    shutil.copytree(config.data.data_dir / "pretrain_sample", corpus)
     first = sorted((corpus / "train").glob("*.train"))[0]
     first.write_text("an edited first line\n" + first.read_text(encoding="utf-8"), encoding="utf-8")
     with pytest.raises(UserError, match="trained on other text"):
-        run_benchmark(config.model_copy(update={"corpus": corpus}))
+        run_benchmark(config.with_flags({"--corpus": corpus}))
     assert run_file.stat().st_mtime_ns == before
     # the same text under another path is the same corpus: reused
     shutil.rmtree(corpus)
-    shutil.copytree(config.data_dir / "pretrain_sample", corpus)
-    (seed_run,) = run_benchmark(config.model_copy(update={"corpus": corpus})).runs
+    shutil.copytree(config.data.data_dir / "pretrain_sample", corpus)
+    (seed_run,) = run_benchmark(config.with_flags({"--corpus": corpus})).runs
     assert seed_run.trained == "reused"
 
 
@@ -243,7 +246,7 @@ def test_a_finished_run_without_its_checkpoints_reuses_what_its_store_keeps(fini
 
     config, summary = finished_run
     pruned = _pruned_copy(summary, tmp_path / "out")
-    moved = config.model_copy(update={"output": tmp_path / "out"})
+    moved = config.with_flags({"--output": tmp_path / "out"})
     assert pending_seeds(moved) == []
     said = []
     store_before = sorted(p.name for p in (pruned / "scores.parquet").iterdir())
@@ -252,7 +255,7 @@ def test_a_finished_run_without_its_checkpoints_reuses_what_its_store_keeps(fini
     assert any("checkpoints are gone; reusing the final evaluations" in line for line in said)
     assert sorted(p.name for p in (pruned / "scores.parquet").iterdir()) == store_before
     assert not (pruned / "checkpoints").exists()
-    other = moved.model_copy(update={"limit": 1, "tasks": "blimp"})  # no test before evaluated --limit 1
+    other = moved.with_flags({"--limit": 1, "--tasks": "blimp"})  # no test before evaluated --limit 1
     assert pending_seeds(other) == [3]
     with pytest.raises(UserError, match=r"checkpoints are gone; scoring blimp needs its weights \(its evaluation "
                                          r"\S+ ran with other settings\)"):
@@ -265,9 +268,9 @@ def test_a_run_json_removed_while_a_pruned_run_is_reused_is_one_line(finished_ru
     config, summary = finished_run
     pruned = _pruned_copy(summary, tmp_path / "out")
     (pruned / "run.json").unlink()
-    monkeypatch.setattr("antlm_bench.pipeline._finished_training", lambda *args: True)
+    monkeypatch.setattr("antlm_bench.pipeline.run.finished_training", lambda *args: True)
     with pytest.raises(UserError, match=r"its run\.json is gone while the run was being reused"):
-        run_benchmark(config.model_copy(update={"output": tmp_path / "out"}))
+        run_benchmark(config.with_flags({"--output": tmp_path / "out"}))
 
 
 @pytest.mark.parametrize("damage, why", [
@@ -287,9 +290,9 @@ def test_kept_evaluations_are_verified_not_trusted(finished_run, tmp_path, damag
 
     config, summary = finished_run
     pruned = _pruned_copy(summary, tmp_path / "out")
-    moved = config.model_copy(update={"output": tmp_path / "out", "tasks": "blimp"})
+    moved = config.with_flags({"--output": tmp_path / "out", "--tasks": "blimp"})
     # the one evaluation of this request (other tests of the module add blimp evaluations of other settings)
-    wanted = {"limit": config.limit, "scoring": "auto", "convention": "babylm-2025"}
+    wanted = {"limit": config.evaluation.limit, "scoring": "auto", "convention": "babylm-2025"}
     (event,) = [e for e in _final_events(pruned) if (record := json.loads((e / "_event.json").read_text()))["task"]
                 == "blimp" and all(record["settings"][k] == v for k, v in wanted.items())]
     if damage in ("weights", "rows", "edited"):
@@ -324,7 +327,7 @@ def test_an_evaluation_from_before_spec_digests_is_reused_and_says_its_spec_is_u
         del record["spec"]
         (event / "_event.json").write_text(json.dumps(record))
     said = []
-    (seed_run,) = run_benchmark(config.model_copy(update={"output": tmp_path / "out"}), console=_Console(said)).runs
+    (seed_run,) = run_benchmark(config.with_flags({"--output": tmp_path / "out"}), console=_Console(said)).runs
     assert seed_run.reused == ["blimp", "ewok"]
     assert any("the spec of blimp, ewok was not recorded then" in line for line in said)
 
@@ -350,7 +353,7 @@ def test_a_run_restored_from_its_export_is_reused_and_boards_the_same(finished_r
     assert export.main(["--restore", str(board / source.parent.name), str(output)]) == 0
     restored = output / source.name
     assert sorted(p.name for p in restored.iterdir()) == ["run.json", "scores.parquet"]
-    moved = config.model_copy(update={"output": output})
+    moved = config.with_flags({"--output": output})
     assert pending_seeds(moved) == []
     (seed_run,) = run_benchmark(moved).runs
     assert seed_run.reused == ["blimp", "ewok"] and seed_run.evaluated == []
@@ -378,9 +381,9 @@ def test_the_command_on_a_pruned_run_it_cannot_serve_is_one_line_exit_2(finished
     config, summary = finished_run
     pruned = _pruned_copy(summary, tmp_path / "out")
     before = sorted(str(p.relative_to(pruned)) for p in pruned.rglob("*"))
-    command = [sys.executable, "-m", "antlm_bench", "run", "--model", config.model, "--preset", "tiny", "--schedule",
+    command = [sys.executable, "-m", "antlm_bench", "run", "--model", config.model.name, "--preset", "tiny", "--schedule",
                SCHEDULE, "--seeds", "3", "--tasks", "blimp", "--limit", "1", "--max-words", "3000", "--output",
-               str(tmp_path / "out"), "--data-dir", str(config.data_dir), "--quiet"]
+               str(tmp_path / "out"), "--data-dir", str(config.data.data_dir), "--quiet"]
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "300"})
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert done.returncode == 2 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr

@@ -22,6 +22,7 @@ from leaderboard_tables import correctness, rewrite_event_file, write_run
 from typer.testing import CliRunner
 
 from antlm_bench.cli import app
+from antlm_bench.config import flag_words
 from antlm_bench.errors import UserError
 from antlm_bench.sweep import (
     Grid,
@@ -44,6 +45,7 @@ from antlm_bench.sweep import (
     split_top_level,
 )
 from antlm_bench.sweep.executors import Executor
+from antlm_bench.sweep.plan import cells_base
 from antlm_bench.sweep.record import DONE, FAILED, INTERRUPTED, REUSED, RUNNING
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,9 +56,10 @@ ROOT = Path(__file__).resolve().parents[1]
 FAKE_PYTHON = textwrap.dedent(f"""\
     #!{sys.executable}
     import os, signal, sys, time
+    import json
     args = sys.argv[1:]
-    seed = int(args[args.index("--seeds") + 1]); out = args[args.index("--output") + 1]
-    schedule = args[args.index("--schedule") + 1]
+    config = json.load(open(args[args.index("--config") + 1]))  # a cell's typed configuration (run --config)
+    seed = config["seeds"][0]; out = config["output"]["folder"]; schedule = config["model"]["schedule"]
     print("fake run", schedule, "seed", seed, "threads", os.environ.get("OMP_NUM_THREADS"), flush=True)
     waits = dict(item.split(":") for item in os.environ.get("FAKE_WAIT", "").split(",") if item)
     if os.environ.get("FAKE_SLOW") or str(seed) in waits:
@@ -108,13 +111,37 @@ def test_seeds_ranges_and_lists():
 
 
 def test_cells_are_run_cells_seed_major():
-    grid = Grid(("antlm-babyllama",), ("tiny",), ("0.2_CLM+0.2_MLM", "0.4_CLM"), ("--max-words", "20000"))
+    base = cells_base({"max-words": 20000})
+    grid = Grid(("antlm-babyllama",), ("tiny",), ("0.2_CLM+0.2_MLM", "0.4_CLM"), base)
     cells = grid.cells([1, 2], {})
     assert [(c.schedule, c.seed) for c in cells] == [("0.2_CLM+0.2_MLM", 1), ("0.4_CLM", 1),
                                                       ("0.2_CLM+0.2_MLM", 2), ("0.4_CLM", 2)]
     assert cells[0].name == "antlm-babyllama-tiny-0.2_CLM_0.2_MLM-seed1"  # run's own folder name
-    assert cells[0].argv(Path("out"))[:3] == ["-m", "antlm_bench", "run"]
-    assert cells[0].argv(Path("out"))[-2:] == ["--max-words", "20000"]
+    # each cell a typed configuration: the grid's axes and the sweep's run options, the output the sweep's
+    config = cells[3].config(Path("out"))
+    assert (config.model.name, config.model.preset, config.model.schedule, config.seeds) == \
+        ("antlm-babyllama", "tiny", "0.4_CLM", [2])
+    assert config.data.max_words == 20000 and config.output.folder == Path("out") and config.output.quiet
+    # its command line: the fields that differ from run's defaults (--model antlm-babyllama is run's default)
+    assert flag_words(config) == ["--preset", "tiny", "--schedule", "0.4_CLM", "--max-words", "20000", "--output",
+                                  "out", "--quiet", "--seeds", "2"]
+
+
+def test_a_cell_runs_as_run_config_of_its_written_file(tmp_path):
+    """The cell's file is what `run --config` reads back: the same configuration, field for field."""
+    from antlm_bench.config import read_config_file, run_config
+    from antlm_bench.sweep.record import SweepFolder
+
+    base = cells_base({"max-words": 20000, "probe": True, "save-at-words": "1K,2K", "glue-epochs": "2"})
+    (cell,) = Grid(("antlm-babyllama",), ("tiny",), ("0.4_CLM",), base, (("0.4_CLM", "negative-control"),)).cells(
+        [7], {})[1:]
+    folder = SweepFolder(tmp_path / "out")
+    command = folder.cell_command(cell)
+    assert command[:4] == ["-m", "antlm_bench", "run", "--config"]
+    written = Path(command[4])
+    assert written == tmp_path / "out" / "sweep" / "cells" / f"{cell.name}.json"
+    again = run_config(read_config_file(written, "a run's configuration", "model:, ..."))
+    assert again == cell.config(tmp_path / "out") and again.label == "negative-control" and again.training.save_at_words == [1000, 2000]
 
 
 def test_worker_slots_follow_cores_threads_and_gpus():
@@ -252,9 +279,10 @@ FAKE_TABLE_PYTHON = textwrap.dedent(f"""\
     import numpy as np
     from pathlib import Path
     from leaderboard_tables import correctness, write_run
+    import json
     args = sys.argv[1:]
-    seed = int(args[args.index("--seeds") + 1]); out = Path(args[args.index("--output") + 1])
-    schedule = args[args.index("--schedule") + 1]
+    config = json.load(open(args[args.index("--config") + 1]))  # a cell's typed configuration (run --config)
+    seed = config["seeds"][0]; out = Path(config["output"]["folder"]); schedule = config["model"]["schedule"]
     waits = dict(item.split(":") for item in os.environ.get("FAKE_WAIT", "").split(",") if item)
     if f"{{schedule}}@{{seed}}" in waits:
         def stop(signum, frame):

@@ -45,18 +45,21 @@ def test_a_sweep_trains_each_cell_once_and_reads_like_runs(real_data_dir, tmp_pa
 def test_pending_seeds_agrees_with_what_run_would_do(real_data_dir, tmp_path):
     """The sweep skips a cell when pipeline.pending_seeds says run has nothing left: it must say so exactly when
     run_benchmark would reuse everything, and not when an evaluation setting changed."""
-    from antlm_bench.pipeline import RunConfig, pending_seeds, run_benchmark
+    from antlm_bench.config import run_config
+    from antlm_bench.pipeline import pending_seeds, run_benchmark
 
-    config = RunConfig(model="antlm-babyllama", tasks="blimp_supplement", preset="tiny", schedule="0.1_CLM",
-                       seeds=[3], output=tmp_path, data_dir=real_data_dir, cache_dir=tmp_path / "cache",
-                       max_words=3000, eval_limit=2, limit=4, progress=False)
+    config = run_config({"model": {"name": "antlm-babyllama", "preset": "tiny", "schedule": "0.1_CLM"},
+                         "evaluation": {"tasks": "blimp_supplement", "limit": 4}, "seeds": [3],
+                         "output": {"folder": tmp_path, "quiet": True},
+                         "data": {"data_dir": real_data_dir, "cache_dir": tmp_path / "cache", "max_words": 3000},
+                         "training": {"eval_limit": 2}})
     assert pending_seeds(config) == [3]
     run_benchmark(config)
     assert pending_seeds(config) == []
     (again,) = run_benchmark(config).runs
     assert again.trained == "reused" and again.evaluated == []
-    other_limit = config.model_copy(update={"limit": 5})
+    other_limit = config.with_flags({"--limit": 5})
     assert pending_seeds(other_limit) == [3]
-    assert pending_seeds(config.model_copy(update={"seeds": [3, 4]})) == [4]
+    assert pending_seeds(config.with_flags({"--seeds": [3, 4]})) == [4]
     (redone,) = run_benchmark(other_limit).runs
     assert redone.trained == "reused" and redone.evaluated == ["blimp_supplement"]

@@ -11,7 +11,7 @@ import torch
 from cli_support import run_cli
 
 import antlm_bench.evaluate as evaluate_module
-import antlm_bench.pipeline as pipeline_module
+import antlm_bench.pipeline.request as pipeline_module
 from antlm_bench.models import threads
 
 

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from typer.core import TyperGroup
@@ -181,12 +181,37 @@ app = typer.Typer(
     add_completion=False,
 )
 
-DataDirOption = typer.Option(
-    None, "--data-dir", help="Data folder (default: $ANTLM_BENCH_DATA, then ~/.cache/antlm-bench/data)."
-)
-PRECISION_HELP = ("auto (bf16 autocast with float32 master weights where the CPU or GPU multiplies bf16 natively "
-                  "and the model is wide enough to gain, else float32; said and recorded in run.json), fp32 or "
-                  "bf16. Part of the run's configuration: bf16 and fp32 seeds are never pooled.")
-IncludePathOption = typer.Option(
-    None, "--include-path", help="Extra folder of task specs / trainer recipes, searched before the shipped ones."
-)
+def flag(section: type[BaseModel], name: str, *aliases: str, default: Any = ..., cell: bool = False,
+         **typer_options: Any) -> Any:
+    """The typer option of a configuration field (``antlm_bench.config``): its flag, default and help are the
+    field's, so every command that takes it says the same. ``default``: a command's own default where it differs
+    (the field's default factory gives None: the command line's text is parsed by the field); ``cell``: a sweep's
+    option that sets the field on every cell (no default: the cell's own applies)."""
+    from antlm_bench.config import flag_of
+
+    field = section.model_fields[name]
+    if cell:
+        default, help_text = None, f"`run {flag_of(field)}` for every cell: {field.description}"
+    else:
+        if default is None and field.default is not None and field.default_factory is None:
+            # a command whose unset option defers to a file's value (sweep): the default still shown is the field's
+            typer_options.setdefault("show_default", str(field.default))
+        if default is ...:
+            default = None if field.default_factory is not None else field.default
+        help_text = field.description
+    return typer.Option(default, flag_of(field), *aliases, help=help_text, **typer_options)
+
+
+def given_flags(ctx: typer.Context) -> dict[str, Any]:
+    """The configuration flags the command line gave (``{"--max-words": 5}``), by their long spelling: what goes
+    over a config file's values (``antlm_bench.config.run_config``); an option left at its default gives nothing."""
+    from antlm_bench.config import flag_paths
+
+    known = flag_paths()
+    given = {}
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name else None
+        spelling = max(param.opts, key=len) if param.opts else ""
+        if spelling in known and source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            given[spelling] = ctx.params[param.name]
+    return given

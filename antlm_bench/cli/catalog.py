@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from antlm_bench.cli.app import IncludePathOption, app, console
+from antlm_bench.cli.app import app, console, flag
+from antlm_bench.config import RunConfig
 from antlm_bench.registry import add_include_path
 
 list_app = typer.Typer(help="List registered tasks and model recipes.", no_args_is_help=True)
@@ -18,7 +19,7 @@ JsonOption = typer.Option(False, "--json", help="Print a JSON list (one object p
 
 
 @list_app.command("tasks")
-def list_tasks(include_path: list[Path] | None = IncludePathOption, as_json: bool = JsonOption) -> None:
+def list_tasks(include_path: list[Path] | None = flag(RunConfig, "include_path"), as_json: bool = JsonOption) -> None:
     """Tasks and task groups, with their adapter class and source file."""
     from antlm_bench.tasks import GroupSpec, all_specs
 
@@ -49,7 +50,7 @@ def list_tasks(include_path: list[Path] | None = IncludePathOption, as_json: boo
 
 
 @list_app.command("models")
-def list_models(include_path: list[Path] | None = IncludePathOption, as_json: bool = JsonOption) -> None:
+def list_models(include_path: list[Path] | None = flag(RunConfig, "include_path"), as_json: bool = JsonOption) -> None:
     """Model recipes with their presets and parameter counts."""
     from antlm_bench.models import count_parameters
     from antlm_bench.recipes import all_recipes

@@ -7,8 +7,9 @@ from pathlib import Path
 import typer
 
 from antlm_bench import data as data_lib
-from antlm_bench.cli.app import DataDirOption, app, console
+from antlm_bench.cli.app import app, console, flag
 from antlm_bench.cli.paths import input_file, output_folder, path_text
+from antlm_bench.config import DataConfig
 from antlm_bench.errors import UserError
 
 data_app = typer.Typer(help="Locate, verify and fetch data.", no_args_is_help=True)
@@ -16,14 +17,14 @@ app.add_typer(data_app, name="data")
 
 
 @data_app.command("where")
-def where(data_dir: Path | None = DataDirOption) -> None:
+def where(data_dir: Path | None = flag(DataConfig, "data_dir")) -> None:
     """Print the data folder that commands will use."""
     console.print(str(data_lib.resolve_data_dir(data_dir)))
 
 
 @data_app.command("verify")
 def verify(
-    data_dir: Path | None = DataDirOption,
+    data_dir: Path | None = flag(DataConfig, "data_dir"),
     manifest: Path | None = typer.Option(None, callback=input_file, parser=path_text, metavar="<path>",
                                          help="sha256sum-style manifest (default: DATA/MANIFEST.sha256)."),
 ) -> None:

@@ -10,8 +10,9 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from antlm_bench.cli.app import DataDirOption, IncludePathOption, app, console, err_console
+from antlm_bench.cli.app import app, console, err_console, flag
 from antlm_bench.cli.paths import output_folder, path_text
+from antlm_bench.config import DataConfig, EvaluationConfig, MachineConfig, RunConfig
 from antlm_bench.registry import add_include_path
 
 
@@ -49,10 +50,8 @@ def eval_command(
                                      "(a quick look; rows record the limit)."),
     log_samples: bool = typer.Option(False, "--log-samples", help="Also write items.parquet: both scores of every "
                                      "pair (EWoK text is left out, as its terms require)."),
-    batch_tokens: int = typer.Option(4096, "--batch-tokens", min=1, help="Token budget per forward pass (rows x "
-                                     "padded length); bounds peak memory whatever a sentence's length."),
-    device: str = typer.Option("auto", "--device", help="auto (cuda when visible, else cpu), cpu, cuda, cuda:N "
-                               "or mps; as run and train."),
+    batch_tokens: int = flag(EvaluationConfig, "batch_tokens", min=1),
+    device: str = flag(MachineConfig, "device"),
     dtype: DType = typer.Option(DType.float32, "--dtype", help="Model weights dtype for scoring (bfloat16: cuda, "
                                 "or a CPU with native bf16; docs/precision.md has its parity with float32); "
                                 "log-softmax is float32 either way."),
@@ -60,8 +59,8 @@ def eval_command(
                                    "babylm-2025 (sentences as given), babylm-2024 (' ' + sentence, the paper's "
                                    "2024 lm-eval tasks) or babylm-2026 (as 2025; entity tracking without its "
                                    "'nothing' targets). Boards and check never compare two conventions."),
-    data_dir: Path | None = DataDirOption,
-    include_path: list[Path] | None = IncludePathOption,
+    data_dir: Path | None = flag(DataConfig, "data_dir"),
+    include_path: list[Path] | None = flag(RunConfig, "include_path"),
     progress: bool = typer.Option(True, "--progress/--no-progress", " /--quiet", " /-q",
                                   help="Show a progress bar on stderr (--quiet: none)."),
     fast: bool = typer.Option(False, "--fast", help="The official BabyLM 2025 fast subsets (BLiMP, supplement, EWoK "
@@ -71,9 +70,7 @@ def eval_command(
                                            "antlm_export.json) without verifying its files (config, tokenizer, code, "
                                            "weights) against the sha256s recorded there; the output says it was "
                                            "skipped."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads for torch (default: from the "
-                                       "model's size, 1 below 10M parameters, unless $OMP_NUM_THREADS is set; "
-                                       "eval.json records the choice)."),
+    threads: int | None = flag(MachineConfig, "threads", min=1),
     # GLUE fine-tuning (tasks/glue.yaml); unset flags keep the spec's BabyLM 2025 defaults
     seeds: str | None = typer.Option(None, "--seeds", help="GLUE: fine-tuning seeds, e.g. 42,43,44 (one row set "
                                      "per seed; default 42)."),

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import typer
 
-from antlm_bench.cli.app import IncludePathOption, app, console, err_console
+from antlm_bench.cli.app import app, console, err_console, flag
 from antlm_bench.cli.paths import output_file, path_text
+from antlm_bench.config import RunConfig
 from antlm_bench.errors import UserError
 from antlm_bench.registry import add_include_path
 
@@ -53,7 +54,7 @@ def leaderboard_command(
     subtasks: str | None = typer.Option(None, "--subtasks", help="Instead of the board: TASK's subtasks (BLiMP's "
                                         "paradigms) down the side and the board's rows across, each the mean over "
                                         "the row's seeds ±seed SD (terminal or markdown)."),
-    include_path: list[Path] | None = IncludePathOption,
+    include_path: list[Path] | None = flag(RunConfig, "include_path"),
 ) -> None:
     """Rank configurations by macro score: seeds averaged, 95% intervals over seeds and items, seed-aware gaps, and
     per task the seed SD, the spread of the configurations' means and how often single seeds order two rows as
@@ -171,7 +172,7 @@ def power_command(
     power: float = typer.Option(0.8, "--power", help="Probability of detecting the gap."),
     seed_sd: float | None = typer.Option(None, "--seed-sd", help="Seed SD in points for rows with one seed."),
     by: str | None = typer.Option(None, "--by", help="Grouping keys (default recipe,preset,schedule)."),
-    include_path: list[Path] | None = IncludePathOption,
+    include_path: list[Path] | None = flag(RunConfig, "include_path"),
 ) -> None:
     """How many seeds a side a gap needs, with the range the seed SD's own uncertainty allows: the board's paired
     test over seeds (k-1 df) from each row's observed seed SD and item variance (matched seeds uncorrelated, items

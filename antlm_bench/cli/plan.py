@@ -13,9 +13,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from antlm_bench.cli.app import app, console
+from antlm_bench.cli.app import app, console, flag
 from antlm_bench.errors import UserError
 from antlm_bench.options import MAX_SEEDS
+from antlm_bench.sweep.settings import UntilDecidedSettings
 
 if TYPE_CHECKING:
     from antlm_bench.results.stats.planning import Design
@@ -193,12 +194,11 @@ def plan_command(
                                "task.margin or macro)."),
     baseline: str | None = typer.Option(None, "--baseline", help="--pilot: the baseline schedule; each other row is "
                                         "paired by seed with the baseline row of its recipe and preset."),
-    max_seeds: int = typer.Option(10, "--max-seeds", help="The sweep's --max-seeds (cap a side)."),
+    max_seeds: int = flag(UntilDecidedSettings, "max_seeds"),
     first_seeds: int = typer.Option(3, "--first-seeds", help="Seeds in the first round (the sweep's --seeds)."),
-    round_seeds: int = typer.Option(1, "--round-seeds", help="Seeds added a round (the sweep's --round-seeds)."),
-    alpha: float = typer.Option(0.05, "--alpha", help="Family-wise error rate (Bonferroni over the family)."),
-    tolerance: float | None = typer.Option(None, "--tolerance", help="Equivalence margin in points (the sweep's "
-                                           "--tolerance); none: a null comparison can only run to the cap."),
+    round_seeds: int = flag(UntilDecidedSettings, "round_seeds"),
+    alpha: float = flag(UntilDecidedSettings, "alpha"),
+    tolerance: float | None = flag(UntilDecidedSettings, "tolerance"),
     others_gap: float = typer.Option(0.0, "--others-gap", help="True gap of every other comparison of the family "
                                      "(0: nulls)."),
     runs_per_seed: int = typer.Option(2, "--runs-per-seed", help="Training runs one seed of the sweep costs (its "

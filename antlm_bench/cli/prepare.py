@@ -7,9 +7,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from antlm_bench.cli.app import DataDirOption, IncludePathOption, console
+from antlm_bench.cli.app import console, flag
 from antlm_bench.cli.data import data_app
 from antlm_bench.cli.paths import input_folder, output_folder, path_text
+from antlm_bench.config import DataConfig, RunConfig
 from antlm_bench.registry import add_include_path
 
 
@@ -24,8 +25,8 @@ def prepare(
                                           help="Cache (default: ~/.cache/antlm-bench/prepared)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the --max-words sampling."),
     split: str = typer.Option("train", "--split", help="File suffix to read: train or dev."),
-    data_dir: Path | None = DataDirOption,
-    include_path: list[Path] | None = IncludePathOption,
+    data_dir: Path | None = flag(DataConfig, "data_dir"),
+    include_path: list[Path] | None = flag(RunConfig, "include_path"),
 ) -> None:
     """Train the recipe's tokenizer and pack the corpus into fixed-length sequences (cached by content hash);
     streams, tokenizing on every core; memory grows by some 26 bytes a line, not with the text."""

@@ -6,93 +6,71 @@ from pathlib import Path
 
 import typer
 
-from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, console
-from antlm_bench.cli.paths import input_folder, output_folder, path_text
-from antlm_bench.options import SAVE_EVERY_MINUTES
+from antlm_bench.cli.app import app, console, flag, given_flags
+from antlm_bench.cli.paths import input_file, input_folder, output_folder, path_text
+from antlm_bench.config import (
+    DataConfig,
+    EvaluationConfig,
+    MachineConfig,
+    ModelConfig,
+    OutputConfig,
+    RunConfig,
+    TrainingConfig,
+)
 
-FINAL_SCORING_HELP = ("Method of the final minimal-pair evaluation: auto (the last phase's: CLM -> clm, MLM -> "
-                      "pll), clm or pll for every run. Schedules that end in different objectives are compared "
-                      "only when scored alike: the board never tests clm against pll. Per-phase scores keep "
-                      "each phase's own method.")
+CONFIG_KEYS = "model:, data:, machine:, training:, evaluation:, output:, seeds:, label:"
 
 
 @app.command("run")
 def run(
     ctx: typer.Context,
-    model: str = typer.Option("antlm-babyllama", "--model", "-m", help="Trainer recipe (see `antlm-bench list models`)."),
-    tasks: str = typer.Option("babylm", "--tasks", "-t",
-                              help="Tasks to evaluate the final model on (any of `antlm-bench list tasks`): "
-                                   "blimp, blimp_supplement, ewok, glue (glue:rte,mrpc for a few members), "
-                                   "entity_tracking, wug_adj, reading, or the groups babylm (the first four), "
-                                   "zero-shot (all but glue) and babylm-2025 (all seven)."),
-    preset: str | None = typer.Option(None, help="Model size: tiny, cpu, small or paper (default: paper with CUDA, "
-                                                 "tiny otherwise)."),
-    schedule: str | None = typer.Option(None, help="Schedule such as 4_CLM+16_MLM+4_CLM (default: the recipe's)."),
-    seeds: str = typer.Option("42", help="Seeds: 42, 1-3 or 1,2,5-7 (at most 1000); one run per seed, summarised "
-                                          "as mean and spread."),
-    label: str = typer.Option(None, "--label", help="A name for these runs beside their seeds (lower-case "
-                              "letters, digits, hyphens): in their folder names and rows (the board shows "
-                              "SCHEDULE \\[label] as its own row), and in every random draw, so seed s under a label "
-                              "is another initialisation and data order than seed s without; not part of the "
-                              "configuration (a negative control: sweep --negative-control)."),
-    output: Path = typer.Option(Path("results"), "--output", "-o", callback=output_folder, parser=path_text, metavar="<path>",
-                                help="Folder for run folders and tables."),
-    data_dir: Path | None = DataDirOption,
-    corpus: Path | None = typer.Option(None, callback=input_folder, parser=path_text, metavar="<path>",
-                                       help="Pre-training text folder (default: DATA/pretrain_sample)."),
-    max_words: int | None = typer.Option(None, help="Cap the pre-training corpus (default: the preset's cap)."),
-    eval_limit: int | None = typer.Option(None, help="Items per subtask when scoring each phase (default: the "
-                                                    "preset's; the final evaluation uses all items)."),
-    eval_every: str = typer.Option("phase", "--eval-every", help="Score the minimal-pair tasks during training: "
-                                   "at every phase end (phase), epoch end (epoch), at each --save-at-words "
-                                   "checkpoint with the fast suite (words; the run then draws curves over words "
-                                   "seen), or not at all (none)."),
-    save_at_words: str | None = typer.Option(None, "--save-at-words", help="Checkpoints chck_<N>M at these words "
-                                             "seen (repeats counted): 1M,2M,... or a BabyLM grid: "
-                                             "babylm-strict-small (19: every 1M to 10M, then every 10M to 100M; "
-                                             "babylm is its alias) or babylm-strict (28: and every 100M to 1000M)."),
-    save_every_minutes: float = typer.Option(SAVE_EVERY_MINUTES, "--save-every-minutes",
-                                             help="A resume point every M minutes of training: the most a hard "
-                                                  "kill (SIGKILL, a lost machine) costs; Ctrl-C and SIGTERM write "
-                                                  "one anyway."),
-    limit: int | None = typer.Option(None, help="Final minimal-pair evaluation on the first N items per subtask "
-                                               "(a quick look; rows record it)."),
-    glue_epochs: int | None = typer.Option(None, help="GLUE fine-tuning epochs (default: 10, 30 for WSC; the tiny "
-                                                     "preset uses a smaller CPU budget and says so)."),
-    glue_max_train_examples: int | None = typer.Option(None, help="Cap each GLUE training split."),
-    probe: bool = typer.Option(False, "--probe", help="GLUE by a frozen-feature logistic-regression probe "
-                                                       "(fast on CPU; reported as method probe, never mixed with "
-                                                       "fine-tuning)."),
-    glue_protocol: str | None = typer.Option(None, "--glue-protocol", help="GLUE: default (best epoch on a slice of "
-                                             "the training split) or babylm-official (as the BabyLM 2025 pipeline: "
-                                             "best epoch on the reported split, first-position pooling; rows say "
-                                             "scoring=finetune-official, never ranked with the default)."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda[:N]."),
-    precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
-    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch, training and evaluation "
-                                       "(default: 1 below 10M parameters, torch's default above, unless "
-                                       "$OMP_NUM_THREADS is set)."),
-    convention: str = typer.Option("babylm-2025", "--convention", help="Scoring convention of the per-phase and "
-                                   "final minimal-pair scores: babylm-2025 (texts as given) or babylm-2024 (a "
-                                   "leading space, the AntLM paper's lm-eval tasks); recorded in every row."),
-    final_scoring: str = typer.Option("auto", "--final-scoring", help=FINAL_SCORING_HELP),
-    include_path: list[Path] | None = IncludePathOption,
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    config_file: Path | None = typer.Option(None, "--config", "-c", callback=input_file, parser=path_text,
+                                            metavar="<path>", help="A run's configuration (YAML or JSON: "
+                                            f"{CONFIG_KEYS} docs/usage.md); the options given below override its "
+                                            "values. A sweep runs each cell as `run --config <cell file>`."),
+    model: str = flag(ModelConfig, "name", "-m"),
+    tasks: str = flag(EvaluationConfig, "tasks", "-t"),
+    preset: str | None = flag(ModelConfig, "preset"),
+    schedule: str | None = flag(ModelConfig, "schedule"),
+    seeds: str = flag(RunConfig, "seeds", default="42"),
+    label: str | None = flag(RunConfig, "label"),
+    output: Path = flag(OutputConfig, "folder", "-o", callback=output_folder, parser=path_text, metavar="<path>"),
+    data_dir: Path | None = flag(DataConfig, "data_dir"),
+    corpus: Path | None = flag(DataConfig, "corpus", callback=input_folder, parser=path_text, metavar="<path>"),
+    max_words: int | None = flag(DataConfig, "max_words"),
+    eval_limit: int | None = flag(TrainingConfig, "eval_limit"),
+    eval_every: str = flag(TrainingConfig, "eval_every"),
+    save_at_words: str | None = flag(TrainingConfig, "save_at_words"),
+    save_every_minutes: float = flag(TrainingConfig, "save_every_minutes"),
+    limit: int | None = flag(EvaluationConfig, "limit"),
+    batch_tokens: int = flag(EvaluationConfig, "batch_tokens"),
+    glue_epochs: int | None = flag(EvaluationConfig, "glue_epochs"),
+    glue_max_train_examples: int | None = flag(EvaluationConfig, "glue_max_train_examples"),
+    probe: bool = flag(EvaluationConfig, "probe"),
+    glue_protocol: str | None = flag(EvaluationConfig, "glue_protocol"),
+    device: str = flag(MachineConfig, "device"),
+    precision: str = flag(MachineConfig, "precision"),
+    threads: int | None = flag(MachineConfig, "threads"),
+    convention: str = flag(EvaluationConfig, "convention"),
+    final_scoring: str = flag(EvaluationConfig, "final_scoring"),
+    include_path: list[Path] | None = flag(RunConfig, "include_path"),
+    quiet: bool = flag(OutputConfig, "quiet", "-q"),
 ) -> None:
     """Train a model under a schedule, score each phase its own way, evaluate the final model, and print a Table-2-style summary (BLiMP, supplement, EWoK, GLUE, macro, with 95% intervals, chance and GLUE's majority-class floor).
 
     Re-running the same command reuses finished training and evaluations and resumes unfinished ones."""
+    from antlm_bench.config import read_config_file, run_config
     from antlm_bench.recipes import load_recipe
     from antlm_bench.registry import add_include_path
 
+    file_values = read_config_file(config_file, "a run's configuration", CONFIG_KEYS) if config_file else {}
+    config = run_config(file_values, given_flags(ctx), str(config_file))
     # a mistyped recipe is answered before the trainer (torch) is imported
-    for folder in ctx.params.get("include_path") or []:
+    for folder in config.include_path:
         add_include_path(folder)
-    load_recipe(ctx.params["model"])
-    from antlm_bench.pipeline import run_benchmark, run_config_of_options
+    load_recipe(config.model.name)
+    from antlm_bench.pipeline import run_benchmark
     from antlm_bench.results.leaderboard import build_leaderboard, print_terminal, read_results
-
-    config = run_config_of_options(ctx.params)
     from antlm_bench.training.trainer import TrainingInterrupted
 
     try:
@@ -113,7 +91,7 @@ def run(
         explanation = score_explanation(column)
         if explanation:
             console.print(f"note: {explanation}", soft_wrap=True)
-    if config.eval_every == "words":
+    if config.training.eval_every == "words":
         from antlm_bench.results.leaderboard import write_words_curves
 
         curves = write_words_curves(results, summary.output)

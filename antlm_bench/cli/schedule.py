@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from antlm_bench.cli.app import IncludePathOption, app, console
+from antlm_bench.cli.app import app, console, flag
+from antlm_bench.config import RunConfig
 
 
 @app.command("schedule")
@@ -14,7 +15,7 @@ def schedule_command(
     model: str = typer.Option(
         "antlm-babyllama", "--model", "-m", help="Recipe whose per-objective LR schedules the table shows."
     ),
-    include_path: list[str] | None = IncludePathOption,
+    include_path: list[str] | None = flag(RunConfig, "include_path"),
 ) -> None:
     """Print the schedule's canonical form and a table of its phases (epochs, objective, attention, LR)."""
     from antlm_bench.recipes import load_recipe

@@ -1,50 +1,26 @@
 """``antlm-bench sweep``: a grid of ``run`` cells (recipes x presets x schedules x seeds) on local worker processes
 or a SLURM job array, and ``--until-decided``: seeds added in rounds until each schedule is decided against the
 baseline. The options (over a YAML file's values) become one ``SweepSettings``; ``antlm_bench.sweep`` plans and runs
-the sweep, with ``run``'s own option parser lent to it (:class:`RunCommandParser`)."""
+the sweep, each cell a typed ``RunConfig`` (``antlm_bench.config``) run as ``run --config <cell file>``."""
 
 from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from antlm_bench.cli.app import IncludePathOption, app, console, err_console
+from antlm_bench.cli.app import app, console, err_console, flag
 from antlm_bench.cli.paths import check_output_folder, input_file, output_folder, path_text
+from antlm_bench.config import DataConfig, EvaluationConfig, MachineConfig, RunConfig
 from antlm_bench.errors import UserError
 from antlm_bench.registry import add_include_path
+from antlm_bench.sweep.settings import UntilDecidedSettings
 
 if TYPE_CHECKING:
-    from antlm_bench.sweep import PreparedSweep, RunOption
-
-
-class RunCommandParser:
-    """``antlm-bench run``'s own option parser (its typer command), lent to the sweep: each cell is a ``run``, so its
-    options are named and checked as ``run`` names and checks them (``antlm_bench.sweep.RunParser``)."""
-
-    def __init__(self) -> None:
-        import typer.main
-
-        self.command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
-
-    def options(self) -> dict[str, RunOption]:
-        from antlm_bench.sweep import RunOption
-
-        return {p.name: RunOption(max(p.opts, key=len), bool(getattr(p, "is_flag", False)))
-                for p in self.command.params if p.opts}
-
-    def parse(self, argv: Sequence[str]) -> dict[str, Any]:
-        import click
-
-        try:
-            context = self.command.make_context("run", list(argv))
-        except click.exceptions.UsageError as err:
-            raise UserError(f"run option: {err.format_message()}") from None
-        return dict(context.params)
+    from antlm_bench.sweep import PreparedSweep
 
 
 @app.command("sweep")
@@ -61,15 +37,12 @@ def sweep_command(
                                      "--until-decided, the first round's."),
     preset: str | None = typer.Option(None, "--preset", help="Presets, comma-separated (default: paper with "
                                       "CUDA, tiny otherwise)."),
-    tasks: str | None = typer.Option(None, "--tasks", "-t", help="`run --tasks` for every cell (default babylm)."),
-    max_words: int | None = typer.Option(None, "--max-words", help="`run --max-words` for every cell."),
-    limit: int | None = typer.Option(None, "--limit", help="`run --limit` for every cell."),
-    device: str | None = typer.Option(None, "--device", help="`run --device`: auto (default), cpu or cuda."),
-    threads: int | None = typer.Option(None, "--threads", help="`run --threads`: CPU threads per cell."),
-    final_scoring: str | None = typer.Option(None, "--final-scoring", help="`run --final-scoring` for every cell: "
-                                             "auto (default: each cell by its last phase), clm or pll (every cell "
-                                             "alike, so schedules ending in CLM and in MLM are compared on one "
-                                             "instrument)."),
+    tasks: str | None = flag(EvaluationConfig, "tasks", "-t", cell=True),
+    max_words: int | None = flag(DataConfig, "max_words", cell=True),
+    limit: int | None = flag(EvaluationConfig, "limit", cell=True),
+    device: str | None = flag(MachineConfig, "device", cell=True),
+    threads: int | None = flag(MachineConfig, "threads", cell=True),
+    final_scoring: str | None = flag(EvaluationConfig, "final_scoring", cell=True),
     run_option: list[str] | None = typer.Option(None, "--run-option", help="Any other `run` option for every "
                                                 "cell, as NAME=VALUE (repeat it): --run-option eval-every=none."),
     output: Path | None = typer.Option(None, "--output", "-o", callback=output_folder, parser=path_text, metavar="<path>",
@@ -98,15 +71,10 @@ def sweep_command(
                                        "schedule is decided against --baseline (docs/statistics.md)."),
     baseline: str | None = typer.Option(None, "--baseline", help="--until-decided: the schedule the others are "
                                         "compared with."),
-    max_seeds: int | None = typer.Option(None, "--max-seeds", help="--until-decided: at most this many seeds a "
-                                         "schedule (default 12)."),
-    tolerance: float | None = typer.Option(None, "--tolerance", help="--until-decided: equivalence margin in "
-                                           "points: an interval within +-T decides 'no difference larger than T' "
-                                           "(default: none, only differences decide)."),
-    round_seeds: int | None = typer.Option(None, "--round-seeds", help="--until-decided: seeds added per round "
-                                           "(default 1)."),
-    alpha: float | None = typer.Option(None, "--alpha", help="--until-decided: error rate of the whole family "
-                                       "of comparisons (default 0.05, Bonferroni over them)."),
+    max_seeds: int | None = flag(UntilDecidedSettings, "max_seeds", default=None),
+    tolerance: float | None = flag(UntilDecidedSettings, "tolerance", default=None),
+    round_seeds: int | None = flag(UntilDecidedSettings, "round_seeds", default=None),
+    alpha: float | None = flag(UntilDecidedSettings, "alpha", default=None),
     margin: list[str] | None = typer.Option(None, "--margin", help="--until-decided: an equivalence margin of "
                                             "one column in its own units, COLUMN=VALUE (blimp=1.5 points, "
                                             "blimp.margin=0.05 nats); repeat it; over --tolerance."),
@@ -130,7 +98,7 @@ def sweep_command(
                                                  "positive-control with a positive control, else above-chance "
                                                  "where the column has a chance level. An endpoint that does not "
                                                  "qualify gets no verdict."),
-    include_path: list[Path] | None = IncludePathOption,
+    include_path: list[Path] | None = flag(RunConfig, "include_path"),
 ) -> None:
     """Run a grid of `antlm-bench run` cells (recipes x presets x schedules x seeds) on local worker processes or a SLURM job array; finished cells are reused, unfinished ones resumed.
 
@@ -138,12 +106,14 @@ def sweep_command(
     hashes, so a second sweep (or a `run` by hand) reuses what is finished. Compare the results with
     `antlm-bench leaderboard OUTPUT`."""
 
-    from antlm_bench.sweep import SweepInterrupted, load_sweep_file, prepare_sweep, settings_of
+    from antlm_bench.config import read_config_file
+    from antlm_bench.sweep import SweepInterrupted, prepare_sweep, settings_of
     from antlm_bench.sweep.record import DONE, INTERRUPTED, REUSED
 
     for folder in include_path or []:
         add_include_path(folder)
-    file_values = load_sweep_file(config_file) if config_file is not None else {}
+    file_values = read_config_file(config_file, "a sweep file", "models:, schedules:, seeds:, ...") \
+        if config_file is not None else {}
     source = str(config_file) if config_file is not None else "command line"
     if until_decided and baseline is None and not (file_values.get("until_decided") or {}).get("baseline"):
         raise UserError("--until-decided needs --baseline SCHEDULE (the schedule the others are compared with)")
@@ -172,7 +142,7 @@ def sweep_command(
         "until_decided": decided if until_decided or decided else None}, source)
     check_output_folder(settings.output.expanduser(), "output")  # a sweep file's output:, checked as --output is
 
-    sweep = prepare_sweep(settings, RunCommandParser(), sys.executable)
+    sweep = prepare_sweep(settings, sys.executable)
     for line in sweep.describe():
         _say(line)
     if dry_run:
@@ -223,15 +193,16 @@ def _run_option_pairs(pairs: list[str]) -> dict[str, Any]:
 def _dry_run(sweep: PreparedSweep) -> None:
     import shlex
 
+    from antlm_bench.config import flag_words
     from antlm_bench.sweep import SlurmExecutor
 
     pending = sweep.pending(sweep.cells)
-    output = sweep.plan.output
     console.print(f"{len(pending)} of {len(sweep.cells)} cell(s) still to run (the others are finished and would be "
                   "reused)" + ("; with --until-decided, later rounds add seeds" if sweep.plan.rule else ""),
                   highlight=False, markup=False)
     for index, cell in enumerate(pending):
-        _say(f"  [{index}] {shlex.join([sys.executable, *cell.argv(output)])}")
+        _say(f"  [{index}] {shlex.join(['antlm-bench', 'run', *flag_words(cell.config(sweep.plan.output))])}  (written to "
+             f"{sweep.folder.config_file_of(cell)}, run as `{sys.executable} -m antlm_bench run --config` on it)")
     if isinstance(sweep.executor, SlurmExecutor) and pending:
         console.print(f"the sbatch file submitit would submit (a job array of {len(pending)} task(s); task i runs "
                       "cell [i] above through submitit's pickled call, logs in <output>/sweep/logs/):",

@@ -7,48 +7,45 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 
-from antlm_bench.cli.app import PRECISION_HELP, DataDirOption, IncludePathOption, app, err_console
+from antlm_bench.cli.app import app, err_console, flag
 from antlm_bench.cli.paths import input_folder, output_folder, path_text
+from antlm_bench.config import (
+    DataConfig,
+    EvaluationConfig,
+    MachineConfig,
+    ModelConfig,
+    RunConfig,
+    TrainingConfig,
+)
 from antlm_bench.errors import UserError, validation_line
-from antlm_bench.options import SAVE_EVERY_MINUTES
 
 
 @app.command("train")
 def train_command(
-    model: str = typer.Option("antlm-babyllama", "--model", "-m", help="Recipe name (antlm-bench list models)."),
-    preset: str = typer.Option("tiny", "--preset", help="Size preset of the recipe: tiny, cpu, small, paper (`antlm-bench list models`)."),
+    model: str = flag(ModelConfig, "name", "-m"),
+    preset: str | None = flag(ModelConfig, "preset"),
     output: Path = typer.Option(..., "--output", "-o", callback=output_folder, parser=path_text, metavar="<path>",
                                 help="Run folder: checkpoints, metrics, scores."),
-    schedule: str | None = typer.Option(None, "--schedule", help='e.g. "4_CLM+16_MLM+4_CLM" (default: the recipe\'s).'),
-    data_dir: Path | None = DataDirOption,
-    corpus: Path | None = typer.Option(None, "--corpus", callback=input_folder, parser=path_text, metavar="<path>",
-                                       help="Folder of *.train files (default: the data folder's "
-                                       "pretrain_sample)."),
-    cache_dir: Path | None = typer.Option(None, "--cache-dir", callback=output_folder, parser=path_text, metavar="<path>",
-                                            help="Tokenizer / packed corpus cache."),
+    schedule: str | None = flag(ModelConfig, "schedule"),
+    data_dir: Path | None = flag(DataConfig, "data_dir"),
+    corpus: Path | None = flag(DataConfig, "corpus", callback=input_folder, parser=path_text, metavar="<path>"),
+    cache_dir: Path | None = flag(DataConfig, "cache_dir", callback=output_folder, parser=path_text, metavar="<path>"),
     seed: int = typer.Option(42, "--seed", help="The training seed, 0 to 2147483647."),
     label: str | None = typer.Option(None, "--label", help="A name beside the seed (lower-case letters, digits, "
                                      "hyphens): in the records and rows, and in every random draw (seed s under a "
                                      "label trains another network than seed s without); not part of the "
                                      "configuration."),
-    max_words: int | None = typer.Option(None, "--max-words", help="Cap the corpus (default: the preset's)."),
+    max_words: int | None = flag(DataConfig, "max_words"),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --output from its last checkpoint."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete the run in --output and start again."),
-    eval_every: str = typer.Option("none", "--eval-every", help="Score checkpoints at every phase or epoch end, or "
-                                   "each --save-at-words checkpoint with the fast suite (words)."),
+    eval_every: str = flag(TrainingConfig, "eval_every", default="none"),  # train scores nothing unless asked
     eval_tasks: str = typer.Option("blimp", "--eval-tasks", help="Tasks for --eval-every."),
-    eval_limit: int | None = typer.Option(None, "--eval-limit", help="Items per subtask for --eval-every "
-                                          "(default: the preset's eval_limit)."),
-    convention: str = typer.Option("babylm-2025", "--convention", help="Scoring convention of --eval-every: "
-                                   "babylm-2025 (sentences as given) or babylm-2024 (leading space)."),
+    eval_limit: int | None = flag(TrainingConfig, "eval_limit"),
+    convention: str = flag(EvaluationConfig, "convention"),
     save_every_steps: int | None = typer.Option(None, "--save-every-steps", help="Resume point every N steps."),
-    save_every_minutes: float = typer.Option(SAVE_EVERY_MINUTES, "--save-every-minutes", help="Resume point every M minutes."),
+    save_every_minutes: float = flag(TrainingConfig, "save_every_minutes"),
     save_every_epoch: bool = typer.Option(False, "--save-every-epoch", help="A checkpoint at every epoch end."),
-    save_at_words: str | None = typer.Option(None, "--save-at-words", help="checkpoints/chck_<N>M at these words "
-                                             "seen (repeats counted): 1M,2M,... (K and M suffixes), or a BabyLM "
-                                             "grid: babylm-strict-small (19: every 1M to 10M, then every 10M to "
-                                             "100M; babylm is its alias) or babylm-strict (28: and every 100M to "
-                                             "1000M). Counts the schedule never reaches are named at the start."),
+    save_at_words: str | None = flag(TrainingConfig, "save_at_words"),
     micro_batch_size: int | None = typer.Option(None, "--micro-batch-size", help="Sequences per forward pass "
                                                 "(gradient accumulation keeps the recipe's global batch)."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
@@ -58,24 +55,24 @@ def train_command(
     warmup_ratio: float | None = typer.Option(None, "--warmup-ratio",
                                               help="Linear warm-up, as a share of each phase's (or cycle's) steps "
                                                    "(default: the recipe's lr_schedules)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1 ..."),
-    precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
-    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: 1 below 10M "
-                                       "parameters, torch's default above, unless $OMP_NUM_THREADS is set)."),
+    device: str = flag(MachineConfig, "device"),
+    precision: str = flag(MachineConfig, "precision"),
+    threads: int | None = flag(MachineConfig, "threads"),
     deterministic: bool = typer.Option(False, "--deterministic", help="Deterministic kernels (bit-exact reruns)."),
     report_to: list[str] | None = typer.Option(None, "--report-to", help="tensorboard and/or wandb (if installed)."),
     no_progress: bool = typer.Option(False, "--no-progress", "--quiet", "-q",
                                      help="No live progress bar."),
-    include_path: list[Path] | None = IncludePathOption,
+    include_path: list[Path] | None = flag(RunConfig, "include_path"),
 ) -> None:
     """Train MODEL at PRESET through its schedule; `torchrun --nproc-per-node N` runs it with DDP."""
     from antlm_bench.options import parse_device, resolve_device
-    from antlm_bench.pipeline import score_checkpoint
+    from antlm_bench.pipeline import default_preset, score_checkpoint
     from antlm_bench.recipes import load_recipe
     from antlm_bench.registry import add_include_path
     from antlm_bench.training.trainer import TrainConfig, train
 
     parse_device(device)  # before anything is read or written
+    preset = preset or default_preset()[0]  # run's rule: paper with CUDA, tiny otherwise
     for folder in include_path or []:
         add_include_path(folder)
     if eval_limit is None and eval_every != "none":

@@ -32,10 +32,10 @@ _EXPORTS = {
                   "local_slots"],
     "grid": ["Grid", "GridCell", "canonical_schedules", "next_seeds", "parse_seeds", "split_top_level"],
     "loop": ["PendingCheck", "SweepOutcome", "SweepPlan", "run_sweep"],
-    "plan": ["PreparedSweep", "RunOption", "RunParser", "prepare_sweep"],
+    "plan": ["PreparedSweep", "prepare_sweep"],
     "progress": ["Progress"],
     "record": ["SweepFolder", "SweepRecord"],
-    "settings": ["SlurmSettings", "SweepSettings", "UntilDecidedSettings", "load_sweep_file", "settings_of"],
+    "settings": ["SlurmSettings", "SweepSettings", "UntilDecidedSettings", "settings_of"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -1,7 +1,7 @@
 """Where a sweep's cells run: local worker processes, or a SLURM job array through submitit.
 
-Every cell runs as its own ``python -m antlm_bench run ...`` process (``GridCell.argv``) in its own process group, its
-output appended to ``<output>/sweep/logs/<cell>.log``: a crash, a leaked thread or a signal in one cell never
+Every cell runs as its own ``python -m antlm_bench run --config <cell file>`` process (``SweepFolder.cell_command``)
+in its own process group, its output appended to ``<output>/sweep/logs/<cell>.log``: a crash, a leaked thread or a signal in one cell never
 reaches another, and the parent can stop a whole cell (its data workers included) by its group. A real SLURM task's
 cell stays in the task's group instead: the scheduler signals and stops every process of the task itself
 (``run_cell``).
@@ -36,7 +36,7 @@ from antlm_bench.sweep.progress import Progress
 from antlm_bench.sweep.record import DONE, FAILED, INTERRUPTED, RUNNING, SweepFolder, SweepRecord
 
 if TYPE_CHECKING:
-    from antlm_bench.pipeline import RunConfig
+    from antlm_bench.config import RunConfig
     from antlm_bench.sweep.settings import SweepSettings
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -249,7 +249,7 @@ class LocalExecutor(Executor):
             progress.show()
 
     def _start(self, cell: GridCell, slot: Slot) -> subprocess.Popen[bytes]:
-        argv = [self.python, *cell.argv(self.output)]
+        argv = [self.python, *self.folder.cell_command(cell)]
         with self.folder.open_log(cell) as log:
             _log_header(log, argv, slot.label)
             # its own session (and so process group): the terminal's Ctrl-C reaches the sweep alone, which passes
@@ -421,7 +421,7 @@ class SlurmExecutor(Executor):
 
         executor = self._submitit_executor()
         logs = [str(self.folder.log_of(cell)) for cell in cells]
-        argvs = [cell.argv(self.output) for cell in cells]
+        argvs = [self.folder.cell_command(cell) for cell in cells]
         for cell in cells:  # made here (no link followed) so that the task only appends
             self.folder.open_log(cell).close()
         try:
@@ -483,7 +483,7 @@ def choose_executor(settings: SweepSettings, grid: Grid, output: Path, folder: S
     threads_per_run = max(run_threads(first, load_recipe(recipe), preset)[0]
                           for recipe in grid.recipes for preset in grid.presets)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    slots, why = local_slots(settings.jobs, cores, threads_per_run, visible_gpus(first.device), settings.per_device)
+    slots, why = local_slots(settings.jobs, cores, threads_per_run, visible_gpus(first.machine.device), settings.per_device)
     return LocalExecutor(python, output, folder, slots, why=why)
 
 

@@ -1,24 +1,26 @@
 """The grid of a sweep: recipes x presets x schedules x seeds, each cell exactly one ``antlm-bench run`` cell.
 
-A cell's run folder is the one ``run`` names (``runs.identity.run_folder_name``) under the sweep's output, and a cell is
-run as ``python -m antlm_bench run --model R --preset P --schedule S --seeds N --output OUT [run options]``: the
-same folders, content hashes and store as a ``run`` typed by hand, so a finished cell is reused and an unfinished
-one resumed by either command.
+A cell is a typed configuration (:meth:`GridCell.config`, an ``antlm_bench.config.RunConfig``): the sweep's run
+options (``base``) with the cell's recipe, preset, schedule, seed and label set, and the sweep's output. Its run folder is the one ``run``
+names (``runs.identity.run_folder_name``) under the sweep's output, and it runs as ``python -m antlm_bench run
+--config <its config file>`` (``sweep.record.SweepFolder.cell_command``): the same folders, content hashes and store
+as a ``run`` typed by hand, so a finished cell is reused and an unfinished one resumed by either command.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from antlm_bench.config import ModelConfig, OutputConfig, RunConfig
 from antlm_bench.errors import UserError
 from antlm_bench.options import parse_seeds  # the one seeds grammar (re-exported: sweep files use it)
 from antlm_bench.runs.identity import labelled_schedule, run_folder_name
 from antlm_bench.runs.schedule import parse_schedule
 
-# the `run` options every cell's words set (GridCell.argv): axes of the grid, never pass-through options
-GRID_OPTIONS = frozenset({"model", "preset", "schedule", "seeds", "label", "output", "quiet"})
+# the `run` options each cell's configuration sets (GridCell.config): axes of the grid, never a sweep's run options
+GRID_FLAGS = frozenset({"--model", "--preset", "--schedule", "--seeds", "--label", "--output", "--quiet"})
 # the label of the negative control's cells (sweep --negative-control): the baseline's configuration again, each
 # seed another draw (runs.identity.training_seed), so its true gap to the baseline is zero by construction
 NEGATIVE_CONTROL = "negative-control"
@@ -58,19 +60,19 @@ def next_seeds(seeds: Sequence[int], count: int, max_seeds: int) -> list[int]:
 
 @dataclass(frozen=True)
 class GridCell:
-    """One run of the grid. ``run_args``: the other ``run`` options, as command-line words, the same for every
-    cell of the sweep; ``label``: ``run --label`` (the negative control's cells), None for the others."""
+    """One run of the grid. ``base``: the sweep's run options, the same for every cell of the sweep; ``label``:
+    ``run --label`` (the negative control's cells), None for the others."""
 
     recipe: str
     preset: str
     schedule: str  # canonical
     seed: int
-    run_args: tuple[str, ...] = ()
+    base: RunConfig = field(default_factory=RunConfig, compare=False)
     label: str | None = None
 
     @property
     def name(self) -> str:
-        """The run folder's name (``run``'s), which also names the cell's log."""
+        """The run folder's name (``run``'s), which also names the cell's log and configuration file."""
         return run_folder_name(self.recipe, self.preset, self.schedule, self.seed, self.label)
 
     @property
@@ -78,12 +80,13 @@ class GridCell:
         """The board row's schedule name: ``2_CLM``, or ``2_CLM [negative-control]`` for a labelled cell."""
         return labelled_schedule(self.schedule, self.label)
 
-    def argv(self, output: Path) -> list[str]:
-        """The ``python -m antlm_bench run ...`` words after the interpreter."""
-        label = ["--label", self.label] if self.label else []
-        return ["-m", "antlm_bench", "run", "--model", self.recipe, "--preset", self.preset, "--schedule",
-                self.schedule, "--seeds", str(self.seed), *label, "--output", str(output), "--quiet",
-                *self.run_args]
+    def config(self, output: Path, seeds: Sequence[int] | None = None) -> RunConfig:
+        """What the cell's ``run`` process runs, into the sweep's ``output`` without progress bars; ``seeds``: the
+        same configuration for other seeds (the cells of one configuration differ only in their seed)."""
+        return self.base.model_copy(update={
+            "model": ModelConfig(name=self.recipe, preset=self.preset, schedule=self.schedule),
+            "seeds": [self.seed] if seeds is None else list(seeds), "label": self.label,
+            "output": OutputConfig(folder=output, quiet=True)})
 
 
 @dataclass(frozen=True)
@@ -95,12 +98,12 @@ class Grid:
     recipes: tuple[str, ...]
     presets: tuple[str, ...]
     schedules: tuple[str, ...] | None  # None: each recipe's default schedule
-    run_args: tuple[str, ...] = ()
+    base: RunConfig = field(default_factory=RunConfig, compare=False)
     labelled: tuple[tuple[str, str], ...] = ()
 
     def cells(self, seeds: Sequence[int], default_schedule: dict[str, str]) -> list[GridCell]:
         """``default_schedule``: recipe -> its default schedule, for a grid without schedules."""
-        return [GridCell(recipe, preset, schedule, seed, self.run_args, label)
+        return [GridCell(recipe, preset, schedule, seed, self.base, label)
                 for seed in seeds for recipe in self.recipes for preset in self.presets
                 for schedule, label in [*((s, None) for s in (self.schedules if self.schedules is not None
                                                                else (default_schedule[recipe],))),
@@ -116,4 +119,4 @@ def canonical_schedules(texts: Sequence[str]) -> tuple[str, ...]:
     return canonical
 
 
-__all__ = ["GRID_OPTIONS", "NEGATIVE_CONTROL", "GridCell", "Grid", "canonical_schedules", "next_seeds", "parse_seeds", "split_top_level"]
+__all__ = ["GRID_FLAGS", "NEGATIVE_CONTROL", "GridCell", "Grid", "canonical_schedules", "next_seeds", "parse_seeds", "split_top_level"]

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from itertools import combinations
 from typing import TYPE_CHECKING
 
-from antlm_bench.pipeline import final_method
+from antlm_bench.pipeline.evaluations import final_method
 
 if TYPE_CHECKING:
-    from antlm_bench.pipeline import RunConfig
+    from antlm_bench.config import RunConfig
     from antlm_bench.sweep.grid import GridCell
 
 
@@ -46,9 +46,9 @@ def untestable_in_cells(cells: Sequence[GridCell], config: RunConfig, baseline: 
     shares them; only the grid's axes differ)."""
     from antlm_bench.tasks import resolve_tasks
 
-    scored = [r.name for r in resolve_tasks(config.tasks) if r.adapter().needs_scoring_model]
+    scored = [r.name for r in resolve_tasks(config.evaluation.tasks) if r.adapter().needs_scoring_model]
     schedules = list(dict.fromkeys(cell.schedule for cell in cells))
-    return untestable_comparisons(schedules, config.final_scoring, scored, baseline)
+    return untestable_comparisons(schedules, config.evaluation.final_scoring, scored, baseline)
 
 
 __all__ = ["untestable_comparisons", "untestable_in_cells"]

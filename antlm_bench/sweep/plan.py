@@ -1,9 +1,11 @@
 """From a sweep's settings to a sweep ready to run, decided before anything is trained: the grid resolved (canonical
-schedules, presets decided, every pass-through option checked by ``run``'s own parser), ``--until-decided``'s rule
-and the fewest seeds it needs, the executor, and the check that skips finished cells (``pipeline.pending_seeds``).
+schedules, presets decided, the run options every cell takes validated once as a typed ``RunConfig``),
+``--until-decided``'s rule and the fewest seeds it needs, the executor, and the check that skips finished cells
+(``pipeline.pending_seeds``).
 
-Each cell is an ``antlm-bench run``, so its options are named and checked by ``run``'s own option parser. The sweep
-package never imports the commands: the command layer lends it that parser as a :class:`RunParser`.
+Each cell is an ``antlm-bench run``: a sweep file's ``run:`` options (and ``--run-option``) are named by ``run``'s
+flags and set on the cells' configuration through ``antlm_bench.config.flag_paths``, so a value ``run`` would refuse
+is refused here, before the first cell.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
+from antlm_bench.config import RunConfig, field_at, flag_paths, run_config
 from antlm_bench.errors import UserError
 from antlm_bench.locking import folder_lock
-from antlm_bench.pipeline import RunConfig, default_preset, pending_seeds, run_config_of_options
+from antlm_bench.pipeline import default_preset, glue_options, pending_seeds
 from antlm_bench.recipes import load_recipe
 from antlm_bench.sweep.decision import (
     ABOVE_CHANCE,
@@ -25,7 +28,7 @@ from antlm_bench.sweep.decision import (
     require_enough_seeds,
 )
 from antlm_bench.sweep.executors import Executor, SweepInterrupted, choose_executor
-from antlm_bench.sweep.grid import GRID_OPTIONS, NEGATIVE_CONTROL, Grid, GridCell, canonical_schedules
+from antlm_bench.sweep.grid import GRID_FLAGS, NEGATIVE_CONTROL, Grid, GridCell, canonical_schedules
 from antlm_bench.sweep.instruments import untestable_in_cells
 from antlm_bench.sweep.loop import PendingCheck, SweepOutcome, SweepPlan, run_sweep
 from antlm_bench.sweep.progress import Progress
@@ -34,76 +37,49 @@ from antlm_bench.sweep.settings import SweepSettings
 from antlm_bench.tasks import resolve_tasks
 
 
-@dataclass(frozen=True)
-class RunOption:
-    """One option of ``antlm-bench run``, as its parser knows it."""
-
-    flag: str  # its longest spelling: --max-words
-    switch: bool  # on or off, without a value: --probe
-
-
-class RunParser(Protocol):
-    """``antlm-bench run``'s own option parser."""
-
-    def options(self) -> dict[str, RunOption]:
-        """``run``'s options by their parameter names (``max_words``)."""
-
-    def parse(self, argv: Sequence[str]) -> dict[str, Any]:
-        """``run``'s values of a cell's words, types and choices checked; a bad one is a UserError."""
-
-
-def run_words(options: Mapping[str, Any], parser: RunParser) -> tuple[str, ...]:
-    """``{"max-words": 20000, "probe": true}`` -> ``("--max-words", "20000", "--probe")``, each name checked
-    against ``run``'s options (a bad one is one line naming it)."""
-    known_options = parser.options()
-    words: list[str] = []
+def cells_base(options: Mapping[str, Any]) -> RunConfig:
+    """The configuration every cell shares: ``options`` (a sweep file's ``run:``, ``--run-option``, the sweep's own
+    --tasks ...: ``{"max-words": 20000, "probe": true}``, by ``run``'s flag names) over ``run``'s defaults. A name
+    ``run`` lacks, an axis of the grid, or a value ``run`` would refuse is one line naming it."""
+    paths = flag_paths()
+    flags: dict[str, Any] = {}
     for raw_name, value in options.items():
-        name = str(raw_name).lstrip("-").replace("-", "_")
-        if name in GRID_OPTIONS:
-            raise UserError(f"run option {raw_name}: set by the sweep's grid; use the sweep's own --"
-                            f"{'model' if name == 'model' else name.replace('_', '-')} (or its key in the file)")
-        option = known_options.get(name)
-        if option is None:
-            known = ", ".join(sorted(n.replace("_", "-") for n in known_options if n not in GRID_OPTIONS))
+        flag = "--" + str(raw_name).lstrip("-").replace("_", "-")
+        if flag in GRID_FLAGS:
+            raise UserError(f"run option {raw_name}: set by the sweep's grid; use the sweep's own {flag} (or its key "
+                            "in the file)")
+        if flag not in paths:
+            known = ", ".join(sorted(f[2:] for f in paths if f not in GRID_FLAGS))
             raise UserError(f"run option {raw_name}: `antlm-bench run` has no such option (it has {known})")
-        if option.switch:
-            if not isinstance(value, bool):
-                raise UserError(f"run option {raw_name}: a switch; give true or false (got {value!r})")
-            if value:
-                words.append(option.flag)
-            continue
-        for item in value if isinstance(value, list) else [value]:
-            words += [option.flag, str(item)]
-    return tuple(words)
+        if field_at(paths[flag]).annotation is bool and not isinstance(value, bool):
+            raise UserError(f"run option {raw_name}: a switch; give true or false (got {value!r})")
+        flags[flag] = value
+    try:
+        return run_config(flags=flags)
+    except UserError as err:
+        raise UserError(f"run option {err}") from None
 
 
-def _run_config(argv: Sequence[str], parser: RunParser) -> RunConfig:
-    """The RunConfig of ``run``'s words (``GridCell.argv`` after ``-m antlm_bench run``)."""
-    return run_config_of_options(parser.parse(argv))
-
-
-def pending_check(output: Path, parser: RunParser) -> PendingCheck:
+def pending_check(output: Path) -> PendingCheck:
     """The cells ``run`` would still train or evaluate (``pipeline.pending_seeds``), one check per configuration."""
 
     def pending(cells: Sequence[GridCell]) -> list[GridCell]:
-        groups: dict[tuple[str, str, str, str | None, tuple[str, ...]], list[GridCell]] = {}
+        groups: dict[tuple[str, str, str, str | None], list[GridCell]] = {}
         for cell in cells:
-            groups.setdefault((cell.recipe, cell.preset, cell.schedule, cell.label, cell.run_args), []).append(cell)
+            groups.setdefault((cell.recipe, cell.preset, cell.schedule, cell.label), []).append(cell)
         todo: set[str] = set()
         for group in groups.values():
-            argv = group[0].argv(output)[3:]
-            argv[argv.index("--seeds") + 1] = ",".join(str(c.seed) for c in group)
-            left = set(pending_seeds(_run_config(argv, parser)))
+            left = set(pending_seeds(group[0].config(output, [c.seed for c in group])))
             todo.update(c.name for c in group if c.seed in left)
         return [cell for cell in cells if cell.name in todo]
 
     return pending
 
 
-def plan_sweep(settings: SweepSettings, parser: RunParser) -> tuple[SweepPlan, RunConfig]:
-    """The resolved grid (canonical schedules, presets decided, run options checked by ``run``'s own parser) and the
-    first cell's RunConfig (its tasks, device, threads and final scoring are every cell's). ``settings.output`` is
-    the command layer's to check (as ``--output`` is)."""
+def plan_sweep(settings: SweepSettings) -> tuple[SweepPlan, RunConfig]:
+    """The resolved grid (canonical schedules, presets decided, run options validated) and the first cell's
+    RunConfig (its tasks, device, threads and final scoring are every cell's). ``settings.output`` is the command
+    layer's to check (as ``--output`` is)."""
     recipes = [load_recipe(name) for name in settings.models]
     if len({r.name for r in recipes}) != len(recipes):
         raise UserError(f"--model {','.join(settings.models)}: a recipe named twice")
@@ -116,11 +92,11 @@ def plan_sweep(settings: SweepSettings, parser: RunParser) -> tuple[SweepPlan, R
     controls, labelled = _controls(settings, schedules)
     if controls:  # a positive control not in the grid yet joins it
         schedules = (*(schedules or ()), *(s for s in controls if s not in (schedules or ())))
-    grid = Grid(tuple(r.name for r in recipes), tuple(presets), schedules, run_words(settings.run, parser), labelled)
     output = settings.output.expanduser()
-    first = grid.cells(settings.seeds[:1], default_schedule)[0]
-    config = _run_config(first.argv(output)[3:], parser)  # every pass-through option checked by `run`
-    tasks = resolve_tasks(config.tasks)  # an unknown task: one line now, not a failed cell later
+    grid = Grid(tuple(r.name for r in recipes), tuple(presets), schedules, cells_base(settings.run), labelled)
+    config = grid.cells(settings.seeds[:1], default_schedule)[0].config(output)
+    glue_options(config)  # a bad GLUE option: one line now, as `run` says it, not a failed cell later
+    tasks = resolve_tasks(config.evaluation.tasks)  # an unknown task: one line now, not a failed cell later
     rule = None
     if settings.until_decided is not None:
         u = settings.until_decided
@@ -237,7 +213,7 @@ class PreparedSweep:
 
         rule = self.plan.rule
         assert rule is not None
-        tasks = resolve_tasks(self.first_config.tasks)
+        tasks = resolve_tasks(self.first_config.evaluation.tasks)
         columns = list(rule.primary) or [c for t in tasks for c in (t.name, f"{t.name}.margin")]
         rules = {column: rule.sensitivity_for(column, chance_level(column, _column_metric(column, tasks)))
                  for column in columns}
@@ -257,7 +233,7 @@ class PreparedSweep:
         assert rule is not None
         schedules = len({c.schedule for c in self.cells} - set(rule.positive_controls))
         family = largest_family(len(plan.grid.recipes), len(plan.grid.presets), schedules,
-                                len(resolve_tasks(self.first_config.tasks)), rule.primary)
+                                len(resolve_tasks(self.first_config.evaluation.tasks)), rule.primary)
         design = Design(family, rule.max_seeds, len(plan.seeds), rule.round_seeds, rule.alpha, rule.tolerance)
         first = design.first_decidable()
         notes = []
@@ -289,13 +265,13 @@ class PreparedSweep:
                 return record, stop
 
 
-def prepare_sweep(settings: SweepSettings, parser: RunParser, python: str) -> PreparedSweep:
+def prepare_sweep(settings: SweepSettings, python: str) -> PreparedSweep:
     """The sweep of ``settings``, each cell run by the interpreter ``python``."""
-    plan, first_config = plan_sweep(settings, parser)
+    plan, first_config = plan_sweep(settings)
     folder = SweepFolder(plan.output)
     cells = plan.grid.cells(plan.seeds, plan.default_schedule)
     executor = choose_executor(settings, plan.grid, plan.output, folder, first_config, python)
-    return PreparedSweep(settings, plan, first_config, folder, cells, executor, pending_check(plan.output, parser))
+    return PreparedSweep(settings, plan, first_config, folder, cells, executor, pending_check(plan.output))
 
 
-__all__ = ["PreparedSweep", "RunOption", "RunParser", "pending_check", "plan_sweep", "prepare_sweep", "run_words"]
+__all__ = ["PreparedSweep", "cells_base", "pending_check", "plan_sweep", "prepare_sweep"]

@@ -7,6 +7,8 @@ cell, beside the run folders it sweeps.
                                     earlier sweep's span and counts stay under "history"
     <output>/sweep/decision.json    --until-decided: the rule, the seeds used and each comparison's decision
     <output>/sweep/logs/<cell>.log  each cell's output (the cell's run folder name), appended to by every attempt
+    <output>/sweep/cells/<cell>.json each cell's configuration (an antlm_bench.config.RunConfig), written before the
+                                    cell starts; the cell runs `antlm-bench run --config` on it, and so can anyone
 
 A second sweep into the same output is refused while the first holds the folder's lock. Nothing is written through
 a symbolic link planted in the sweep folder: the folders must be real folders, logs are opened without following
@@ -34,6 +36,7 @@ SWEEP_DIR = "sweep"
 RECORD_FILE = "sweep.json"
 DECISION_FILE = "decision.json"
 LOGS_DIR = "logs"
+CELLS_DIR = "cells"
 SCHEMA_VERSION = 1
 
 WAITING, RUNNING, DONE, REUSED, FAILED, INTERRUPTED = "waiting", "running", "done", "reused", "failed", "interrupted"
@@ -120,6 +123,17 @@ class SweepFolder:
 
     def log_of(self, cell: GridCell) -> Path:
         return self.logs / f"{cell.name}.log"
+
+    def config_file_of(self, cell: GridCell) -> Path:
+        return self.folder / CELLS_DIR / f"{cell.name}.json"
+
+    def cell_command(self, cell: GridCell) -> list[str]:
+        """The words after the interpreter that run ``cell``: ``-m antlm_bench run --config <its file>``, the file
+        (its typed configuration) written here first, atomically and never through a planted link."""
+        path = self.config_file_of(cell)
+        _real_folder(path.parent)
+        atomic_write_bytes(path, (cell.config(self.output).model_dump_json(indent=1) + "\n").encode())
+        return ["-m", "antlm_bench", "run", "--config", str(path)]
 
     def make(self) -> None:
         _real_folder(self.output)

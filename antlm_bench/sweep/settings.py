@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from antlm_bench.config import option
 from antlm_bench.errors import UserError
 from antlm_bench.options import parse_seeds
 from antlm_bench.sweep.grid import split_top_level
@@ -45,8 +46,10 @@ class UntilDecidedSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     baseline: str
-    max_seeds: int = Field(12, ge=2)
-    tolerance: float | None = Field(None, gt=0)  # points, every percentage column
+    max_seeds: int = option(12, "--max-seeds", "--until-decided: at most this many seeds a schedule.", ge=2)
+    tolerance: float | None = option(None, "--tolerance", "--until-decided: equivalence margin in points: an "
+                                     "interval within +-T decides 'no difference larger than T' (none: only "
+                                     "differences decide, and a null comparison runs to the cap).", gt=0)
     # per-column equivalence margins in the column's units (blimp: points, blimp.margin: nats), over tolerance
     margins: dict[str, float] = Field(default_factory=dict)
 
@@ -57,8 +60,9 @@ class UntilDecidedSettings(BaseModel):
         if bad:
             raise ValueError(f"margin of {bad[0]}: a positive finite number in the column's units")
         return margins
-    round_seeds: int = Field(1, ge=1)
-    alpha: float = Field(0.05, gt=0, lt=1)
+    round_seeds: int = option(1, "--round-seeds", "--until-decided: seeds added per round.", ge=1)
+    alpha: float = option(0.05, "--alpha", "--until-decided: error rate of the whole family of comparisons "
+                          "(Bonferroni over them).", gt=0, lt=1)
     # primary endpoints (board columns: blimp, blimp.margin, macro, ...): only they take alpha and must be decided
     primary: list[str] = Field(default_factory=list)
     # controls (sweep.decision): schedules known to be worse than the baseline (added to the grid if missing), and
@@ -124,29 +128,6 @@ def _validation_line(err: ValidationError, where: str) -> str:
     return f"{where}: field {field}: {first['msg']} (got {first.get('input')!r})"
 
 
-def load_sweep_file(path: Path) -> dict[str, Any]:
-    """A sweep file's mapping (validated with the command line's values, in :func:`settings_of`)."""
-    import yaml
-
-    from antlm_bench.data.readers import read_text
-
-    text = read_text(path, "give a sweep file: UTF-8 YAML (models:, schedules:, seeds:, ...)")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise UserError(f"{where}: not valid YAML ({getattr(err, 'problem', None) or err})") from None
-    except RecursionError:
-        raise UserError(f"{path}: YAML nested too deeply; fix the sweep file") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: a sweep file is a mapping (models:, schedules:, seeds:, ...), not a "
-                        f"{type(data).__name__}")
-    return data
-
-
 def settings_of(file_values: dict[str, Any], cli_values: dict[str, Any], source: str) -> SweepSettings:
     """The command line's values over the file's (nested mappings merged one level down)."""
     merged = dict(file_values)
@@ -163,4 +144,4 @@ def settings_of(file_values: dict[str, Any], cli_values: dict[str, Any], source:
         raise UserError(_validation_line(err, source)) from None
 
 
-__all__ = ["SlurmSettings", "SweepSettings", "UntilDecidedSettings", "load_sweep_file", "settings_of"]
+__all__ = ["SlurmSettings", "SweepSettings", "UntilDecidedSettings", "settings_of"]
