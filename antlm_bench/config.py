@@ -40,10 +40,10 @@ FINAL_SCORING_HELP = ("Method of the final minimal-pair evaluation: auto (the la
                       "pll), clm or pll for every run. Schedules that end in different objectives are compared "
                       "only when scored alike: the board never tests clm against pll. Per-phase scores keep "
                       "each phase's own method.")
-LABEL_HELP = ("A name for these runs beside their seeds (lower-case letters, digits, hyphens): in their folder names "
-              "and rows (the board shows SCHEDULE \\[label] as its own row), and in every random draw, so seed s "
-              "under a label is another initialisation and data order than seed s without; not part of the "
-              "configuration (a negative control: sweep --negative-control).")
+LABEL_HELP = ("A name beside the seed (lower-case letters, digits, hyphens): in the run folder's name, its records and "
+              "rows (the board shows SCHEDULE \\[label] as its own row), and in every random draw, so seed s under a "
+              "label is another initialisation and data order than seed s without; not part of the configuration "
+              "(a negative control: sweep --negative-control).")
 
 
 def option(default: Any = None, flag: str = "", help: str = "", **constraints: Any) -> Any:
@@ -140,12 +140,12 @@ class EvaluationConfig(Section):
     glue_epochs: int | None = option(None, "--glue-epochs", "GLUE fine-tuning epochs (default: 10, 30 for WSC; the "
                                                             "tiny preset uses a smaller CPU budget and says so).")
     glue_max_train_examples: int | None = option(None, "--glue-max-train-examples", "Cap each GLUE training split.")
-    probe: bool = option(False, "--probe", "GLUE by a frozen-feature logistic-regression probe (fast on CPU; "
-                                           "reported as method probe, never mixed with fine-tuning).")
+    probe: bool = option(False, "--probe", "GLUE by a frozen-feature logistic-regression probe (fast on CPU; rows say "
+                                           "scoring=probe, never mixed with fine-tuning).")
     glue_protocol: str | None = option(None, "--glue-protocol", "GLUE: default (best epoch on a slice of the training "
-                                       "split) or babylm-official (as the BabyLM 2025 pipeline: best epoch on the "
-                                       "reported split, first-position pooling; rows say scoring=finetune-official, "
-                                       "never ranked with the default).")
+                                       "split: honest selection) or babylm-official (as the BabyLM 2025 pipeline: best "
+                                       "epoch on the reported split, first-position pooling for every model; rows say "
+                                       "scoring=finetune-official, never ranked with the default).")
 
 
 class OutputConfig(Section):

@@ -85,13 +85,8 @@ def eval_command(
     weight_decay: float | None = typer.Option(None, "--weight-decay", help="GLUE: AdamW weight decay (0.01)."),
     pooling: str | None = typer.Option(None, "--pooling", help="GLUE: auto|first|last|mean (auto: first token "
                                        "for encoders, last real token for decoders)."),
-    probe: bool = typer.Option(False, "--probe", help="GLUE: frozen features + logistic regression (fast, CPU); "
-                               "rows say scoring=probe."),
-    protocol: str | None = typer.Option(None, "--glue-protocol", help="GLUE: default (best epoch on a slice of the "
-                                        "training split: honest selection) or babylm-official (as the BabyLM 2025 "
-                                        "pipeline: best epoch on the reported split, first-position pooling for "
-                                        "every model; rows say scoring=finetune-official, never ranked with the "
-                                        "default)."),
+    probe: bool = flag(EvaluationConfig, "probe"),
+    protocol: str | None = flag(EvaluationConfig, "glue_protocol"),
     glue_precision: str | None = typer.Option(None, "--glue-precision", help="GLUE: fine-tuning arithmetic, "
                                               "auto (bf16 autocast where the chip has native bf16 and the model "
                                               "is wide enough, the rule training follows), fp32 or bf16."),

@@ -6,15 +6,13 @@ import typer
 from rich.table import Table
 
 from antlm_bench.cli.app import app, console, flag
-from antlm_bench.config import RunConfig
+from antlm_bench.config import ModelConfig, RunConfig
 
 
 @app.command("schedule")
 def schedule_command(
     schedule: str = typer.Argument(..., help='A schedule such as "4_CLM+16_MLM+4_CLM" or "3x(1_CLM+2_MLM)".'),
-    model: str = typer.Option(
-        "antlm-babyllama", "--model", "-m", help="Recipe whose per-objective LR schedules the table shows."
-    ),
+    model: str = flag(ModelConfig, "name", "-m"),  # the recipe whose per-objective LR schedules the table shows
     include_path: list[str] | None = flag(RunConfig, "include_path"),
 ) -> None:
     """Print the schedule's canonical form and a table of its phases (epochs, objective, attention, LR)."""

@@ -31,10 +31,7 @@ def train_command(
     corpus: Path | None = flag(DataConfig, "corpus", callback=input_folder, parser=path_text, metavar="<path>"),
     cache_dir: Path | None = flag(DataConfig, "cache_dir", callback=output_folder, parser=path_text, metavar="<path>"),
     seed: int = typer.Option(42, "--seed", help="The training seed, 0 to 2147483647."),
-    label: str | None = typer.Option(None, "--label", help="A name beside the seed (lower-case letters, digits, "
-                                     "hyphens): in the records and rows, and in every random draw (seed s under a "
-                                     "label trains another network than seed s without); not part of the "
-                                     "configuration."),
+    label: str | None = flag(RunConfig, "label"),
     max_words: int | None = flag(DataConfig, "max_words"),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --output from its last checkpoint."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete the run in --output and start again."),
