@@ -159,7 +159,7 @@ def run_config_of_options(options: Mapping[str, Any]) -> RunConfig:
 def run_threads(config: RunConfig, recipe: Recipe, preset: str) -> tuple[int, str]:
     """The torch threads a run of ``recipe`` at ``preset`` uses, and why (``models.threads.choose_threads``); the
     sweep asks it too, to share the cores among its worker processes."""
-    return choose_threads(config.threads, count_parameters(recipe, preset), resolve_device(config.device))
+    return choose_threads(config.threads, count_parameters(recipe.resolve(preset)), resolve_device(config.device))
 
 
 def default_preset() -> tuple[str, str]:
@@ -221,9 +221,9 @@ def _check_same_training(layout: RunLayout, record: RunRecord, recipe: Recipe, p
     request names); otherwise one line naming the difference, and nothing is reused or deleted."""
     from antlm_bench.data.corpus import default_corpus_dir, find_corpus_files, training_data_hash, training_words
 
-    folder = layout.folder
-    then = training_words(recipe, preset, record.config.max_words)
-    now = training_words(recipe, preset, config.max_words)
+    folder, resolved = layout.folder, recipe.resolve(preset)
+    then = training_words(resolved, record.config.max_words)
+    now = training_words(resolved, config.max_words)
     if then != now:
         raise UserError(f"{folder}: holds a finished run trained with --max-words {then or 'none'}; this command "
                         f"asks for --max-words {now or 'none'}; nothing was reused: use another --output, or the "
@@ -236,7 +236,7 @@ def _check_same_training(layout: RunLayout, record: RunRecord, recipe: Recipe, p
     files = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in find_corpus_files(corpus, "train"))
     key = (files, recipe.name, preset, now)
     if key not in _DATA_HASHES:
-        _DATA_HASHES[key] = training_data_hash(corpus, recipe, preset, config.max_words)
+        _DATA_HASHES[key] = training_data_hash(corpus, resolved, config.max_words)
     recorded = record.data_hash
     if recorded and recorded != _DATA_HASHES[key]:
         raise UserError(f"{folder}: holds a finished run trained on other text (data hash {recorded[:12]}; "
@@ -279,7 +279,8 @@ def _eval_settings(config: RunConfig, request: Any, task_options: GlueOptions, s
 
 def _task_options(config: RunConfig, recipe: Recipe, preset: str) -> GlueOptions:
     """The run's task options over its preset's budget (``glue_budget``): what every evaluation of the run takes."""
-    return config.glue.under(recipe.preset(preset).glue_budget, f"recipe {recipe.name} preset {preset}: glue_budget")
+    resolved = recipe.resolve(preset)
+    return config.glue.under(resolved.spec.glue_budget, f"{resolved.where}: glue_budget")
 
 
 def _spec_text(request: Any) -> str:
@@ -417,7 +418,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
         preset, why = default_preset()
         say(why)
     recipe = load_recipe(config.model)
-    preset_spec = recipe.preset(preset)
+    preset_spec = recipe.resolve(preset).spec
     schedule = parse_schedule(config.schedule or recipe.default_schedule).canonical
     requests = resolve_tasks(config.tasks)  # fail on a bad task name before any training
     minimal_pair_tasks = [r.name for r in requests if r.adapter().needs_scoring_model]
