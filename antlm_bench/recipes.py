@@ -2,6 +2,10 @@
 
 A recipe names an architecture backend, size presets, the tokenizer, the optimizer, one learning-rate schedule
 per objective, the masking policy and the default schedule. ``antlm-bench list models`` prints them.
+
+``Recipe.resolve(preset)`` is the one lookup of a preset (and the one refusal of an unknown one): its
+``ResolvedPreset`` (the recipe, the preset's name and sizes; ``overridden`` puts a run's own knobs over both) is what
+the corpus, the tokenizer, the model and the trainer take, never a preset's name to look up again.
 """
 
 from __future__ import annotations
