@@ -24,7 +24,6 @@ import dataclasses
 import json
 import os
 import platform
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +43,7 @@ from antlm_bench.models.threads import choose_threads
 from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, score_table
 from antlm_bench.runs.export_record import EXPORT_FILE, export_of, verify_export
-from antlm_bench.runs.identity import weight_files, weights_digest
+from antlm_bench.runs.identity import RunIdentity, weight_files, weights_digest
 from antlm_bench.runs.layout import RunLayout, run_folder_of
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord, read_record, scoring_method
 from antlm_bench.scoring import METHODS, ScoringModel, load_scoring_model, resolve_device_dtype, wrap_model
@@ -183,10 +182,8 @@ def run_info_from_record(record: CheckpointRecord | None, model_path: Path | Non
     digest = scored_weights_digest(record, model_path, check_record)
     if record is None:
         return RunInfo(run_id=model_path.name if model_path is not None else "in-memory", weights_digest=digest)
-    parts = [record.recipe, record.preset, record.schedule, record.label or "",
-             f"seed{record.seed if record.seed is not None else ''}"]
-    run_id = re.sub(r"[^A-Za-z0-9_.+:()-]+", "_", "-".join(p for p in parts if p))
-    return RunInfo(run_id=run_id, recipe=record.recipe, architecture=record.architecture, preset=record.preset,
+    return RunInfo(run_id=RunIdentity.of_record(record).eval_run_id, recipe=record.recipe,
+                   architecture=record.architecture, preset=record.preset,
                    schedule=record.schedule, seed=record.seed, data_hash=record.data_hash,
                    weights_digest=digest, config_fingerprint=record.config_fingerprint, label=record.label)
 

@@ -2,10 +2,15 @@
 
 A recipe names an architecture backend, size presets, the tokenizer, the optimizer, one learning-rate schedule
 per objective, the masking policy and the default schedule. ``antlm-bench list models`` prints them.
+
+``Recipe.resolve(preset)`` is the one lookup of a preset (and the one refusal of an unknown one): its
+``ResolvedPreset`` (the recipe, the preset's name and sizes; ``overridden`` puts a run's own knobs over both) is what
+the corpus, the tokenizer, the model and the trainer take, never a preset's name to look up again.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -146,37 +151,11 @@ class Recipe(_Strict):
     presets: dict[str, Preset]
     source: Path | None = None  # the YAML file it came from
 
-    def preset(self, name: str) -> Preset:
-        if name not in self.presets:
-            raise UserError(f"recipe {self.name}: unknown preset {name!r}; known: {', '.join(self.presets)}")
-        return self.presets[name]
-
-    def overridden(self, preset: str, *, lr: float | None = None, global_batch_size: int | None = None,
-                   warmup_ratio: float | None = None) -> Recipe:
-        """This recipe as ``preset`` trains it: the preset's own learning rate, schedules and warm-up (where it sets
-        them), then a run's own knobs (``train --lr / --global-batch-size / --warmup-ratio``) over both: the
-        optimizer's learning rate, ``preset``'s global batch (its micro-batch capped to it) and every LR schedule's
-        warm-up. Validated as the file's own values are; the result is what the run records."""
-        chosen = self.preset(preset)
-        lr = lr if lr is not None else chosen.lr
-        warmup_ratio = warmup_ratio if warmup_ratio is not None else chosen.warmup_ratio
-        if lr is None and global_batch_size is None and warmup_ratio is None and not chosen.lr_schedules:
-            return self
-        document = self.model_dump()
-        document["lr_schedules"].update(chosen.model_dump()["lr_schedules"])
-        if lr is not None:
-            document["optimizer"]["lr"] = lr
-        if global_batch_size is not None:
-            sizes = document["presets"][preset]
-            sizes["global_batch_size"] = global_batch_size
-            sizes["micro_batch_size"] = min(sizes["micro_batch_size"], global_batch_size)
-        if warmup_ratio is not None:
-            for spec in document["lr_schedules"].values():
-                spec["warmup_ratio"] = warmup_ratio
-        try:
-            return Recipe.model_validate(document)
-        except ValidationError as err:
-            raise UserError(_format_validation(f"recipe {self.name} with this run's overrides", err)) from None
+    def resolve(self, preset: str) -> ResolvedPreset:
+        """This recipe at ``preset``, looked up once and passed down (the one place an unknown preset is refused)."""
+        if preset not in self.presets:
+            raise UserError(f"recipe {self.name}: unknown preset {preset!r}; known: {', '.join(self.presets)}")
+        return ResolvedPreset(self, preset, self.presets[preset])
 
     def lr_schedule(self, objective: str) -> LRSchedule:
         # MNTP is masked prediction too: it follows the MLM schedule unless the recipe gives its own
@@ -185,6 +164,50 @@ class Recipe(_Strict):
         if objective == "MNTP" and "MLM" in self.lr_schedules:
             return self.lr_schedules["MLM"]
         raise UserError(f"recipe {self.name}: no lr_schedules entry for {objective} (file {self.source})")
+
+
+@dataclass(frozen=True)
+class ResolvedPreset:
+    """A recipe at one of its presets (``Recipe.resolve``): what a run trains, looked up once at the edge and handed
+    to every part that needs the sizes (corpus, tokenizer, model, fingerprints) instead of a preset's name."""
+
+    recipe: Recipe
+    name: str
+    spec: Preset  # ``recipe.presets[name]``
+
+    @property
+    def where(self) -> str:
+        """How a message names it: ``recipe antlm-babyllama preset tiny``."""
+        return f"recipe {self.recipe.name} preset {self.name}"
+
+    def overridden(self, *, lr: float | None = None, global_batch_size: int | None = None,
+                   warmup_ratio: float | None = None) -> ResolvedPreset:
+        """This preset as a run trains it: the preset's own learning rate, schedules and warm-up (where it sets
+        them), then a run's own knobs (``train --lr / --global-batch-size / --warmup-ratio``) over both: the
+        optimizer's learning rate, the preset's global batch (its micro-batch capped to it) and every LR schedule's
+        warm-up. Validated as the file's own values are; the result is what the run records (itself when nothing
+        changes)."""
+        chosen, recipe = self.spec, self.recipe
+        lr = lr if lr is not None else chosen.lr
+        warmup_ratio = warmup_ratio if warmup_ratio is not None else chosen.warmup_ratio
+        if lr is None and global_batch_size is None and warmup_ratio is None and not chosen.lr_schedules:
+            return self
+        document = recipe.model_dump()
+        document["lr_schedules"].update(chosen.model_dump()["lr_schedules"])
+        if lr is not None:
+            document["optimizer"]["lr"] = lr
+        if global_batch_size is not None:
+            sizes = document["presets"][self.name]
+            sizes["global_batch_size"] = global_batch_size
+            sizes["micro_batch_size"] = min(sizes["micro_batch_size"], global_batch_size)
+        if warmup_ratio is not None:
+            for spec in document["lr_schedules"].values():
+                spec["warmup_ratio"] = warmup_ratio
+        try:
+            changed = Recipe.model_validate(document)
+        except ValidationError as err:
+            raise UserError(_format_validation(f"recipe {recipe.name} with this run's overrides", err)) from None
+        return ResolvedPreset(changed, self.name, changed.presets[self.name])
 
 
 def _format_validation(path: Path | str, err: ValidationError) -> str:

@@ -103,7 +103,7 @@ def timed(function):
 def tiny(recipe_name: str, kind: str):
     torch.manual_seed(0)
     tok = build_tiny_tokenizer(kind)
-    model = build_model(load_recipe(recipe_name), "tiny", tok).eval()
+    model = build_model(load_recipe(recipe_name).resolve("tiny"), tok).eval()
     return model, tok
 
 

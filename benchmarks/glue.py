@@ -49,14 +49,14 @@ def build_checkpoint(preset: str, folder: Path, data_dir: Path) -> Path:
     from antlm_bench.models import build_model
     from antlm_bench.recipes import load_recipe
 
-    recipe = load_recipe("babyllama-clm-only")
+    resolved = load_recipe("babyllama-clm-only").resolve(preset)
     lines = []
     for path in sorted((data_dir / "pretrain_sample" / "train").glob("*.train")):
         words = path.read_text(encoding="utf-8").split()
         lines += [" ".join(words[i:i + 50]) for i in range(0, min(len(words), 60000), 50)]
-    tokenizer = train_tokenizer(lines, vocab_size=recipe.preset(preset).vocab_size)
+    tokenizer = train_tokenizer(lines, vocab_size=resolved.spec.vocab_size)
     torch.manual_seed(0)
-    model = build_model(recipe, preset, tokenizer)
+    model = build_model(resolved, tokenizer)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

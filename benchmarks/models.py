@@ -149,10 +149,10 @@ def make_hf_step(model: torch.nn.Module, ids: torch.Tensor, device: str, mode: s
 
 def peers(recipe_name: str, preset_name: str) -> tuple[torch.nn.Module, list[tuple[str, torch.nn.Module]]]:
     """(our model, [(attention mode, transformers model to compare with)]) for one recipe and preset."""
-    recipe = load_recipe(recipe_name)
-    preset = recipe.preset(preset_name)
+    resolved = load_recipe(recipe_name).resolve(preset_name)
+    recipe, preset = resolved.recipe, resolved.spec
     torch.manual_seed(0)
-    ours = build_model(recipe, preset_name)
+    ours = build_model(resolved)
     if recipe.architecture == "hf":
         torch.manual_seed(0)
         stock = hf.stock_class(ours.config)(ours.config)  # the very same config, the stock class
@@ -200,7 +200,7 @@ def main() -> None:
     for preset_name in args.presets.split(","):
         for recipe_name in args.recipes.split(","):
             ours, theirs = peers(recipe_name, preset_name)
-            preset = load_recipe(recipe_name).preset(preset_name)
+            preset = load_recipe(recipe_name).resolve(preset_name).spec
             generator = torch.Generator().manual_seed(0)
             ids = torch.randint(5, preset.vocab_size, (preset.micro_batch_size, preset.max_seq_len),
                                 generator=generator).to(device)

@@ -38,7 +38,7 @@ from training import small_tokenizer, synthetic_corpus  # noqa: E402
 
 from antlm_bench.models.precision import cpu_bf16_instructions, resolve_precision  # noqa: E402
 from antlm_bench.recipes import load_recipe  # noqa: E402
-from antlm_bench.training.trainer import TrainConfig, Trainer  # noqa: E402
+from antlm_bench.training.trainer import TrainConfig, Trainer, TrainJob  # noqa: E402
 
 SIZES = [(2048, 256, 256), (2048, 256, 1024), (4096, 512, 2048)]
 
@@ -75,13 +75,13 @@ class Side:
 
     def __init__(self, recipe: str, preset: str, objective: str, precision: str, tmp: Path, *, micro: int | None = None,
                  fused: bool = False, compiled: bool = False) -> None:
-        spec = load_recipe(recipe).preset(preset)
+        spec = load_recipe(recipe).resolve(preset).spec
         corpus = synthetic_corpus(spec.global_batch_size * 8, spec.max_seq_len, spec.vocab_size)
         name = f"{recipe}-{preset}-{objective}-{precision}-{micro}-{fused}-{compiled}"
         config = TrainConfig(model=recipe, preset=preset, output=tmp / name, schedule=f"1000_{objective}",
                              device="cpu", progress=False, save_every_minutes=None, precision=precision,
                              micro_batch_size=micro)
-        self.trainer = Trainer(config, tokenizer=small_tokenizer(spec.vocab_size), corpus=corpus)
+        self.trainer = Trainer(TrainJob.of(config), tokenizer=small_tokenizer(spec.vocab_size), corpus=corpus)
         if fused:
             groups = self.trainer.optimizer.param_groups
             self.trainer.optimizer = torch.optim.AdamW(
@@ -146,7 +146,7 @@ def train_part(presets: list[str], rounds: int, ceiling: dict[str, float], tmp: 
 
 def options_part(rounds: int, tmp: Path, preset: str) -> None:
     # in the precision `train` picks on this CPU: bf16 where it is native, float32 where bf16 is emulated
-    spec = load_recipe("antlm-babyllama").preset(preset)
+    spec = load_recipe("antlm-babyllama").resolve(preset).spec
     chosen = resolve_precision("auto", torch.device("cpu"), spec.hidden_size)
     precision = chosen.name
     micro = spec.micro_batch_size
@@ -180,12 +180,12 @@ def score_part(rounds: int) -> None:
     sentences = [" ".join(words[i] for i in torch.randint(0, len(words), (int(n),), generator=g))
                  for n in torch.randint(5, 14, (400,), generator=g)]
     for recipe, method in (("antlm-babyllama", "clm"), ("antlm-ltgbert", "pll")):
-        spec = load_recipe(recipe)
-        tokenizer = small_tokenizer(spec.preset("small").vocab_size)
+        small = load_recipe(recipe).resolve("small")
+        tokenizer = small_tokenizer(small.spec.vocab_size)
         torch.manual_seed(0)
-        base = build_model(spec, "small", tokenizer).eval()
+        base = build_model(small, tokenizer).eval()
         models = {"fp32": wrap_model(base, tokenizer),
-                  "bf16": wrap_model(build_model(spec, "small", tokenizer).eval().to(torch.bfloat16), tokenizer)}
+                  "bf16": wrap_model(build_model(small, tokenizer).eval().to(torch.bfloat16), tokenizer)}
         texts = sentences[:400] if method == "clm" else sentences[:100]
         seen: dict[str, list[float]] = {k: [] for k in models}
         for _ in range(rounds):

@@ -36,7 +36,7 @@ import torch
 
 from antlm_bench.data.tokenizer import train_tokenizer
 from antlm_bench.recipes import load_recipe
-from antlm_bench.training.trainer import TrainConfig, Trainer
+from antlm_bench.training.trainer import TrainConfig, Trainer, TrainJob
 
 TARGETS = {"CLM": 1.0, "MLM": 1.2}
 PEAK_BF16 = 989e12  # H100 / H200 SXM dense bf16 peak (the H200 has the H100's tensor cores)
@@ -61,12 +61,12 @@ def small_tokenizer(vocab: int):
 class Ours:
     def __init__(self, recipe: str, preset: str, objective: str, device: str, micro: int | None, tmp: Path,
                  n_sequences: int) -> None:
-        spec = load_recipe(recipe).preset(preset)
+        spec = load_recipe(recipe).resolve(preset).spec
         corpus = synthetic_corpus(n_sequences, spec.max_seq_len, spec.vocab_size)
         config = TrainConfig(model=recipe, preset=preset, output=tmp / f"{recipe}-{preset}-{objective}",
                              schedule=f"1000_{objective}", device=device, progress=False, save_every_minutes=None,
                              micro_batch_size=micro)
-        self.trainer = Trainer(config, tokenizer=small_tokenizer(spec.vocab_size), corpus=corpus)
+        self.trainer = Trainer(TrainJob.of(config), tokenizer=small_tokenizer(spec.vocab_size), corpus=corpus)
         self.model = self.trainer.model
         self.n_parameters = sum(p.numel() for p in self.model.parameters())
 
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         for architecture in args.architectures.split(","):
             recipe = {"babyllama": "antlm-babyllama", "ltgbert": "antlm-ltgbert"}[architecture]
             for objective in args.objectives.split(","):
-                spec = load_recipe(recipe).preset(preset)
+                spec = load_recipe(recipe).resolve(preset).spec
                 ours = Ours(recipe, preset, objective, args.device, args.micro_batch_size, tmp,
                             n_sequences=spec.global_batch_size * (args.steps * args.rounds + args.warmup + 1))
                 device = ours.trainer.device

@@ -83,5 +83,5 @@ def tiny_classifier_backbones() -> dict[str, tuple[object, object]]:
         return out
     for name, recipe in (("babyllama", "babyllama-clm-only"), ("ltgbert", "ltgbert-mlm-only")):
         torch.manual_seed(0)
-        out[name] = (build_model(load_recipe(recipe), "tiny", bpe).eval(), bpe)
+        out[name] = (build_model(load_recipe(recipe).resolve("tiny"), bpe).eval(), bpe)
     return out

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _hf(recipe: str, seed: int = 0):
     torch.manual_seed(seed)
-    return build_model(load_recipe(recipe), "tiny").eval()
+    return build_model(load_recipe(recipe).resolve("tiny")).eval()
 
 
 @pytest.mark.parametrize("recipe, stock, native", [("hf-gpt2", GPT2LMHeadModel, "causal"),
@@ -82,7 +82,7 @@ def test_hf_model_that_ignores_the_mask_is_refused():
 
 def test_sliding_window_that_a_mask_replaces_is_refused():
     """ModernBERT's stock local layers: a 4-D mask silently replaces their window, so the check says no."""
-    preset = load_recipe("hf-modernbert").preset("tiny")
+    preset = load_recipe("hf-modernbert").resolve("tiny").spec
     fields = {**preset.hf_config, "global_attn_every_n_layers": 3, "local_attention": 8}
     config = hf.make_config(preset.model_copy(update={"hf_config": fields}), {"pad_token_id": 0})
     assert hf._window(config) == 8
@@ -93,7 +93,7 @@ def test_sliding_window_that_a_mask_replaces_is_refused():
 
 def test_hf_config_errors_are_one_line(tmp_path):
     recipe = load_recipe("hf-gpt2")
-    preset = recipe.preset("tiny")
+    preset = recipe.resolve("tiny").spec
     for fields, expected in (({"n_inner": 8}, "model_type"),
                              ({"model_type": "no-such-model"}, "no-such-model"),
                              ({"model_type": "gpt2", "n_layer": 3}, "num_hidden_layers")):

@@ -119,12 +119,12 @@ def test_second_run_reads_the_cache(corpus_dir, tokenizer, tmp_path):
 def test_prepare_training_data_for_a_recipe(corpus_dir, tmp_path):
     recipe = load_recipe("antlm-babyllama")
     recipe.presets["tiny"] = recipe.presets["tiny"].model_copy(update={"vocab_size": 320, "max_words": None})
-    tokenizer, packed = prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache")
+    tokenizer, packed = prepare_training_data(corpus_dir, recipe.resolve("tiny"), cache_dir=tmp_path / "cache")
     assert len(tokenizer) <= 320 and packed.seq_len == recipe.presets["tiny"].max_seq_len
     assert packed.input_ids.max() < len(tokenizer)
-    _, again = prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache")
+    _, again = prepare_training_data(corpus_dir, recipe.resolve("tiny"), cache_dir=tmp_path / "cache")
     assert again.from_cache and again.tokenizer_hash == packed.tokenizer_hash
-    _, dev = prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache", split="dev")
+    _, dev = prepare_training_data(corpus_dir, recipe.resolve("tiny"), cache_dir=tmp_path / "cache", split="dev")
     assert dev.data_hash != packed.data_hash and dev.tokenizer_hash != packed.tokenizer_hash
 
 
@@ -171,15 +171,15 @@ def test_data_prepare_command(corpus_dir, tmp_path):
 def test_preparation_prints_progress(corpus_dir, tmp_path, capsys):
     recipe = load_recipe("antlm-babyllama")
     recipe.presets["tiny"] = recipe.presets["tiny"].model_copy(update={"vocab_size": 320, "max_words": None})
-    prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache")
+    prepare_training_data(corpus_dir, recipe.resolve("tiny"), cache_dir=tmp_path / "cache")
     first = capsys.readouterr().err
     assert "corpus: read" in first and "2 sources" in first and "duplicate lines dropped" in first
     assert "tokenizer: training a byte-level BPE, vocabulary 320" in first and "tokenizer: trained" in first
     assert "packing: tokenizing" in first and "sequences" in first
     lines: list[str] = []
-    prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache", progress=lines.append)
+    prepare_training_data(corpus_dir, recipe.resolve("tiny"), cache_dir=tmp_path / "cache", progress=lines.append)
     assert any(line.startswith("tokenizer: reused from the cache") for line in lines)
     assert any(line.startswith("packing: reused") for line in lines)
     assert capsys.readouterr().err == ""
-    prepare_training_data(corpus_dir, recipe, "tiny", cache_dir=tmp_path / "cache", progress=False)
+    prepare_training_data(corpus_dir, recipe.resolve("tiny"), cache_dir=tmp_path / "cache", progress=False)
     assert capsys.readouterr().err == ""

@@ -185,7 +185,7 @@ def test_the_tokenizer_trained_from_the_stream_is_the_one_trained_from_the_list(
                                recipe.tokenizer.min_frequency, recipe.tokenizer.lowercase,
                                recipe.presets["tiny"].max_position_embeddings)
     with read_corpus(tricky_corpus) as corpus:
-        assert tokenizer_hash(recipe_tokenizer(recipe, "tiny", corpus, None)) == tokenizer_hash(expected)
+        assert tokenizer_hash(recipe_tokenizer(recipe.resolve("tiny"), corpus, None)) == tokenizer_hash(expected)
 
 
 def test_a_bad_byte_is_named_by_its_place_in_the_file(tmp_path, tiny_chunks):

@@ -68,7 +68,7 @@ def _transformers4_python() -> Path:
 def _export(tmp_path: Path, recipe: str) -> tuple[Path, torch.nn.Module, object]:
     tokenizer = train_tokenizer(TEXT, vocab_size=300)
     torch.manual_seed(0)
-    model = build_model(load_recipe(recipe), "tiny", tokenizer).eval()
+    model = build_model(load_recipe(recipe).resolve("tiny"), tokenizer).eval()
     record = CheckpointRecord(schedule="1_CLM", phase_index=0, phase_objective="CLM", step=1,
                               phases=({"index": 0, "objective": "CLM"},))
     checkpoint = write_checkpoint(tmp_path / recipe / "checkpoints" / "phase-0-CLM", model, tokenizer, record)

@@ -45,10 +45,10 @@ def real_mix_batch(real_data_dir: Path, tmp_path_factory: pytest.TempPathFactory
     recipe = load_recipe("gpt-bert")
     # no clipping: the step's gradient is then exactly the loss's, and the shares read off it are the weights
     recipe = recipe.model_copy(update={"optimizer": recipe.optimizer.model_copy(update={"grad_clip": None})})
-    tokenizer, corpus = prepare_training_data(real_data_dir / "pretrain_sample", recipe, "tiny",
+    tokenizer, corpus = prepare_training_data(real_data_dir / "pretrain_sample", recipe.resolve("tiny"),
                                               tmp_path_factory.mktemp("cache"), progress=False)
     torch.manual_seed(0)
-    model = build_model(recipe, "tiny", tokenizer).eval()
+    model = build_model(recipe.resolve("tiny"), tokenizer).eval()
     builder = BatchBuilder(recipe.masking, tokenizer.mask_token_id, len(tokenizer), tokenizer.all_special_ids, seed=3)
     rows = np.sort(np.random.default_rng(0).permutation(len(corpus.input_ids))[:recipe.presets["tiny"].global_batch_size])
     batch = builder.build_mix({"CLM": 1.0, "MNTP": 15.0}, corpus.input_ids[rows], corpus.word_starts[rows], step=0)

@@ -17,13 +17,14 @@ from antlm_bench.evaluate import scored_weights_digest
 from antlm_bench.results.check import run_check
 from antlm_bench.runs.identity import tensors_digest, weights_digest
 from antlm_bench.runs.record import read_record
-from antlm_bench.training.trainer import Trainer
+from antlm_bench.training.trainer import Trainer, TrainJob
 
 
 def _train(tmp: Path, name: str, draw_after_step: int | None = None, **overrides: object) -> Path:
     """A tiny run (1_CLM, a few steps); ``draw_after_step``: one extra number drawn from torch's global RNG after
     that step (the issue's one-line code change: the dropout stream moves, nothing at the start does)."""
-    trainer = Trainer(tiny_config(tmp, tmp / name, **{"schedule": "1_CLM", "model": "antlm-ltgbert", **overrides}))
+    config = tiny_config(tmp, tmp / name, **{"schedule": "1_CLM", "model": "antlm-ltgbert", **overrides})
+    trainer = Trainer(TrainJob.of(config))
     if draw_after_step is not None:
         trainer.callbacks.append(lambda info: torch.rand(1) if info.step == draw_after_step else None)
     result = trainer.run()
@@ -69,18 +70,18 @@ def test_the_configuration_digest_covers_corpus_word_cap_precision_and_version(t
     from antlm_bench.training import checkpointer
 
     recipe, schedule = load_recipe("antlm-babyllama"), parse_schedule("1_CLM")
-    base = dict(recipe=recipe, preset="tiny", schedule=schedule, precision="fp32", data_hash="d1",
+    base = dict(preset=recipe.resolve("tiny"), schedule=schedule, precision="fp32", data_hash="d1",
                 tokenizer_hash="t1")
     digest = checkpointer.config_fingerprint(**base)
-    for change in ({"data_hash": "d2"}, {"tokenizer_hash": "t2"}, {"precision": "bf16"}, {"preset": "small"},
-                   {"schedule": parse_schedule("2_CLM")}):
+    for change in ({"data_hash": "d2"}, {"tokenizer_hash": "t2"}, {"precision": "bf16"},
+                   {"preset": recipe.resolve("small")}, {"schedule": parse_schedule("2_CLM")}):
         assert checkpointer.config_fingerprint(**{**base, **change}) != digest, change
     monkeypatch.setattr(checkpointer, "__version__", "999.0")
     assert checkpointer.config_fingerprint(**base) != digest
     # seeds of one configuration share it: a trained run's seed is not in it
-    a = Trainer(tiny_config(tmp_path, tmp_path / "s3", schedule="0.25_CLM")).facts
-    b = Trainer(tiny_config(tmp_path, tmp_path / "s4", schedule="0.25_CLM", seed=4)).facts
-    c = Trainer(tiny_config(tmp_path, tmp_path / "w", schedule="0.25_CLM", max_words=3000)).facts
+    a = Trainer(TrainJob.of(tiny_config(tmp_path, tmp_path / "s3", schedule="0.25_CLM"))).facts
+    b = Trainer(TrainJob.of(tiny_config(tmp_path, tmp_path / "s4", schedule="0.25_CLM", seed=4))).facts
+    c = Trainer(TrainJob.of(tiny_config(tmp_path, tmp_path / "w", schedule="0.25_CLM", max_words=3000))).facts
     assert a.config_fingerprint == b.config_fingerprint != c.config_fingerprint
 
 
@@ -142,6 +143,13 @@ def test_a_labelled_run_is_another_network_of_the_same_configuration(tmp_path: P
     assert run_file["label"] == "negative-control" and run_file["seed"] == b.seed
     assert run_folder_name("r", "tiny", "1_CLM", 3, "negative-control") == "r-tiny-1_CLM-negative-control-seed3"
     assert run_folder_name("r", "tiny", "1_CLM", 3) == "r-tiny-1_CLM-seed3"
+    # a resume continues its own run only: a label is part of which run it is, either way round (the record's
+    # missing label is "no label", not "unknown")
+    config = tiny_config(tmp_path, tmp_path / "plain", schedule="1_CLM", model="antlm-ltgbert", resume=True)
+    with pytest.raises(UserError, match=r"started with label=None, now 'negative-control'; resume with the same"):
+        Trainer(TrainJob.of(config.model_copy(update={"label": "negative-control"})))
+    with pytest.raises(UserError, match=r"started with label='negative-control', now None"):
+        Trainer(TrainJob.of(config.model_copy(update={"output": tmp_path / "labelled"})))
 
 
 def test_a_damaged_label_in_a_record_is_one_line(tmp_path: Path) -> None:
@@ -170,3 +178,68 @@ def test_the_board_keeps_a_labelled_run_in_a_row_of_its_own(tmp_path: Path) -> N
     rows = {row.key[-1]: row for row in board.rows}
     assert set(rows) == {"1_CLM", "1_CLM [negative-control]"}
     assert all(len(row.run_ids) == 2 for row in rows.values())
+
+
+# the run (RunIdentity): its names, and the one "same run" check
+
+
+def test_a_committed_run_folder_is_named_by_its_identity_and_its_rows_carry_that_name() -> None:
+    """Every run folder committed under leaderboards/ was named by ``run`` (run_folder_name then): the identity its
+    run.json records spells that very name, and every row in it carries it as run_id. A change of spelling would
+    split a study's old seeds from its new ones."""
+    import pyarrow.parquet as pq
+
+    from antlm_bench.runs.identity import RunIdentity
+    from antlm_bench.runs.run_file import read_run_record
+
+    run_files = sorted((Path(__file__).resolve().parents[1] / "leaderboards").rglob("run.json"))
+    assert len(run_files) >= 100  # the committed studies
+    for run_file in run_files:
+        identity = RunIdentity.of_record(read_run_record(run_file))
+        assert identity.folder_name == run_file.parent.name
+        assert identity.difference(read_run_record(run_file)) is None
+        for table in run_file.parent.glob("**/*.parquet"):
+            run_ids = set(pq.read_table(table, columns=["run_id"]).column("run_id").to_pylist())
+            assert run_ids <= {identity.folder_name}, table
+
+
+def test_the_run_ids_keep_their_two_spellings() -> None:
+    """``run`` rows carry the folder name (the schedule's punctuation as _); ``eval`` of a checkpoint alone carries
+    the record's fields joined (its +:() kept), as rows already committed do: both pinned here."""
+    from antlm_bench.evaluate import run_info_from_record
+    from antlm_bench.runs.identity import RunIdentity
+    from antlm_bench.runs.record import CheckpointRecord
+
+    paper = RunIdentity("antlm-babyllama", "tiny", "4_CLM+16_MLM+4_CLM", 42, None)
+    assert paper.folder_name == "antlm-babyllama-tiny-4_CLM_16_MLM_4_CLM-seed42"
+    assert paper.eval_run_id == "antlm-babyllama-tiny-4_CLM+16_MLM+4_CLM-seed42"
+    assert paper.row == "4_CLM+16_MLM+4_CLM"
+    mix = RunIdentity("gpt-bert", "cpu", "2_MIX(CLM:1,MLM:15)", 3, "negative-control")
+    assert mix.folder_name == "gpt-bert-cpu-2_MIX_CLM_1_MLM_15-negative-control-seed3"
+    assert mix.eval_run_id == "gpt-bert-cpu-2_MIX(CLM:1_MLM:15)-negative-control-seed3"
+    assert mix.row == "2_MIX(CLM:1,MLM:15) [negative-control]"
+    # a record that does not say its recipe, preset or seed (a foreign antlm_state.json): the parts it has
+    bare = CheckpointRecord(schedule="1_CLM", phase_index=0, phase_objective="CLM", step=1)
+    assert run_info_from_record(bare, None, check_record=False).run_id == "1_CLM-seed"
+    record = CheckpointRecord(schedule="2_MIX(CLM:1,MLM:15)", phase_index=0, phase_objective="MIX(CLM:1,MLM:15)",
+                              step=1, recipe="gpt-bert", preset="cpu", seed=3, label="negative-control")
+    assert run_info_from_record(record, None, check_record=False).run_id == mix.eval_run_id
+    assert RunIdentity.of_record(record) == mix
+
+
+def test_the_same_run_check_names_the_first_field_that_differs() -> None:
+    from antlm_bench.runs.identity import RunIdentity
+    from antlm_bench.runs.run_file import RunRecord
+
+    mine = RunIdentity("antlm-babyllama", "tiny", "1_CLM+1_MLM", 3, None)
+    same = RunRecord(recipe="antlm-babyllama", preset="tiny", schedule="1_CLM+1_MLM", seed=3)
+    assert mine.difference(same) is None
+    for field, value, words in (("recipe", "antlm-ltgbert", "recipe='antlm-ltgbert', now 'antlm-babyllama'"),
+                                ("preset", "cpu", "preset='cpu', now 'tiny'"),
+                                ("schedule", "1_MLM", "schedule='1_MLM', now '1_CLM+1_MLM'"),
+                                ("seed", 4, "seed=4, now 3"),
+                                ("label", "negative-control", "label='negative-control', now None"),
+                                ("seed", None, "seed=None, now 3")):  # a record that does not say is not this run
+        assert mine.difference(same.model_copy(update={field: value})) == words
+    other = same.model_copy(update={"preset": "cpu", "seed": 4})
+    assert mine.difference(other) == "preset='cpu', now 'tiny'"  # the first, in the order the fields name a run

@@ -35,7 +35,7 @@ def _weights(run: Path) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_in_process_stops_after_the_step_and_resume_is_bit_identical(tmp_path: Path, sig: int,
                                                                               code: int) -> None:
-    from antlm_bench.training.trainer import Trainer, TrainingInterrupted, train
+    from antlm_bench.training.trainer import Trainer, TrainingInterrupted, TrainJob, train
 
     common = dict(schedule=SCHEDULE)
     train(tiny_config(tmp_path, tmp_path / "reference", **common))
@@ -49,7 +49,7 @@ def test_a_signal_in_process_stops_after_the_step_and_resume_is_bit_identical(tm
     # compare with what was there, not with Python's default)
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     with pytest.raises(TrainingInterrupted, match=r"^interrupted at step 3; rerun with --resume$") as caught:
-        Trainer(config, callbacks=[send]).run()
+        Trainer(TrainJob.of(config), callbacks=[send]).run()
     assert caught.value.exit_code == code and caught.value.step == 3
     assert read_record(tmp_path / "run" / "last").step == 3
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "interrupted"

@@ -20,7 +20,7 @@ def real_batch(real_data_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     from antlm_bench.data.corpus import prepare_training_data
 
     recipe = load_recipe("antlm-ltgbert")
-    tokenizer, corpus = prepare_training_data(real_data_dir / "pretrain_sample", recipe, "tiny",
+    tokenizer, corpus = prepare_training_data(real_data_dir / "pretrain_sample", recipe.resolve("tiny"),
                                               tmp_path_factory.mktemp("cache"), progress=False)
     assert corpus.word_starts is not None
     # one real global batch is 32 rows; the rate is checked over many of them (1024 rows, ~62k tokens) so that

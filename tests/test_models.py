@@ -375,16 +375,16 @@ def test_parameter_counts_of_the_paper_presets():
     ltg_layer = (H * 2 * H + 2 * H) + (H * H + H) + (H * H + H) + 2 * H + (H * 2 * I) + (I * H)
     ltg = V * H + (2 * B - 1) * H + 2 * H + L * ltg_layer + (H * H + H) + V
     for recipe in ("antlm-babyllama", "babyllama-clm-only"):
-        assert count_parameters(load_recipe(recipe), "paper") == llama == 97_241_856
+        assert count_parameters(load_recipe(recipe).resolve("paper")) == llama == 97_241_856
     for recipe in ("antlm-ltgbert", "ltgbert-mlm-only"):
-        assert count_parameters(load_recipe(recipe), "paper") == ltg == 97_934_464
+        assert count_parameters(load_recipe(recipe).resolve("paper")) == ltg == 97_934_464
 
 
 @pytest.mark.parametrize("recipe_name", ["antlm-babyllama", "antlm-ltgbert"])
 def test_meta_count_equals_the_real_model(recipe_name):
     recipe = load_recipe(recipe_name)
-    model = build_model(recipe, "tiny")
-    assert sum(p.numel() for p in model.parameters()) == count_parameters(recipe, "tiny")
+    model = build_model(recipe.resolve("tiny"))
+    assert sum(p.numel() for p in model.parameters()) == count_parameters(recipe.resolve("tiny"))
     assert model.config.antlm_architecture == recipe.architecture
 
 

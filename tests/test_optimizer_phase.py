@@ -13,7 +13,7 @@ from trainer_support import tiny_config
 
 import antlm_bench.training.trainer as trainer_module
 from antlm_bench.recipes import Recipe, load_recipe
-from antlm_bench.training.trainer import Trainer, train
+from antlm_bench.training.trainer import Trainer, TrainJob, train
 
 
 def _with_policy(monkeypatch: pytest.MonkeyPatch, policy: str) -> None:
@@ -38,7 +38,8 @@ def test_the_policy_decides_adams_step_count_after_a_switch(tmp_path: Path, monk
         state = next(iter(trainer.optimizer.state.values()))
         seen[info.step] = float(state["step"])
 
-    trainer = Trainer(tiny_config(tmp_path, tmp_path / "run", schedule="0.5_CLM+0.5_MLM"), callbacks=[record])
+    config = tiny_config(tmp_path, tmp_path / "run", schedule="0.5_CLM+0.5_MLM")
+    trainer = Trainer(TrainJob.of(config), callbacks=[record])
     trainer.run()
     boundary = trainer.steps.plans[1].start_step
     assert seen[boundary] == boundary

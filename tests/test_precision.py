@@ -26,7 +26,7 @@ from antlm_bench.runs.record import read_record
 from antlm_bench.runs.schedule import parse_schedule
 from antlm_bench.training.checkpointer import config_fingerprint
 from antlm_bench.training.reporting import read_metrics
-from antlm_bench.training.trainer import Trainer, train
+from antlm_bench.training.trainer import Trainer, TrainJob, train
 
 CPU = torch.device("cpu")
 REPO = Path(__file__).resolve().parents[1]
@@ -86,8 +86,8 @@ def test_bf16_is_another_configuration_than_float32():
     by its own seeds and by no new run.)"""
     recipe, schedule = load_recipe("antlm-babyllama"), parse_schedule("24_CLM")
     same = dict(data_hash="d", tokenizer_hash="t")
-    assert config_fingerprint(recipe, "tiny", schedule, "bf16", **same) != \
-        config_fingerprint(recipe, "tiny", schedule, "fp32", **same)
+    tiny = recipe.resolve("tiny")
+    assert config_fingerprint(tiny, schedule, "bf16", **same) != config_fingerprint(tiny, schedule, "fp32", **same)
     stored = pq.read_table(REPO / "leaderboards/mini-antlm/results/babyllama/antlm-babyllama-tiny-24_CLM-seed1"
                            / "scores.parquet", columns=["config_fingerprint"]).column("config_fingerprint")
     assert len(set(stored.to_pylist())) == 1
@@ -98,7 +98,7 @@ def test_bf16_is_another_configuration_than_float32():
 
 def test_train_says_and_records_what_ran_and_a_cpu_without_bf16_falls_back(tmp_path, monkeypatch):
     _native(monkeypatch)  # a CPU without bf16: auto gives float32 with a reason, whatever the model's width
-    fallback = Trainer(tiny_config(tmp_path, tmp_path / "a", max_steps=1))
+    fallback = Trainer(TrainJob.of(tiny_config(tmp_path, tmp_path / "a", max_steps=1)))
     assert fallback.precision.name == "fp32" and "no native bf16" in fallback.precision.reason
     assert "precision fp32 (auto: this CPU has no native bf16" in fallback.reporter.plan_text()
 
@@ -121,10 +121,10 @@ def test_a_resume_keeps_the_precision_its_run_started_with(tmp_path, monkeypatch
                         save_every_steps=1)
     train(first)
     _native(monkeypatch)  # the resuming machine would pick float32 by itself
-    resumed = Trainer(first.model_copy(update={"precision": "auto", "resume": True, "max_steps": None}))
+    resumed = Trainer(TrainJob.of(first.model_copy(update={"precision": "auto", "resume": True, "max_steps": None})))
     assert resumed.precision.name == "bf16" and "resumed run" in resumed.precision.reason
     with pytest.raises(UserError, match="precision='bf16', now 'fp32'"):
-        Trainer(first.model_copy(update={"precision": "fp32", "resume": True, "max_steps": None}))
+        Trainer(TrainJob.of(first.model_copy(update={"precision": "fp32", "resume": True, "max_steps": None})))
 
 
 def test_kill_mid_phase_then_resume_in_bf16_gives_identical_weights(tmp_path):

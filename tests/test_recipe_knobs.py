@@ -15,47 +15,52 @@ from trainer_support import ENV, cli_args, tiny_config
 from antlm_bench.errors import UserError
 from antlm_bench.recipes import Recipe, load_recipe
 from antlm_bench.training.reporting import read_metrics
-from antlm_bench.training.trainer import Trainer
+from antlm_bench.training.trainer import Trainer, TrainJob
 
 
 def test_overrides_replace_the_recipes_values_and_are_validated_like_them():
     recipe = load_recipe("antlm-babyllama")
-    assert recipe.overridden("tiny") is recipe
-    changed = recipe.overridden("tiny", lr=2e-3, global_batch_size=8, warmup_ratio=0.05)
-    assert changed.optimizer.lr == 2e-3 and recipe.optimizer.lr == 7e-4
-    assert changed.preset("tiny").global_batch_size == 8 and changed.preset("tiny").micro_batch_size == 8
-    assert changed.preset("small").global_batch_size == recipe.preset("small").global_batch_size  # that preset only
-    assert {spec.warmup_ratio for spec in changed.lr_schedules.values()} == {0.05}
+    tiny = recipe.resolve("tiny")
+    assert tiny.overridden() is tiny
+    changed = tiny.overridden(lr=2e-3, global_batch_size=8, warmup_ratio=0.05)
+    assert changed.name == "tiny" and changed.spec is changed.recipe.presets["tiny"]
+    assert changed.recipe.optimizer.lr == 2e-3 and recipe.optimizer.lr == 7e-4
+    assert changed.spec.global_batch_size == 8 and changed.spec.micro_batch_size == 8
+    assert tiny.spec.global_batch_size == 32  # the recipe it came from is untouched
+    small = changed.recipe.presets["small"]
+    assert small.global_batch_size == recipe.presets["small"].global_batch_size  # that preset only
+    assert {spec.warmup_ratio for spec in changed.recipe.lr_schedules.values()} == {0.05}
     with pytest.raises(UserError, match=r"^recipe antlm-babyllama with this run's overrides: field optimizer.lr"):
-        recipe.overridden("tiny", lr=3.0)
+        tiny.overridden(lr=3.0)
     with pytest.raises(UserError, match="warmup_ratio"):
-        recipe.overridden("tiny", warmup_ratio=1.5)
+        tiny.overridden(warmup_ratio=1.5)
 
 
 def test_a_presets_own_rate_and_warmup_apply_to_that_preset_and_a_runs_knob_wins():
     document = load_recipe("antlm-babyllama").model_dump()
     document["presets"]["tiny"].update(lr=2e-3, warmup_ratio=0.02, lr_schedules={"MLM": {"kind": "cosine"}})
     recipe = Recipe.model_validate(document)
-    tiny = recipe.overridden("tiny")
+    tiny = recipe.resolve("tiny").overridden().recipe
     assert tiny.optimizer.lr == 2e-3 and {s.warmup_ratio for s in tiny.lr_schedules.values()} == {0.02}
     # the preset's own MLM schedule replaces the recipe's restarts; CLM keeps the recipe's kind
     assert tiny.lr_schedules["MLM"].kind == "cosine" and tiny.lr_schedules["CLM"].kind == "cosine"
     assert recipe.lr_schedules["MLM"].kind == "cosine_with_restarts"
-    assert recipe.overridden("small").optimizer.lr == 7e-4  # another preset keeps the recipe's rate
-    assert recipe.overridden("tiny", lr=5e-4).optimizer.lr == 5e-4  # the run's knob over the preset's
+    assert recipe.resolve("small").overridden().recipe.optimizer.lr == 7e-4  # another preset keeps the recipe's rate
+    assert recipe.resolve("tiny").overridden(lr=5e-4).recipe.optimizer.lr == 5e-4  # the run's knob over the preset's
     document["presets"]["tiny"]["lr"] = 0.0
     with pytest.raises(ValidationError, match="lr"):
         Recipe.model_validate(document)
 
 
 def test_knobs_drive_the_run_and_its_identity(tmp_path):
-    plain = Trainer(tiny_config(tmp_path, tmp_path / "plain", max_steps=1))
-    tuned = Trainer(tiny_config(tmp_path, tmp_path / "tuned", max_steps=1, lr=3e-3, global_batch_size=8))
+    plain = Trainer(TrainJob.of(tiny_config(tmp_path, tmp_path / "plain", max_steps=1)))
+    tuned = Trainer(TrainJob.of(tiny_config(tmp_path, tmp_path / "tuned", max_steps=1, lr=3e-3, global_batch_size=8)))
     assert tuned.facts.global_batch == 8 and plain.facts.global_batch == 32
     n = plain.facts.n_sequences
     assert (plain.facts.steps_per_epoch, tuned.facts.steps_per_epoch) == (-(-n // 32), -(-n // 8))
     assert tuned.facts.config_fingerprint != plain.facts.config_fingerprint
-    assert tuned.recipe.optimizer.lr == 3e-3 and plain.recipe.optimizer.lr == 7e-4
+    assert tuned.job.preset.recipe.optimizer.lr == 3e-3 and plain.job.preset.recipe.optimizer.lr == 7e-4
+    assert tuned.facts.preset is tuned.job.preset  # the parts get the one resolved preset
 
 
 def test_the_cli_records_the_knobs_and_a_resume_must_repeat_them(tmp_path):
@@ -69,9 +74,9 @@ def test_the_cli_records_the_knobs_and_a_resume_must_repeat_them(tmp_path):
     first = read_metrics(run)[0]
     assert first["lr"] == pytest.approx(0.002)  # no warm-up: the first step runs at the peak rate
     with pytest.raises(UserError, match=r"started with --lr 0.002, now the recipe's"):
-        Trainer(config.model_copy(update={"resume": True}))
+        Trainer(TrainJob.of(config.model_copy(update={"resume": True})))
     # the same knobs resume
-    Trainer(config.model_copy(update={"resume": True, "lr": 0.002, "warmup_ratio": 0.0}))
+    Trainer(TrainJob.of(config.model_copy(update={"resume": True, "lr": 0.002, "warmup_ratio": 0.0})))
     refused = subprocess.run([sys.executable, "-m", "antlm_bench", *cli_args(config), "--resume", "--lr", "0"],
                              env=ENV, capture_output=True, text=True, timeout=600)
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
@@ -90,12 +95,13 @@ def test_a_presets_measured_line_is_prose_not_configuration():
     edited = recipe.model_copy(update={"presets": {**recipe.presets, "cpu": recipe.presets["cpu"].model_copy(
         update={"measured": "something else entirely"})}})
     assert recipe.presets["cpu"].measured and edited.presets["cpu"].measured != recipe.presets["cpu"].measured
+    cpu, edited_cpu = recipe.resolve("cpu"), edited.resolve("cpu")
     for precision in ("fp32", "bf16"):
-        assert (config_fingerprint(recipe, "cpu", schedule, precision, "d", "t")
-                == config_fingerprint(edited, "cpu", schedule, precision, "d", "t"))
-        assert (start_fingerprint_config(recipe, "cpu", schedule, precision)
-                == start_fingerprint_config(edited, "cpu", schedule, precision))
+        assert (config_fingerprint(cpu, schedule, precision, "d", "t")
+                == config_fingerprint(edited_cpu, schedule, precision, "d", "t"))
+        assert (start_fingerprint_config(cpu, schedule, precision)
+                == start_fingerprint_config(edited_cpu, schedule, precision))
     lr = recipe.model_copy(update={"presets": {**recipe.presets, "cpu": recipe.presets["cpu"].model_copy(
         update={"lr": 1e-3})}})
-    assert config_fingerprint(recipe, "cpu", schedule, "bf16", "d", "t") != config_fingerprint(
-        lr, "cpu", schedule, "bf16", "d", "t")  # a knob that trains differently still changes it
+    assert config_fingerprint(cpu, schedule, "bf16", "d", "t") != config_fingerprint(
+        lr.resolve("cpu"), schedule, "bf16", "d", "t")  # a knob that trains differently still changes it

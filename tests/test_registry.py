@@ -140,7 +140,7 @@ def test_task_class_from_a_plugin_entry_point(tmp_path, monkeypatch):
 
 def test_shipped_recipes_validate_and_paper_preset_matches_table_1():
     for name in ("antlm-babyllama", "antlm-ltgbert", "babyllama-clm-only", "ltgbert-mlm-only"):
-        paper = load_recipe(name).preset("paper")
+        paper = load_recipe(name).resolve("paper").spec
         assert (paper.n_layers, paper.n_heads, paper.hidden_size, paper.intermediate_size, paper.vocab_size) == (
             12, 12, 768, 2048, 16000,
         )

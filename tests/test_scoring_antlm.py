@@ -33,7 +33,7 @@ TEXTS = [
 def ours(request):
     tokenizer = build_tiny_tokenizer("bpe")
     torch.manual_seed(0)
-    model = models.build_model(recipes.load_recipe(request.param), "tiny", tokenizer).eval()
+    model = models.build_model(recipes.load_recipe(request.param).resolve("tiny"), tokenizer).eval()
     return wrap_model(model, tokenizer)
 
 

@@ -34,7 +34,7 @@ def babyllama(dtype: torch.dtype = torch.float64):
     """The tiny BabyLlama preset, weights spread 10x (so that what a token sees moves its score), in float64."""
     tok = build_tiny_tokenizer("bpe")
     torch.manual_seed(0)
-    model = build_model(load_recipe("antlm-babyllama"), "tiny", tok).eval()
+    model = build_model(load_recipe("antlm-babyllama").resolve("tiny"), tok).eval()
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "norm" not in name:
@@ -61,7 +61,7 @@ def test_which_models_continue_prefixes() -> None:
     assert not wrap_model(build_tiny_bert(), build_tiny_tokenizer("bert")).keeps_prefixes
     tok = build_tiny_tokenizer("bpe")
     torch.manual_seed(0)
-    ltgbert = wrap_model(build_model(load_recipe("antlm-ltgbert"), "tiny", tok).eval(), tok)
+    ltgbert = wrap_model(build_model(load_recipe("antlm-ltgbert").resolve("tiny"), tok).eval(), tok)
     assert not ltgbert.keeps_prefixes
 
 

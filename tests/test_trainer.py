@@ -122,9 +122,9 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path: Path) -> No
             with torch.no_grad():
                 next(iter(trainer_model["model"].parameters())).fill_(float("nan"))
 
-    from antlm_bench.training.trainer import Trainer
+    from antlm_bench.training.trainer import Trainer, TrainJob
 
-    trainer = Trainer(config, callbacks=[poison])
+    trainer = Trainer(TrainJob.of(config), callbacks=[poison])
     trainer_model = {"model": trainer.model}
     with pytest.raises(TrainingDiverged, match=r"loss nan at step 4 .*last good checkpoint .*step 2"):
         trainer.run()
@@ -270,6 +270,32 @@ def test_deeply_nested_groups_are_one_error_line_not_a_recursion_error(tmp_path:
     assert not (tmp_path / "run").exists()
 
 
+def test_train_resolves_the_preset_once_and_its_parts_look_nothing_up(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unknown preset is one line (Recipe.resolve, the one place that refuses it), before the output folder
+    exists; a known one is looked up once at the edge (TrainJob.of) and the trainer's parts (data, model,
+    fingerprints, records, resume check) work from what was resolved: with every lookup failing afterwards, the
+    trainer still builds."""
+    import antlm_bench.training.trainer as trainer_module
+    from antlm_bench.recipes import Recipe
+    from antlm_bench.training.trainer import Trainer, TrainJob
+
+    with pytest.raises(UserError, match=r"^recipe antlm-babyllama: unknown preset 'huge'; known: tiny, "):
+        train(tiny_config(tmp_path, tmp_path / "huge", preset="huge"))
+    assert not (tmp_path / "huge").exists()
+    job = TrainJob.of(tiny_config(tmp_path, tmp_path / "run", schedule="0.25_CLM", global_batch_size=8))
+
+    def looked_up(*args: object, **kwargs: object) -> None:
+        raise AssertionError("looked up again below the edge")
+
+    monkeypatch.setattr(Recipe, "resolve", looked_up)
+    monkeypatch.setattr(trainer_module, "load_recipe", looked_up)
+    monkeypatch.setattr(trainer_module, "parse_schedule", looked_up)
+    trainer = Trainer(job)
+    assert trainer.facts.preset is job.preset and trainer.facts.identity is job.identity
+    assert trainer.facts.global_batch == 8 and job.identity.folder_name == "antlm-babyllama-tiny-0.25_CLM-seed3"
+
+
 @pytest.mark.parametrize("device", ["bogus", "cuda:x", "gpu"])
 def test_an_unknown_device_is_one_line_and_no_folder(tmp_path: Path, device: str) -> None:
     config = tiny_config(tmp_path, tmp_path / "run", schedule="0.25_CLM")
@@ -304,14 +330,14 @@ def test_a_recipe_with_an_impossible_optimizer_is_refused(tmp_path: Path, optimi
 
 
 def test_a_run_that_fails_is_recorded_as_failed(tmp_path: Path) -> None:
-    from antlm_bench.training.trainer import Trainer
+    from antlm_bench.training.trainer import Trainer, TrainJob
 
     def fail(info) -> None:
         if info.step == 2:
             raise RuntimeError("value cannot be converted to type float without overflow")
 
     with pytest.raises(RuntimeError):
-        Trainer(tiny_config(tmp_path, tmp_path / "run", schedule="1_CLM"), callbacks=[fail]).run()
+        Trainer(TrainJob.of(tiny_config(tmp_path, tmp_path / "run", schedule="1_CLM")), callbacks=[fail]).run()
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["status"] == "failed"  # today: "running" for ever
     assert "overflow" in record["error"]
@@ -427,15 +453,15 @@ def test_train_records_its_thread_choice_in_run_json(tmp_path: Path, monkeypatch
 def test_two_schedules_that_start_alike_are_two_networks(tmp_path: Path) -> None:
     """0.25_CLM and 0.5_CLM under one seed share their initial weights and first batch, but not their training:
     their fingerprints differ, so nothing takes them for the same network (check's items-only design)."""
-    from antlm_bench.training.trainer import Trainer
+    from antlm_bench.training.trainer import Trainer, TrainJob
 
-    short = Trainer(tiny_config(tmp_path, tmp_path / "a", schedule="0.25_CLM")).facts
-    long = Trainer(tiny_config(tmp_path, tmp_path / "b", schedule="0.5_CLM")).facts
-    again = Trainer(tiny_config(tmp_path, tmp_path / "c", schedule="0.25_CLM")).facts
+    short = Trainer(TrainJob.of(tiny_config(tmp_path, tmp_path / "a", schedule="0.25_CLM"))).facts
+    long = Trainer(TrainJob.of(tiny_config(tmp_path, tmp_path / "b", schedule="0.5_CLM"))).facts
+    again = Trainer(TrainJob.of(tiny_config(tmp_path, tmp_path / "c", schedule="0.25_CLM"))).facts
     assert short.training_fingerprint != long.training_fingerprint
     assert short.config_fingerprint != long.config_fingerprint
     assert (short.training_fingerprint, short.config_fingerprint) == (again.training_fingerprint,
                                                                         again.config_fingerprint)
-    reseeded = Trainer(tiny_config(tmp_path, tmp_path / "d", schedule="0.25_CLM", seed=4)).facts
+    reseeded = Trainer(TrainJob.of(tiny_config(tmp_path, tmp_path / "d", schedule="0.25_CLM", seed=4))).facts
     assert reseeded.training_fingerprint != short.training_fingerprint
     assert reseeded.config_fingerprint == short.config_fingerprint

@@ -14,13 +14,13 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS
 # a training process that kills itself (kill -9: no cleanup, no flush) after step argv[2] of config argv[1]
 KILLER = """
 import os, signal, sys
-from antlm_bench.training.trainer import TrainConfig, Trainer
+from antlm_bench.training.trainer import TrainConfig, TrainJob, Trainer
 config = TrainConfig.model_validate_json(sys.argv[1])
 kill_at = int(sys.argv[2])
 def kill(info):
     if info.step == kill_at:
         os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, no flush: what kill -9 does
-Trainer(config, callbacks=[kill]).run()
+Trainer(TrainJob.of(config), callbacks=[kill]).run()
 """
 
 _SYLLABLES = ["ka", "lo", "mi", "ter", "sun", "pa", "dri", "vel", "on", "ba", "chi", "rum", "es", "tor", "ni"]

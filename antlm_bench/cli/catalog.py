@@ -63,7 +63,8 @@ def list_models(include_path: list[Path] | None = flag(RunConfig, "include_path"
             records.append({"recipe": recipe.name, "architecture": recipe.architecture,
                             "default_schedule": recipe.default_schedule, "preset": preset_name,
                             "layers": preset.n_layers, "hidden_size": preset.hidden_size,
-                            "vocab_size": preset.vocab_size, "parameters": count_parameters(recipe, preset_name),
+                            "vocab_size": preset.vocab_size,
+                            "parameters": count_parameters(recipe.resolve(preset_name)),
                             "measured": preset.measured})
     if as_json:
         typer.echo(json.dumps(records, indent=2))

@@ -37,7 +37,7 @@ def prepare(
         add_include_path(folder)
     chosen = load_recipe(recipe)
     folder = corpus if corpus is not None else default_corpus_dir(data_dir)
-    tokenizer, packed = prepare_training_data(folder, chosen, preset, cache_dir, max_words, seed, split)
+    tokenizer, packed = prepare_training_data(folder, chosen.resolve(preset), cache_dir, max_words, seed, split)
     summary = describe(packed)
     table = Table(title=f"{chosen.name} / {preset}: {folder}")
     table.add_column("source")

@@ -73,12 +73,12 @@ def train_command(
     for folder in include_path or []:
         add_include_path(folder)
     if eval_limit is None and eval_every != "none":
-        eval_limit = load_recipe(model).preset(preset).eval_limit
+        eval_limit = load_recipe(model).resolve(preset).spec.eval_limit
     kinds = [kind.strip() for item in report_to or [] for kind in item.split(",") if kind.strip()]
     from antlm_bench.models import count_parameters
     from antlm_bench.models.threads import choose_threads
 
-    n_threads, threads_why = choose_threads(threads, count_parameters(load_recipe(model), preset),
+    n_threads, threads_why = choose_threads(threads, count_parameters(load_recipe(model).resolve(preset)),
                                             resolve_device(device))
     try:
         config = TrainConfig(

@@ -55,7 +55,7 @@ from antlm_bench.data import default_cache_dir, resolve_data_dir, sha256_file
 from antlm_bench.data.files import remove_stale, temporary_tag
 from antlm_bench.data.tokenizer import PUNCTUATION_MAP, load_tokenizer, save_tokenizer, tokenizer_hash, train_tokenizer
 from antlm_bench.errors import UserError
-from antlm_bench.recipes import Recipe
+from antlm_bench.recipes import Recipe, ResolvedPreset
 
 CLEANING_VERSION = "antlm-clean-1"  # bump when clean_line or the selection changes: old caches stop matching
 PACKING_VERSION = "antlm-pack-1"
@@ -638,10 +638,10 @@ def _tokenizer_key(recipe: Recipe, vocab_size: int, max_length: int, data_hash: 
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def recipe_tokenizer(recipe: Recipe, preset_name: str, corpus: CleanCorpus,
+def recipe_tokenizer(resolved: ResolvedPreset, corpus: CleanCorpus,
                      cache_dir: str | os.PathLike | None, progress: Progress = None) -> PreTrainedTokenizerFast:
     """The recipe's BPE at the preset's vocabulary size, trained on ``corpus`` or loaded from the cache."""
-    preset = recipe.preset(preset_name)
+    recipe, preset = resolved.recipe, resolved.spec
     say = _reporter(progress)
 
     def train() -> PreTrainedTokenizerFast:
@@ -675,23 +675,21 @@ def recipe_tokenizer(recipe: Recipe, preset_name: str, corpus: CleanCorpus,
     return tokenizer
 
 
-def training_words(recipe: Recipe, preset_name: str, max_words: int | None) -> int | None:
+def training_words(preset: ResolvedPreset, max_words: int | None) -> int | None:
     """The word cap a run trains under: ``--max-words``, else the preset's (None: the whole corpus)."""
-    return max_words if max_words is not None else recipe.preset(preset_name).max_words
+    return max_words if max_words is not None else preset.spec.max_words
 
 
-def training_data_hash(corpus_dir: str | os.PathLike, recipe: Recipe, preset_name: str,
-                       max_words: int | None) -> str:
-    """The ``data_hash`` a run of ``recipe`` at ``preset_name`` would train on (the cleaned text after the word cap,
-    as ``prepare_training_data`` reads it): what reuse compares with a finished run's, without tokenizing."""
-    with read_corpus(corpus_dir, "train", training_words(recipe, preset_name, max_words)) as corpus:
+def training_data_hash(corpus_dir: str | os.PathLike, preset: ResolvedPreset, max_words: int | None) -> str:
+    """The ``data_hash`` a run of a recipe at ``preset`` would train on (the cleaned text after the word cap, as
+    ``prepare_training_data`` reads it): what reuse compares with a finished run's, without tokenizing."""
+    with read_corpus(corpus_dir, "train", training_words(preset, max_words)) as corpus:
         return corpus.data_hash
 
 
 def prepare_training_data(
     corpus_dir: str | os.PathLike,
-    recipe: Recipe,
-    preset_name: str,
+    preset: ResolvedPreset,
     cache_dir: str | os.PathLike | None = None,
     max_words: int | None = None,
     seed: int = 0,
@@ -704,9 +702,8 @@ def prepare_training_data(
     ``max_words`` defaults to the preset's ``max_words`` (None: the whole corpus); the tokenizer is trained on the
     text the model will see, at the preset's vocabulary size; sequences have the preset's ``max_seq_len``.
     """
-    preset = recipe.preset(preset_name)
     cache_dir = default_prepared_dir() if cache_dir is None else cache_dir
-    words = training_words(recipe, preset_name, max_words)
+    words = training_words(preset, max_words)
     say = _reporter(progress)
     clock = time.perf_counter()
     # one line after reading, not one before: a bad corpus folder then prints its error line alone
@@ -715,8 +712,8 @@ def prepare_training_data(
         say(f"corpus: read {corpus_dir} ({split}" + (f", up to {words:,} words" if words else "") + f"): "
             f"{len(corpus.sources)} sources, {n_words:,} words, {corpus.n_duplicates:,} duplicate lines dropped "
             f"({time.perf_counter() - clock:.1f} s)")
-        tokenizer = recipe_tokenizer(recipe, preset_name, corpus, cache_dir, progress=say)
-        packed = prepare_corpus(corpus_dir, tokenizer, preset.max_seq_len, cache_dir=cache_dir, corpus=corpus,
+        tokenizer = recipe_tokenizer(preset, corpus, cache_dir, progress=say)
+        packed = prepare_corpus(corpus_dir, tokenizer, preset.spec.max_seq_len, cache_dir=cache_dir, corpus=corpus,
                                 progress=say)
     return tokenizer, packed
 

@@ -52,7 +52,7 @@ from antlm_bench.models.ltgbert import (
     LtgBertForMaskedLM,
     LtgBertForSequenceClassification,
 )
-from antlm_bench.recipes import Recipe
+from antlm_bench.recipes import ResolvedPreset
 
 
 def masked_by_config(config: Any) -> bool | None:
@@ -71,26 +71,26 @@ def special_token_ids(tokenizer: PreTrainedTokenizerBase | None) -> dict[str, in
     }
 
 
-def build_model(recipe: Recipe, preset_name: str, tokenizer: PreTrainedTokenizerBase | None = None) -> PreTrainedModel:
-    """A freshly initialised LM for ``recipe`` at ``preset_name`` (seed torch first for reproducible weights).
+def build_model(preset: ResolvedPreset, tokenizer: PreTrainedTokenizerBase | None = None) -> PreTrainedModel:
+    """A freshly initialised LM for a recipe at ``preset`` (seed torch first for reproducible weights).
 
     The embedding has the preset's vocabulary size; the tokenizer must not be larger (a BPE trained on a small
     corpus may be smaller: the unused rows are never targets).
     """
-    preset = recipe.preset(preset_name)
-    if tokenizer is not None and len(tokenizer) > preset.vocab_size:
+    sizes, recipe = preset.spec, preset.recipe
+    if tokenizer is not None and len(tokenizer) > sizes.vocab_size:
         raise UserError(
-            f"recipe {recipe.name} preset {preset_name}: tokenizer has {len(tokenizer)} tokens but vocab_size is "
-            f"{preset.vocab_size}; retrain the tokenizer at that size or raise presets.{preset_name}.vocab_size"
+            f"{preset.where}: tokenizer has {len(tokenizer)} tokens but vocab_size is "
+            f"{sizes.vocab_size}; retrain the tokenizer at that size or raise presets.{preset.name}.vocab_size"
         )
     chosen = backend_named(recipe.architecture, f"recipe {recipe.name}: architecture")
-    return chosen.build(chosen.make_config(preset, special_token_ids(tokenizer)))
+    return chosen.build(chosen.make_config(sizes, special_token_ids(tokenizer)))
 
 
-def count_parameters(recipe: Recipe, preset_name: str) -> int:
+def count_parameters(preset: ResolvedPreset) -> int:
     """Trainable parameters of the preset's model (tied weights once), built on the meta device: no memory used."""
     with torch.device("meta"):
-        model = build_model(recipe, preset_name, None)
+        model = build_model(preset, None)
     return sum(p.numel() for p in model.parameters())
 
 

@@ -19,9 +19,10 @@ from antlm_bench.config import RunConfig
 from antlm_bench.data import atomic_write_bytes, hash_files
 from antlm_bench.locking import fault_point
 from antlm_bench.options import resolve_device
-from antlm_bench.recipes import Recipe
+from antlm_bench.recipes import ResolvedPreset
 from antlm_bench.results.store import commit_results
 from antlm_bench.results.tables import append_index
+from antlm_bench.runs.identity import RunIdentity
 from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.record import CheckpointRecord
 from antlm_bench.runs.schedule import parse_schedule
@@ -43,10 +44,9 @@ def glue_options(config: RunConfig) -> GlueOptions:
         flags=GLUE_FLAGS)
 
 
-def task_options(config: RunConfig, recipe: Recipe, preset: str) -> GlueOptions:
+def task_options(config: RunConfig, preset: ResolvedPreset) -> GlueOptions:
     """The run's task options over its preset's budget (``glue_budget``): what every evaluation of the run takes."""
-    return glue_options(config).under(recipe.preset(preset).glue_budget,
-                                      f"recipe {recipe.name} preset {preset}: glue_budget")
+    return glue_options(config).under(preset.spec.glue_budget, f"{preset.where}: glue_budget")
 
 
 def _sha256_text(*parts: str) -> str:
@@ -119,7 +119,7 @@ def eval_marker(layout: RunLayout, task: str, key: str) -> Path:
 
 
 def evaluate_final(layout: RunLayout, final: Path, record: CheckpointRecord, request: Any, key: str,
-                   settings: dict[str, Any], config: RunConfig, options: GlueOptions, seed: int) -> None:
+                   settings: dict[str, Any], config: RunConfig, options: GlueOptions, identity: RunIdentity) -> None:
     """Score the final checkpoint on one task and commit it: its scores and items one event of the run folder's
     store, then its marker, then its line in the run's index. The marker comes after the commit, so a kill in
     between re-evaluates next time and the newer event replaces this one's rows (no duplicates)."""
@@ -134,9 +134,9 @@ def evaluate_final(layout: RunLayout, final: Path, record: CheckpointRecord, req
         data_dir=config.data.data_dir,
         # the run's identity and the checkpoint's name as the trainer's per-phase rows give them, so the final rows
         # join the run and replace the last phase's quick look
-        run_info=replace(run_info_from_record(record, final), run_id=folder.name),
+        run_info=replace(run_info_from_record(record, final), run_id=identity.folder_name),
         checkpoint_info=checkpoint_info_from_record(record, final.relative_to(folder)),
-        options=options, progress=not config.output.quiet, seeds=[seed], work_dir=layout.work_dir,
+        options=options, progress=not config.output.quiet, seeds=[identity.seed], work_dir=layout.work_dir,
         convention=config.evaluation.convention, threads=config.machine.threads,
     ))
     event = commit_results(folder, out.scores, out.items, {"kind": "final-eval", "task": task, "key": key,

@@ -29,14 +29,13 @@ from antlm_bench.pipeline.evaluations import (
     task_arg,
 )
 from antlm_bench.pipeline.request import resolve_run
-from antlm_bench.recipes import Recipe
-from antlm_bench.runs.identity import run_folder_name
+from antlm_bench.recipes import ResolvedPreset
+from antlm_bench.runs.identity import RunIdentity
 from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.run_file import RunRecord
 
 
-def finished_training(layout: RunLayout, recipe: Recipe, preset: str, schedule: str, seed: int,
-                      config: RunConfig) -> bool:
+def finished_training(layout: RunLayout, identity: RunIdentity, preset: ResolvedPreset, config: RunConfig) -> bool:
     """Whether the folder holds a finished run of this request (reused then); refuses, in one line naming the
     difference, a finished run that is not this request's: other settings, other --save-at-words, another word cap,
     precision or corpus text (``_check_same_training``)."""
@@ -47,9 +46,7 @@ def finished_training(layout: RunLayout, recipe: Recipe, preset: str, schedule: 
         return False  # a damaged run file: the run is resumed (or restarted) and the file written anew
     if record is None:
         return False
-    same = ((record.recipe, record.preset, record.schedule, record.seed, record.label)
-            == (recipe.name, preset, schedule, seed, config.label))
-    if record.status == "finished" and not same:
+    if record.status == "finished" and identity.difference(record) is not None:
         labelled = f", label {record.label}" if record.label else ""
         raise UserError(f"{folder}: holds a finished run with other settings ({record.recipe}, "
                         f"{record.preset}, {record.schedule}, seed {record.seed}{labelled}); use another --output")
@@ -60,23 +57,22 @@ def finished_training(layout: RunLayout, recipe: Recipe, preset: str, schedule: 
                         f"{','.join(map(str, asked)) or 'none'}; use another --output")
     if record.status != "finished":
         return False
-    _check_same_training(layout, record, recipe, preset, config)
+    _check_same_training(layout, record, preset, config)
     return True
 
 
 _DATA_HASHES: dict[tuple[Any, ...], str] = {}  # one reading of an unchanged corpus per process (a sweep's cells)
 
 
-def _check_same_training(layout: RunLayout, record: RunRecord, recipe: Recipe, preset: str,
-                         config: RunConfig) -> None:
+def _check_same_training(layout: RunLayout, record: RunRecord, preset: ResolvedPreset, config: RunConfig) -> None:
     """A finished run is reused only when what decided its network equals the request: the word cap, the
     precision asked for (``auto`` accepts the run's) and the corpus text (its data hash, read from the corpus the
     request names); otherwise one line naming the difference, and nothing is reused or deleted."""
     from antlm_bench.data.corpus import default_corpus_dir, find_corpus_files, training_data_hash, training_words
 
     folder, data, precision = layout.folder, config.data, config.machine.precision
-    then = training_words(recipe, preset, record.config.max_words)
-    now = training_words(recipe, preset, data.max_words)
+    then = training_words(preset, record.config.max_words)
+    now = training_words(preset, data.max_words)
     if then != now:
         raise UserError(f"{folder}: holds a finished run trained with --max-words {then or 'none'}; this command "
                         f"asks for --max-words {now or 'none'}; nothing was reused: use another --output, or the "
@@ -87,9 +83,9 @@ def _check_same_training(layout: RunLayout, record: RunRecord, recipe: Recipe, p
                         "--output, or --precision auto")
     corpus = Path(data.corpus or default_corpus_dir(data.data_dir)).expanduser()
     files = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in find_corpus_files(corpus, "train"))
-    key = (files, recipe.name, preset, now)
+    key = (files, preset.recipe.name, preset.name, now)
     if key not in _DATA_HASHES:
-        _DATA_HASHES[key] = training_data_hash(corpus, recipe, preset, data.max_words)
+        _DATA_HASHES[key] = training_data_hash(corpus, preset, data.max_words)
     recorded = record.data_hash
     if recorded and recorded != _DATA_HASHES[key]:
         raise UserError(f"{folder}: holds a finished run trained on other text (data hash {recorded[:12]}; "
@@ -162,15 +158,15 @@ def pending_seeds(config: RunConfig) -> list[int]:
     """The seeds of ``config`` that ``run_benchmark`` would still train or evaluate, found without writing
     anything (``antlm-bench sweep`` skips a cell with none, in a fraction of a second instead of a process)."""
     run = resolve_run(config)
-    recipe, preset, schedule, requests = run.recipe, run.preset, run.schedule, run.requests
+    requests = run.requests
     pending = []
     for seed in config.seeds:
-        layout = RunLayout(config.output.folder.expanduser() / run_folder_name(recipe.name, preset, schedule, seed,
-                                                                              config.label))
+        identity = run.identity(seed)
+        layout = RunLayout(config.output.folder.expanduser() / identity.folder_name)
 
         settings_of = run.settings_of(seed)
         try:
-            finished = finished_training(layout, recipe, preset, schedule, seed, config)
+            finished = finished_training(layout, identity, run.preset, config)
             final = layout.final_checkpoint() if finished else None
             if finished and final is None:  # checkpoints gone: done when its store keeps every evaluation
                 record = layout.read_run_file()

@@ -21,7 +21,6 @@ from antlm_bench.pipeline.evaluations import (
 from antlm_bench.pipeline.request import ResolvedRun, resolve_run, run_threads
 from antlm_bench.pipeline.reuse import finished_training, kept_final_evaluations
 from antlm_bench.results.store import output_folder
-from antlm_bench.runs.identity import run_folder_name
 from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.record import read_record
 
@@ -52,7 +51,7 @@ class RunSummary:
 
 def _budget_notes(run: ResolvedRun) -> list[str]:
     """A preset's GLUE budget, where it applies: said, since it changes what GLUE means for the run."""
-    budget = run.recipe.preset(run.preset).glue_budget
+    budget = run.preset.spec.glue_budget
     if not budget or not any(r.adapter().takes_options for r in run.requests):
         return []
     from antlm_bench.pipeline.evaluations import glue_options
@@ -61,7 +60,7 @@ def _budget_notes(run: ResolvedRun) -> list[str]:
     applied = {k: v for k, v in budget.items() if k not in given}
     if not applied:
         return []
-    return [f"preset {run.preset}: GLUE budget " + ", ".join(f"{k}={v}" for k, v in applied.items())
+    return [f"preset {run.preset.name}: GLUE budget " + ", ".join(f"{k}={v}" for k, v in applied.items())
             + " (override with --glue-epochs / --glue-max-train-examples)"]
 
 
@@ -79,28 +78,30 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     # the recipe and the schedule it trains, its default said as such: the choice is plain before any training
     default = "" if config.model.schedule else " (the recipe's default)"
     final_scoring = config.evaluation.final_scoring
-    say(f"{run.recipe.name} ({run.recipe.architecture}), preset {run.preset}, schedule {run.schedule}{default}, "
+    recipe = run.preset.recipe
+    say(f"{recipe.name} ({recipe.architecture}), preset {run.preset.name}, schedule {run.schedule}{default}, "
         f"seeds {', '.join(map(str, config.seeds))}, tasks {', '.join(r.name for r in run.requests)}"
         + (f", final minimal-pair scoring {final_scoring}" if final_scoring != "auto" else ""))
     # the same choice as eval's (evaluations below make it again for the model they load, with the same threads)
-    threads = run_threads(config, run.recipe, run.preset)
+    threads = run_threads(config, run.preset)
     torch.set_num_threads(threads[0])
     say(f"torch threads: {threads[0]} ({threads[1]})")
     output = config.output.folder.expanduser()
     runs = []
     for seed in config.seeds:
-        layout = RunLayout(output / run_folder_name(run.recipe.name, run.preset, run.schedule, seed, config.label))
+        layout = RunLayout(output / run.identity(seed).folder_name)
         # one live `run` (or `train`) per run folder: a second one into it is refused, naming this pid
         with output_folder(layout.folder, "run"):
             runs.append(_run_seed(run, layout, seed, threads, say, console))
-    return RunSummary(run.recipe.name, run.preset, run.schedule, runs, output, notes)
+    return RunSummary(recipe.name, run.preset.name, run.schedule, runs, output, notes)
 
 
 def _run_seed(run: ResolvedRun, layout: RunLayout, seed: int, threads: tuple[int, str], say: Callable[[str], None],
               console: Any) -> SeedRun:
     """One seed: its training finished, reused or resumed, then every final evaluation its marker does not show."""
     folder = layout.folder
-    if finished_training(layout, run.recipe, run.preset, run.schedule, seed, run.config):
+    identity = run.identity(seed)
+    if finished_training(layout, identity, run.preset, run.config):
         status = "reused"
         if layout.final_checkpoint() is None:
             return _reuse_kept(layout, seed, run.requests, run.settings_of(seed), say)
@@ -118,7 +119,7 @@ def _run_seed(run: ResolvedRun, layout: RunLayout, seed: int, threads: tuple[int
         if eval_marker(layout, request.name, key).exists():
             seed_run.reused.append(request.name)
             continue
-        evaluate_final(layout, final, record, request, key, settings, run.config, run.options, seed)
+        evaluate_final(layout, final, record, request, key, settings, run.config, run.options, identity)
         seed_run.evaluated.append(request.name)
     return seed_run
 
@@ -131,12 +132,12 @@ def _train(run: ResolvedRun, layout: RunLayout, seed: int, resume: bool, threads
     config = run.config
     minimal_pair_tasks = [r.name for r in run.requests if r.adapter().needs_scoring_model]
     train_config = TrainConfig(
-        model=run.recipe.name, preset=run.preset, output=layout.folder, schedule=run.schedule,
+        model=run.preset.recipe.name, preset=run.preset.name, output=layout.folder, schedule=run.schedule,
         data_dir=config.data.data_dir, corpus=config.data.corpus, cache_dir=config.data.cache_dir, seed=seed,
         label=config.label, max_words=config.data.max_words, resume=resume,
         eval_every=config.training.eval_every if minimal_pair_tasks else "none",
         eval_tasks=",".join(minimal_pair_tasks) or "blimp",
-        eval_limit=config.training.eval_limit or run.recipe.preset(run.preset).eval_limit,
+        eval_limit=config.training.eval_limit or run.preset.spec.eval_limit,
         device=config.machine.device, convention=config.evaluation.convention, progress=not config.output.quiet,
         save_at_words=config.training.save_at_words, save_every_minutes=config.training.save_every_minutes,
         torch_threads=threads[0], torch_threads_reason=threads[1], precision=config.machine.precision,

@@ -6,7 +6,8 @@
 - ``layout``: ``RunLayout``, the files and folders of a run folder (checkpoints, the final and last ones, the run
   file, metrics, the results store).
 - ``identity``: the two identities, defined once: the weights digest (which network) and the configuration digest
-  (which configuration; what seeds pool).
+  (which configuration; what seeds pool); and ``RunIdentity``, which run (its folder's name, its rows' run id, the
+  one "same run" check).
 - ``run_file``: ``RunRecord``, run.json typed (one writer, the trainer's reporter; read through the layout).
 - ``export_record``: ``ExportRecord``, an export's antlm_export.json typed, and the check of an export's weights.
 

@@ -24,6 +24,12 @@
   data order and masking than seed s without it. So one configuration under two labels is two independent draws
   paired by seed label: a negative control (``sweep --negative-control``) whose true gap is zero by construction.
 
+- **The run** (``RunIdentity``: recipe, preset, canonical schedule, seed, label): which run a command asks for, built
+  once where it is asked for and passed down. It names the run, once for every caller: its folder
+  (``folder_name``, also the run id of the rows ``run`` writes), the run id of a checkpoint ``eval`` scores alone
+  (``eval_run_id``) and its board row (``row``); and it is the one "same run" check (``difference``): a resume
+  continues, and ``run`` reuses, only a folder whose record names this run.
+
 Neither identity says two numbers are equal across machines; the weights digest says two networks are.
 """
 
@@ -33,8 +39,9 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from antlm_bench.errors import UserError
 
@@ -96,11 +103,82 @@ def labelled_schedule(schedule: str, label: str | None) -> str:
     return f"{schedule} [{label}]" if label else schedule
 
 
-def run_folder_name(recipe: str, preset: str, schedule: str, seed: int, label: str | None = None) -> str:
-    """The folder ``run`` trains a seed in (and a sweep's cell is): ``<recipe>-<preset>-<schedule>[-<label>]-seed<s>``,
-    the schedule's punctuation as ``_``."""
-    slug = re.sub(r"[^A-Za-z0-9.]+", "_", schedule).strip("_")
-    return f"{recipe}-{preset}-{slug}-{label}-seed{seed}" if label else f"{recipe}-{preset}-{slug}-seed{seed}"
+class RunRecordLike(Protocol):
+    """What names a run in a record: run.json's ``RunRecord`` and a checkpoint's ``CheckpointRecord`` both say it."""
+
+    @property
+    def recipe(self) -> str | None: ...
+    @property
+    def preset(self) -> str | None: ...
+    @property
+    def schedule(self) -> str | None: ...
+    @property
+    def seed(self) -> int | None: ...
+    @property
+    def label(self) -> str | None: ...
+
+
+# the fields that name a run, in the order a difference is reported
+_IDENTITY_FIELDS = ("recipe", "preset", "schedule", "seed", "label")
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Which run: a recipe's preset trained through a schedule from a seed, under a label or none. Built once where a
+    run is asked for (``train``, ``run``, a sweep's cell) and passed down; it names the run (:attr:`folder_name`,
+    :attr:`row`, :attr:`eval_run_id`), draws its random numbers (:attr:`random_seed`) and tells whether a record is
+    of the same run (:meth:`difference`)."""
+
+    recipe: str
+    preset: str
+    schedule: str  # canonical (runs.schedule)
+    seed: int | None  # None only as a record that does not say reads (a foreign antlm_state.json)
+    label: str | None = None
+
+    @classmethod
+    def of_record(cls, record: RunRecordLike) -> RunIdentity:
+        """The run a record (run.json's or a checkpoint's) says it belongs to; a field it does not say is empty."""
+        return cls(record.recipe or "", record.preset or "", record.schedule or "", record.seed, record.label)
+
+    @property
+    def folder_name(self) -> str:
+        """The folder ``run`` trains the seed in (and a sweep's cell is), and the run id of the rows ``run`` and
+        ``--eval-every`` write there: ``<recipe>-<preset>-<schedule>[-<label>]-seed<s>``, the schedule's punctuation as
+        ``_``."""
+        slug = re.sub(r"[^A-Za-z0-9.]+", "_", self.schedule).strip("_")
+        label = f"-{self.label}" if self.label else ""
+        return f"{self.recipe}-{self.preset}-{slug}{label}-seed{self.seed}"
+
+    @property
+    def eval_run_id(self) -> str:
+        """The run id of the rows ``eval`` scores from a checkpoint's record alone (no run folder around it): the
+        fields joined by ``-``, the empty ones left out, the schedule's ``+:()`` kept. Not the folder name (rows of a
+        ``run`` carry that): rows already committed carry both spellings, so both stay as they are."""
+        parts = [self.recipe, self.preset, self.schedule, self.label or "",
+                 f"seed{self.seed if self.seed is not None else ''}"]
+        return re.sub(r"[^A-Za-z0-9_.+:()-]+", "_", "-".join(part for part in parts if part))
+
+    @property
+    def row(self) -> str:
+        """The board row the run pools into: its schedule, and its label beside it (``labelled_schedule``)."""
+        return labelled_schedule(self.schedule, self.label)
+
+    @property
+    def random_seed(self) -> int:
+        """What every random draw of the run starts from (``training_seed``)."""
+        if self.seed is None:
+            raise ValueError("a run identity without a seed draws nothing")
+        return training_seed(self.seed, self.label)
+
+    def difference(self, record: RunRecordLike) -> str | None:
+        """The one "same run" check: None when ``record`` (run.json's or a checkpoint's) is of this run, else the
+        words naming the first field that differs, as ``seed=3, now 4`` (the record's value, then this one's). A
+        field the record does not say differs too: an unnamed run is not provably this one."""
+        for name in _IDENTITY_FIELDS:
+            then, now = getattr(record, name), getattr(self, name)
+            if then != now:
+                return f"{name}={then!r}, now {now!r}"
+        return None
 
 
 def configuration_digest(recipe_content: Mapping[str, Any], preset: str, preset_content: Mapping[str, Any],

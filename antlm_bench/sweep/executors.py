@@ -480,7 +480,7 @@ def choose_executor(settings: SweepSettings, grid: Grid, output: Path, folder: S
         resources = SlurmResources(s.partition, s.time_min, s.cpus_per_task, s.gpus_per_task, s.mem_gb,
                                    s.array_parallelism, extra=s.extra)
         return SlurmExecutor(python, output, folder, resources, cluster=s.cluster)
-    threads_per_run = max(run_threads(first, load_recipe(recipe), preset)[0]
+    threads_per_run = max(run_threads(first, load_recipe(recipe).resolve(preset))[0]
                           for recipe in grid.recipes for preset in grid.presets)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     slots, why = local_slots(settings.jobs, cores, threads_per_run, visible_gpus(first.machine.device), settings.per_device)

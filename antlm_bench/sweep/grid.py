@@ -2,7 +2,7 @@
 
 A cell is a typed configuration (:meth:`GridCell.config`, an ``antlm_bench.config.RunConfig``): the sweep's run
 options (``base``) with the cell's recipe, preset, schedule, seed and label set, and the sweep's output. Its run folder is the one ``run``
-names (``runs.identity.run_folder_name``) under the sweep's output, and it runs as ``python -m antlm_bench run
+names (``runs.identity.RunIdentity.folder_name``) under the sweep's output, and it runs as ``python -m antlm_bench run
 --config <its config file>`` (``sweep.record.SweepFolder.cell_command``): the same folders, content hashes and store
 as a ``run`` typed by hand, so a finished cell is reused and an unfinished one resumed by either command.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from antlm_bench.config import ModelConfig, OutputConfig, RunConfig
 from antlm_bench.errors import UserError
 from antlm_bench.options import parse_seeds  # the one seeds grammar (re-exported: sweep files use it)
-from antlm_bench.runs.identity import labelled_schedule, run_folder_name
+from antlm_bench.runs.identity import RunIdentity
 from antlm_bench.runs.schedule import parse_schedule
 
 # the `run` options each cell's configuration sets (GridCell.config): axes of the grid, never a sweep's run options
@@ -71,14 +71,18 @@ class GridCell:
     label: str | None = None
 
     @property
+    def identity(self) -> RunIdentity:
+        return RunIdentity(self.recipe, self.preset, self.schedule, self.seed, self.label)
+
+    @property
     def name(self) -> str:
         """The run folder's name (``run``'s), which also names the cell's log and configuration file."""
-        return run_folder_name(self.recipe, self.preset, self.schedule, self.seed, self.label)
+        return self.identity.folder_name
 
     @property
     def row(self) -> str:
         """The board row's schedule name: ``2_CLM``, or ``2_CLM [negative-control]`` for a labelled cell."""
-        return labelled_schedule(self.schedule, self.label)
+        return self.identity.row
 
     def config(self, output: Path, seeds: Sequence[int] | None = None) -> RunConfig:
         """What the cell's ``run`` process runs, into the sweep's ``output`` without progress bars; ``seeds``: the

@@ -86,7 +86,7 @@ def plan_sweep(settings: SweepSettings) -> tuple[SweepPlan, RunConfig]:
     presets = settings.presets or [default_preset()[0]]
     for recipe in recipes:
         for preset in presets:
-            recipe.preset(preset)  # an unknown preset: one line now, not a failed cell later
+            recipe.resolve(preset)  # an unknown preset: one line now, not a failed cell later
     schedules = canonical_schedules(settings.schedules) if settings.schedules else None
     default_schedule = {r.name: canonical_schedules([r.default_schedule])[0] for r in recipes}
     controls, labelled = _controls(settings, schedules)

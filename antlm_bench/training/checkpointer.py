@@ -36,8 +36,8 @@ from antlm_bench.clock import utc_stamp
 from antlm_bench.data.files import not_regular, remove_stale, removed_note
 from antlm_bench.errors import UserError
 from antlm_bench.models.precision import Precision
-from antlm_bench.recipes import Recipe
-from antlm_bench.runs.identity import configuration_digest, training_seed
+from antlm_bench.recipes import ResolvedPreset
+from antlm_bench.runs.identity import RunIdentity, configuration_digest
 from antlm_bench.runs.layout import KEPT_ITEMS, LAST, RUN_ITEMS, RunLayout, words_checkpoint_name
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord
 from antlm_bench.runs.schedule import Schedule, format_number
@@ -68,23 +68,23 @@ RECIPE_KNOBS = ("lr", "global_batch_size", "warmup_ratio")
 DOCUMENTATION = {"measured"}
 
 
-def config_fingerprint(recipe: Recipe, preset: str, schedule: Schedule, precision: str, data_hash: str,
+def config_fingerprint(preset: ResolvedPreset, schedule: Schedule, precision: str, data_hash: str,
                        tokenizer_hash: str) -> str:
     """The configuration a seed trains (``runs.identity.configuration_digest``): the recipe's content (sizes of
     ``preset`` only), the preset, the schedule, the precision, the corpus and tokenizer as trained on, and the
     package version."""
-    content = recipe.model_dump(mode="json", exclude={"source", "description", "presets"})
-    sizes = recipe.preset(preset).model_dump(mode="json", exclude=DOCUMENTATION)
-    return configuration_digest(content, preset, sizes, schedule.canonical, precision, data_hash, tokenizer_hash,
-                                __version__)
+    content = preset.recipe.model_dump(mode="json", exclude={"source", "description", "presets"})
+    sizes = preset.spec.model_dump(mode="json", exclude=DOCUMENTATION)
+    return configuration_digest(content, preset.name, sizes, schedule.canonical, precision, data_hash,
+                                tokenizer_hash, __version__)
 
 
-def start_fingerprint_config(recipe: Recipe, preset: str, schedule: Schedule, precision: str) -> str:
+def start_fingerprint_config(preset: ResolvedPreset, schedule: Schedule, precision: str) -> str:
     """What ``training_fingerprint`` hashes of the configuration, as it always has (the recipe's content, the
     preset, the schedule, the precision but fp32), so that a resume of a run started by an earlier version is not
     refused for a change of definition; an identity of nothing (``runs.identity`` defines those)."""
-    content = recipe.model_dump(mode="json", exclude={"source", "description", "presets"})
-    content["preset"] = {"name": preset, **recipe.preset(preset).model_dump(mode="json", exclude=DOCUMENTATION)}
+    content = preset.recipe.model_dump(mode="json", exclude={"source", "description", "presets"})
+    content["preset"] = {"name": preset.name, **preset.spec.model_dump(mode="json", exclude=DOCUMENTATION)}
     content["schedule"] = schedule.canonical
     if precision != "fp32":
         content["precision"] = precision
@@ -112,11 +112,8 @@ def training_fingerprint(model: torch.nn.Module, steps: StepPlan, config: str) -
 class RunFacts:
     """What every record of this run says about it, whatever the step."""
 
-    recipe: Recipe
-    preset: str
-    seed: int  # as given: what pairs runs across schedules
-    label: str | None  # runs.identity: part of the run's name and of its random draws (training_seed)
-    schedule: Schedule
+    identity: RunIdentity  # which run: its seed as given (what pairs runs across schedules), its label
+    preset: ResolvedPreset  # the recipe at its preset, with the run's own knobs over both
     plans: list[PhasePlan]
     steps_per_epoch: int
     global_batch: int
@@ -132,11 +129,6 @@ class RunFacts:
     # the run's own knobs over the recipe file's (train --lr / --global-batch-size / --warmup-ratio), as given
     overrides: dict[str, float | int] = field(default_factory=dict)
 
-    @property
-    def random_seed(self) -> int:
-        """What every random draw of the run starts from (runs.identity.training_seed)."""
-        return training_seed(self.seed, self.label)
-
     def words_seen(self, tokens_seen: int) -> int:
         """Words seen after ``tokens_seen`` tokens, repeats counted: each epoch's tokens carry the corpus's
         ``n_words`` words, spread evenly (floor, exact integers)."""
@@ -145,18 +137,19 @@ class RunFacts:
     def record(self, plan: PhasePlan, step: int, tokens_seen: int, complete: bool) -> CheckpointRecord:
         from antlm_bench.results.tables import current_git_commit
 
+        identity, recipe = self.identity, self.preset.recipe
         return CheckpointRecord(
-            schedule=self.schedule.canonical, phase_index=plan.index, phase_objective=plan.phase.label, step=step,
+            schedule=identity.schedule, phase_index=plan.index, phase_objective=plan.phase.label, step=step,
             phases=tuple({"index": p.index, "objective": p.phase.label, "epochs": p.phase.epochs,
                           "attention": p.phase.attention_mode, "start_step": p.start_step, "steps": p.n_steps}
                          for p in self.plans),
             phase_complete=complete, phase_step=step - plan.start_step, phase_steps=plan.n_steps,
             epoch=step / self.steps_per_epoch, tokens_seen=tokens_seen, words_seen=self.words_seen(tokens_seen),
-            n_words=self.n_words or None, recipe=self.recipe.name, preset=self.preset,
-            architecture=self.recipe.architecture, seed=self.seed, label=self.label, data_hash=self.data_hash,
+            n_words=self.n_words or None, recipe=identity.recipe, preset=identity.preset,
+            architecture=recipe.architecture, seed=identity.seed, label=identity.label, data_hash=self.data_hash,
             tokenizer_hash=self.tokenizer_hash, training_fingerprint=self.training_fingerprint,
-            config_fingerprint=self.config_fingerprint, masking=self.recipe.masking.strategy,
-            optimizer_at_phase=self.recipe.optimizer_at_phase, package_version=__version__,
+            config_fingerprint=self.config_fingerprint, masking=recipe.masking.strategy,
+            optimizer_at_phase=recipe.optimizer_at_phase, package_version=__version__,
             git_commit=current_git_commit(), steps_per_epoch=self.steps_per_epoch,
             global_batch_size=self.global_batch, seq_len=self.seq_len, n_sequences=self.n_sequences,
             world_size=self.world_size, created_at=utc_stamp(),
@@ -343,18 +336,17 @@ class Checkpointer:
     # -- resuming ----------------------------------------------------------------------------------------------
 
     def check_same_run(self) -> None:
-        """A --resume continues the run the folder holds: the same recipe, preset, schedule and seed."""
+        """A --resume continues the run the folder holds: the same run (``RunIdentity.difference``: recipe, preset,
+        schedule, seed, label), in the precision it started with (where its record says) and with its own knobs."""
         record = self.layout.read_run_file()  # a damaged one was refused before anything (inspect_run_folder)
         if record is None:
             return
-        facts = self.facts
-        mine = {"recipe": facts.recipe.name, "preset": facts.preset, "schedule": facts.schedule.canonical,
-                "seed": facts.seed, "label": facts.label, "precision": facts.precision.name}
-        for key, value in mine.items():
-            then = getattr(record, key)
-            if then is not None and then != value:
-                raise UserError(f"--resume {self.layout.folder}: the run was started with {key}={then!r}, now "
-                                f"{value!r}; resume with the same settings or train into a new --output")
+        difference = self.facts.identity.difference(record)
+        if difference is None and record.precision not in (None, self.facts.precision.name):
+            difference = f"precision={record.precision!r}, now {self.facts.precision.name!r}"
+        if difference is not None:
+            raise UserError(f"--resume {self.layout.folder}: the run was started with {difference}; resume with the "
+                            "same settings or train into a new --output")
         for knob in RECIPE_KNOBS:  # the run's own knobs over the recipe's
             then, now_value = getattr(record.config, knob), self.facts.overrides.get(knob)
             if then != now_value:
@@ -439,7 +431,7 @@ class Checkpointer:
             else:
                 self.say(f"--resume: the run had {len(cpu_states)} processes, now {self.dist.world}; dropout noise "
                          "is reseeded (the data order and masks are unchanged)")
-                torch.manual_seed(self.facts.random_seed + 104729 * (step + 1) + 7919 * self.dist.rank)
+                torch.manual_seed(self.facts.identity.random_seed + 104729 * (step + 1) + 7919 * self.dist.rank)
         except (RuntimeError, TypeError) as err:
             raise UserError(f"{path / TRAINER_STATE_FILE}: unusable random-number state ({first_line(err)}); "
                             "resume from another checkpoint") from None
@@ -456,12 +448,12 @@ class Checkpointer:
         total = self.steps.total_steps
         if not 0 < step <= total:
             raise UserError(f"{where}: field step is {step}, outside this schedule's steps 1..{total} "
-                            f"({self.facts.schedule.canonical}); resume from another checkpoint")
+                            f"({self.facts.identity.schedule}); resume from another checkpoint")
         named = re.fullmatch(r"step-(\d+)", path.resolve().name)
         if named and int(named.group(1)) != step:
             raise UserError(f"{where}: field step is {step} in a folder named {path.resolve().name}; the checkpoint "
                             "was altered, resume from another one")
-        for key, theirs, mine in (("schedule", record.schedule, self.facts.schedule.canonical),
+        for key, theirs, mine in (("schedule", record.schedule, self.facts.identity.schedule),
                                   ("steps_per_epoch", record.steps_per_epoch, self.facts.steps_per_epoch),
                                   ("phase_index", record.phase_index, self.steps.plan_at(step - 1).index)):
             if theirs is not None and theirs != mine:

@@ -161,15 +161,15 @@ class Reporter:
     def plan_text(self) -> str:
         facts = self.facts
         total = facts.plans[-1].end_step
-        return (f"{facts.recipe.name} ({facts.preset}, {self.n_parameters / 1e6:.2f}M parameters) on "
+        return (f"{facts.identity.recipe} ({facts.identity.preset}, {self.n_parameters / 1e6:.2f}M parameters) on "
                 f"{self.device}, {self.dist.world} process(es): {facts.n_sequences} sequences of {facts.seq_len} "
                 f"tokens, global batch {facts.global_batch} (micro {self.micro_batch}), {facts.steps_per_epoch} steps "
-                f"per epoch; schedule {facts.schedule.canonical}, {total} steps; precision {facts.precision.name} "
+                f"per epoch; schedule {facts.identity.schedule}, {total} steps; precision {facts.precision.name} "
                 f"({facts.precision.reason})")
 
     def phase_text(self, plan: PhasePlan, step: int) -> str:
         done = step - plan.start_step
-        policy = self.facts.recipe.optimizer_at_phase
+        policy = self.facts.preset.recipe.optimizer_at_phase
         return (f"phase {plan.index}/{len(self.facts.plans) - 1} {plan.phase.label}: {plan.n_steps} steps"
                 + (f" (resuming after {done})" if done else "") + (f", optimizer {policy}" if plan.index else "")
                 + f", {plan.phase.attention_mode} attention, lr {plan.lr.spec.describe()}")
@@ -222,7 +222,7 @@ class Reporter:
                   # what a CPU-budget study charges a checkpoint (benchmarks/learning_curve.py)
                   "process_cpu_s": round(time.process_time(), 2)}
         if info.objective == "MIX":  # the loss of a MIX step is the recipe's weighting of its objectives' losses
-            record["mix_loss"] = self.facts.recipe.mix_loss
+            record["mix_loss"] = self.facts.preset.recipe.mix_loss
         # one write of one short line: never interleaved, never half a record, never through a planted link
         append_bytes(self.layout.metrics_file, (json.dumps(record) + "\n").encode())
         if self._reporters is not None:
@@ -259,10 +259,12 @@ class Reporter:
 
     def run_record(self, status: str, step: int) -> RunRecord:
         facts, config = self.facts, self.config
+        identity, recipe = facts.identity, facts.preset.recipe
         return RunRecord(
-            schema_version=RUN_SCHEMA_VERSION, status=status, recipe=facts.recipe.name,  # type: ignore[arg-type]
-            preset=facts.preset, architecture=facts.recipe.architecture, schedule=facts.schedule.canonical,
-            seed=facts.seed, label=facts.label, config=TrainSettings.model_validate(json.loads(config.model_dump_json())),
+            schema_version=RUN_SCHEMA_VERSION, status=status, recipe=identity.recipe,  # type: ignore[arg-type]
+            preset=identity.preset, architecture=recipe.architecture, schedule=identity.schedule,
+            seed=identity.seed, label=identity.label,
+            config=TrainSettings.model_validate(json.loads(config.model_dump_json())),
             n_parameters=self.n_parameters, n_sequences=facts.n_sequences, seq_len=facts.seq_len,
             n_words=facts.n_words or None, global_batch_size=facts.global_batch, micro_batch_size=self.micro_batch,
             steps_per_epoch=facts.steps_per_epoch, total_steps=facts.plans[-1].end_step,
@@ -271,8 +273,8 @@ class Reporter:
             training_fingerprint=facts.training_fingerprint, config_fingerprint=facts.config_fingerprint,
             phases=[{"index": p.index, "objective": p.phase.label, "epochs": p.phase.epochs, "steps": p.n_steps,
                      "lr_schedule": p.lr.spec.describe()} for p in facts.plans],
-            masking=facts.recipe.masking.strategy, optimizer_at_phase=facts.recipe.optimizer_at_phase,
-            mix_loss=facts.recipe.mix_loss, step=step, package_version=__version__, updated_at=utc_stamp(),
+            masking=recipe.masking.strategy, optimizer_at_phase=recipe.optimizer_at_phase,
+            mix_loss=recipe.mix_loss, step=step, package_version=__version__, updated_at=utc_stamp(),
         )
 
     def write_run_file(self, record: RunRecord) -> None:

@@ -2,14 +2,15 @@
 
     result = train(TrainConfig(model="antlm-babyllama", preset="tiny", output="runs/x"))
 
-``Trainer`` is the loop (``Trainer._loop``, one screen) over four parts it builds with explicit arguments, each
-testable alone: ``plan.StepPlan`` (the schedule as global steps; which rows and objective a step trains),
-``step.StepRunner`` (one optimizer step's gradients in micro-batches, accumulation and DDP; the optimizer at a
-phase's start), ``checkpointer.Checkpointer`` (checkpoints, resume points, resuming; the records of
-``antlm_bench.runs.record``) and ``reporting.Reporter`` (progress, metrics, run.json, per-phase scoring). Per-phase
-scores come from a scorer the caller passes in (``PhaseScorer``): training imports no evaluation code;
-``antlm_bench.pipeline.score_checkpoint`` (on ``antlm_bench.evaluate``) is the one ``train`` / ``run`` pass. Each
-step:
+``train`` resolves the config once, at the edge (``TrainJob``: the recipe at its preset, ``recipes.ResolvedPreset``,
+with the run's own knobs; the parsed schedule; the run's ``runs.identity.RunIdentity``). ``Trainer`` is the loop
+(``Trainer._loop``, one screen) over four parts it builds from that job with explicit arguments, each testable
+alone: ``plan.StepPlan`` (the schedule as global steps; which rows and objective a step trains), ``step.StepRunner``
+(one optimizer step's gradients in micro-batches, accumulation and DDP; the optimizer at a phase's start),
+``checkpointer.Checkpointer`` (checkpoints, resume points, resuming; the records of ``antlm_bench.runs.record``) and
+``reporting.Reporter`` (progress, metrics, run.json, per-phase scoring). Per-phase scores come from a scorer the
+caller passes in (``PhaseScorer``): training imports no evaluation code; ``antlm_bench.pipeline.score_checkpoint``
+(on ``antlm_bench.evaluate``) is the one ``train`` / ``run`` pass. Each step:
 
 1. builds the WHOLE global batch for its objective (``objectives.BatchBuilder``; masks keyed by (seed, step); MIX
    splits it row by row), takes this process's rows, and runs them in micro-batches: the step's gradient is that of
@@ -48,11 +49,11 @@ from antlm_bench.errors import DivergedError, UserError
 from antlm_bench.models import build_model
 from antlm_bench.models.precision import Precision, resolve_precision
 from antlm_bench.options import MAX_SEED, SAVE_EVERY_MINUTES, parse_device, parse_label, parse_save_at_words
-from antlm_bench.recipes import load_recipe
-from antlm_bench.runs.identity import training_seed
+from antlm_bench.recipes import ResolvedPreset, load_recipe
+from antlm_bench.runs.identity import RunIdentity
 from antlm_bench.runs.layout import RunLayout, words_checkpoint_name
 from antlm_bench.runs.record import read_record
-from antlm_bench.runs.schedule import parse_schedule
+from antlm_bench.runs.schedule import Schedule, parse_schedule
 from antlm_bench.training.checkpointer import (
     RECIPE_KNOBS,
     Checkpointer,
@@ -158,6 +159,29 @@ class TrainConfig(BaseModel):
 
 
 
+@dataclass(frozen=True)
+class TrainJob:
+    """A ``TrainConfig`` resolved once, at the edge (``TrainJob.of``; ``train`` calls it): the recipe at its preset
+    with the run's own knobs over both, the parsed schedule and the run's identity. The ``Trainer`` hands these to
+    its parts; nothing below looks a recipe, a preset or a schedule up again."""
+
+    config: TrainConfig
+    preset: ResolvedPreset  # Recipe.resolve(config.preset), overridden by --lr / --global-batch-size / --warmup-ratio
+    schedule: Schedule
+    identity: RunIdentity
+
+    @classmethod
+    def of(cls, config: TrainConfig) -> TrainJob:
+        """Resolve ``config``: an unknown recipe or preset, knobs the recipe's own validation refuses, a schedule
+        that does not parse or is absurdly long (1000000000000_MLM) are one line here, before any file is read."""
+        preset = load_recipe(config.model).resolve(config.preset).overridden(
+            lr=config.lr, global_batch_size=config.global_batch_size, warmup_ratio=config.warmup_ratio)
+        schedule = parse_schedule(config.schedule or preset.recipe.default_schedule)
+        check_plan_size(schedule, None)
+        identity = RunIdentity(preset.recipe.name, preset.name, schedule.canonical, config.seed, config.label)
+        return cls(config, preset, schedule, identity)
+
+
 @dataclass
 class TrainResult:
     output: Path
@@ -169,15 +193,17 @@ class TrainResult:
 
 
 class Trainer:
-    """The loop (``_loop``, one screen) over the parts it builds in ``__init__``, each testable alone: the step plan
+    """A resolved ``TrainJob`` (``Trainer(TrainJob.of(config))``) trained by the loop (``_loop``, one screen) over the
+    parts it builds in ``__init__``, each testable alone: the step plan
     (``plan.StepPlan``), the step runner (``step.StepRunner``), the checkpointer (``checkpointer.Checkpointer``) and
     the reporter (``reporting.Reporter``). ``scorer`` scores the checkpoints ``--eval-every`` asks for (required
     then; ``antlm_bench.pipeline.score_checkpoint`` is the one ``train`` and ``run`` pass)."""
 
-    def __init__(self, config: TrainConfig, *, scorer: PhaseScorer | None = None, tokenizer: Any = None,
+    def __init__(self, job: TrainJob, *, scorer: PhaseScorer | None = None, tokenizer: Any = None,
                  corpus: Any = None, callbacks: list[Callable[[StepInfo], None]] | None = None,
                  console: Console | None = None) -> None:
-        self.config = config
+        self.job = job
+        self.config = config = job.config
         self.callbacks = list(callbacks or [])
         requested = parse_device(config.device)  # first: a bad --device must not leave a folder behind
         kind = "cuda" if requested.startswith("cuda") or (requested == "auto" and torch.cuda.is_available()) else "cpu"
@@ -191,51 +217,44 @@ class Trainer:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
             torch.use_deterministic_algorithms(True)
         _Reporters.check_installed(config.report_to)  # on every process: one alone failing would hang the rest
-        self.recipe = load_recipe(config.model)
-        self.recipe.preset(config.preset)  # an unknown preset is refused before the corpus is read
-        self.recipe = self.recipe.overridden(config.preset, lr=config.lr, global_batch_size=config.global_batch_size,
-                                             warmup_ratio=config.warmup_ratio)
-        schedule = parse_schedule(config.schedule or self.recipe.default_schedule)
-        check_plan_size(schedule, None)  # 1000000000000_MLM: refused before the corpus is even read
+        recipe, sizes, schedule = job.preset.recipe, job.preset.spec, job.schedule
         self.layout = RunLayout(Path(config.output).expanduser())
         say = self._say_early(console)
         # read-only until the plan stands: a refused schedule or a bad corpus must not have deleted anything
         mode, points = inspect_run_folder(self.layout, config.resume, config.overwrite, say)
 
         self.tokenizer, corpus = self._data(tokenizer, corpus)
-        preset = self.recipe.preset(config.preset)
-        self.precision = self._precision(preset.hidden_size, resuming=mode == "resume")
+        self.precision = self._precision(sizes.hidden_size, resuming=mode == "resume")
         n_sequences, seq_len = (int(n) for n in corpus.input_ids.shape)
-        steps_per_epoch = math.ceil(n_sequences / preset.global_batch_size)
-        plans = plan_phases(schedule, self.recipe, steps_per_epoch)
+        steps_per_epoch = math.ceil(n_sequences / sizes.global_batch_size)
+        plans = plan_phases(schedule, recipe, steps_per_epoch)
         if config.save_at_words and corpus.n_words <= 0:
             raise UserError("--save-at-words: this corpus does not know its number of words")
         # every random draw (masks, data order, initial weights, dropout) from the seed under the run's label
-        seed = training_seed(config.seed, config.label)
-        builder = BatchBuilder(self.recipe.masking, self.tokenizer.mask_token_id, len(self.tokenizer),
+        seed = job.identity.random_seed
+        builder = BatchBuilder(recipe.masking, self.tokenizer.mask_token_id, len(self.tokenizer),
                                self.tokenizer.all_special_ids, seed)
-        self.steps = StepPlan(plans, steps_per_epoch, preset.global_batch_size, corpus, builder, seed)
+        self.steps = StepPlan(plans, steps_per_epoch, sizes.global_batch_size, corpus, builder, seed)
 
         # the model: the same initial weights on every process (seeded), then this process's dropout stream
         torch.manual_seed(seed)
-        self.model = build_model(self.recipe, config.preset, self.tokenizer).to(self.device)
+        self.model = build_model(job.preset, self.tokenizer).to(self.device)
         if self.dist.rank > 0:
             torch.manual_seed(seed + 7919 * self.dist.rank)
-        configuration = config_fingerprint(self.recipe, config.preset, schedule, self.precision.name,
-                                           corpus.data_hash, corpus.tokenizer_hash)
-        start = start_fingerprint_config(self.recipe, config.preset, schedule, self.precision.name)
+        configuration = config_fingerprint(job.preset, schedule, self.precision.name, corpus.data_hash,
+                                           corpus.tokenizer_hash)
+        start = start_fingerprint_config(job.preset, schedule, self.precision.name)
         self.facts = RunFacts(
-            recipe=self.recipe, preset=config.preset, seed=config.seed, label=config.label, schedule=schedule,
-            plans=plans,
-            steps_per_epoch=steps_per_epoch, global_batch=preset.global_batch_size, seq_len=seq_len,
+            identity=job.identity, preset=job.preset, plans=plans,
+            steps_per_epoch=steps_per_epoch, global_batch=sizes.global_batch_size, seq_len=seq_len,
             n_sequences=n_sequences, n_words=int(corpus.n_words), data_hash=corpus.data_hash,
             tokenizer_hash=corpus.tokenizer_hash, world_size=self.dist.world,
             training_fingerprint=training_fingerprint(self.model, self.steps, start),
             config_fingerprint=configuration, precision=self.precision,
             overrides={knob: getattr(config, knob) for knob in RECIPE_KNOBS if getattr(config, knob) is not None},
         )
-        self.optimizer = make_optimizer(self.model, self.recipe, self.device)
-        micro_batch = config.micro_batch_size or preset.micro_batch_size
+        self.optimizer = make_optimizer(self.model, recipe, self.device)
+        micro_batch = config.micro_batch_size or sizes.micro_batch_size
         self.reporter = Reporter(config, self.facts, self.layout, self.dist, console, scorer, self.model,
                                  self.tokenizer, self.device, sum(p.numel() for p in self.model.parameters()),
                                  micro_batch)
@@ -259,7 +278,7 @@ class Trainer:
             loss_module = DistributedDataParallel(loss_module, device_ids=ids)
         self.runner = StepRunner(self.model, loss_module, self.optimizer, self.dist, self.device,
                                  self.precision.autocast(self.device),
-                                 self.recipe, preset.global_batch_size, micro_batch)
+                                 recipe, sizes.global_batch_size, micro_batch)
         self.signal = StopSignal()
 
     @staticmethod
@@ -288,8 +307,8 @@ class Trainer:
         from antlm_bench.data.corpus import default_corpus_dir, prepare_training_data
 
         folder = self.config.corpus or default_corpus_dir(self.config.data_dir)
-        prepare = lambda: prepare_training_data(folder, self.recipe, self.config.preset,  # noqa: E731
-                                                self.config.cache_dir, self.config.max_words)
+        prepare = lambda: prepare_training_data(folder, self.job.preset, self.config.cache_dir,  # noqa: E731
+                                                self.config.max_words)
         # the main process trains the tokenizer and packs the corpus; the others then read the same cache
         result = prepare() if self.dist.main else None
         self.dist.barrier()
@@ -412,9 +431,10 @@ def train(config: TrainConfig, **kwargs: Any) -> TrainResult:
     """
     from antlm_bench.results.store import output_folder
 
+    job = TrainJob.of(config)  # an unknown recipe or preset, a bad schedule: refused before the folder is touched
     if int(os.environ.get("RANK", "0") or 0) != 0:
-        return Trainer(config, **kwargs).run()
+        return Trainer(job, **kwargs).run()
     # what training did not make in the folder is refused before output_folder locks and tidies it
     check_run_folder(RunLayout(Path(config.output).expanduser()), config.resume)
     with output_folder(config.output, "train"):
-        return Trainer(config, **kwargs).run()
+        return Trainer(job, **kwargs).run()
