@@ -132,7 +132,7 @@ def test_a_label_that_cannot_name_a_folder_is_one_line(bad: str) -> None:
 
 
 def test_a_labelled_run_is_another_network_of_the_same_configuration(tmp_path: Path) -> None:
-    from antlm_bench.runs.identity import run_folder_name
+    from antlm_bench.runs.identity import RunIdentity
 
     plain, labelled = _train(tmp_path, "plain"), _train(tmp_path, "labelled", label="negative-control")
     a, b = read_record(plain), read_record(labelled)
@@ -141,8 +141,8 @@ def test_a_labelled_run_is_another_network_of_the_same_configuration(tmp_path: P
     assert b.label == "negative-control" and a.label is None and a.seed == b.seed
     run_file = json.loads((labelled.parents[1] / "run.json").read_text())
     assert run_file["label"] == "negative-control" and run_file["seed"] == b.seed
-    assert run_folder_name("r", "tiny", "1_CLM", 3, "negative-control") == "r-tiny-1_CLM-negative-control-seed3"
-    assert run_folder_name("r", "tiny", "1_CLM", 3) == "r-tiny-1_CLM-seed3"
+    assert RunIdentity("r", "tiny", "1_CLM", 3, "negative-control").folder_name == "r-tiny-1_CLM-negative-control-seed3"
+    assert RunIdentity("r", "tiny", "1_CLM", 3).folder_name == "r-tiny-1_CLM-seed3"
     # a resume continues its own run only: a label is part of which run it is, either way round (the record's
     # missing label is "no label", not "unknown")
     config = tiny_config(tmp_path, tmp_path / "plain", schedule="1_CLM", model="antlm-ltgbert", resume=True)
@@ -184,7 +184,7 @@ def test_the_board_keeps_a_labelled_run_in_a_row_of_its_own(tmp_path: Path) -> N
 
 
 def test_a_committed_run_folder_is_named_by_its_identity_and_its_rows_carry_that_name() -> None:
-    """Every run folder committed under leaderboards/ was named by ``run`` (run_folder_name then): the identity its
+    """Every run folder committed under leaderboards/ was named by ``run`` (RunIdentity.folder_name): the identity its
     run.json records spells that very name, and every row in it carries it as run_id. A change of spelling would
     split a study's old seeds from its new ones."""
     import pyarrow.parquet as pq
