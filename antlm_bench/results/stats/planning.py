@@ -1,6 +1,6 @@
 """What a ``sweep --until-decided`` design can decide, found by simulating the sweep's own rule before any seed runs.
 
-The rule (``sweep.loop.run_sweep``, ``sweep.decision.compare_round``): a family of ``comparisons`` (schedules x
+The rule (``sweep.loop.run_sweep``, ``sweep.rule.compare_round``): a family of ``comparisons`` (schedules x
 columns against one baseline) shares alpha by Bonferroni; after the first ``first_seeds`` seeds and after every
 round of ``round_seeds`` more, each comparison's anytime-valid interval (:mod:`.sequential`, Lai's confidence
 sequence, its prior precision tuned for ``max_seeds`` at the family's alpha) is read: a difference where it
