@@ -812,6 +812,19 @@ def test_a_definitions_board_prints_the_decisions_of_the_sweeps_below_its_result
     assert out.count("fixed-sample interval or p-value on the same seeds assumes") == 2
 
 
+def test_each_lazy_export_of_the_sweep_package_is_its_modules_own():
+    """``antlm_bench.sweep`` imports a name's module on first use (``_EXPORTS``): every name it exports resolves to
+    what its module defines, so a module split or renamed without its entry fails here, not at a user's import."""
+    import importlib
+
+    import antlm_bench.sweep as sweep
+
+    assert sorted(name for names in sweep._EXPORTS.values() for name in names) == sweep.__all__
+    for module, names in sweep._EXPORTS.items():
+        for name in names:
+            assert getattr(sweep, name) is getattr(importlib.import_module(f"antlm_bench.sweep.{module}"), name)
+
+
 def test_a_comparison_reads_in_its_metrics_units_and_direction():
     from antlm_bench.sweep import Decision
 
