@@ -208,7 +208,7 @@ def finished_cells(output: Path) -> list[Path]:
     with a seed more than its baseline would be compared by Welch's t instead of paired by seed). Both records are
     read through their models: a damaged one is one line naming the file and the field."""
     from antlm_bench.data.readers import read_json_model
-    from antlm_bench.sweep.decision import read_decision
+    from antlm_bench.sweep.decision_file import read_decision
     from antlm_bench.sweep.record import FINISHED, SweepFile
 
     folder = output / "sweep"

@@ -14,7 +14,7 @@ from antlm_bench.results.leaderboard.comparability import (
 )
 from antlm_bench.results.leaderboard.compare import compare_cells
 from antlm_bench.results.leaderboard.model import Cell
-from antlm_bench.sweep.decision import _same_instrument
+from antlm_bench.sweep.rule import _same_instrument
 
 KEY = ("antlm-babyllama", "tiny", "d" * 8)
 

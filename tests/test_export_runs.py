@@ -208,7 +208,7 @@ def test_restore_of_a_missing_folder_or_into_a_file_is_one_line(tmp_path, capsys
 def _sweep_output(tmp_path, rounds, decision_seeds):
     """A sweep's output: seeds 1-3 of one schedule done (seed 3 run ahead), seed 2 of another failed, a done cell
     whose run folder is gone; a decision (the committed cpu-study one, its seeds replaced) when given."""
-    from antlm_bench.sweep.decision import read_decision
+    from antlm_bench.sweep.decision_file import read_decision
 
     out = tmp_path / "out"
     (out / "sweep").mkdir(parents=True)

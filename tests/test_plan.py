@@ -13,7 +13,14 @@ from cli_support import run_cli
 from leaderboard_tables import correctness, write_run
 
 from antlm_bench.results.stats import seed_sd_interval
-from antlm_bench.results.stats.planning import Design, Truth, decide_sweeps, fixed_sample_power, simulate_design
+from antlm_bench.results.stats.planning import (
+    Design,
+    Truth,
+    decide_sweeps,
+    fixed_sample_power,
+    simulate_design,
+    simulate_gaps,
+)
 from antlm_bench.results.stats.sequential import DIFFERENCE, EQUIVALENT, UNDECIDED, confidence_sequence, decide
 from antlm_bench.results.stats.sequential import prior_precision as tuned_precision
 
@@ -260,6 +267,23 @@ def test_looks_a_sweep_under_way_went_on_from_cannot_stop_it():
     assert under_way.mean_seeds == 8.0 and fresh.mean_seeds == 5.0
     with pytest.raises(ValueError, match="at its cap"):
         simulate_design(design, truth, 100, np.random.default_rng(2), observed=[0.0] * 10)
+
+
+def test_a_tables_rows_are_the_a_a_gap_then_each_gap_from_one_seeded_generator():
+    """``plan``'s rows: the A/A gap first (once, whether or not --gap names 0), then the gaps as given, each row's
+    sweeps drawn in turn from one generator seeded by --seed (a table reproduces from its seed, and each row is
+    exactly ``simulate_design``'s at that point of the stream); the fixed-n t's power only where a design planned
+    in advance has one (not at gap 0, not for a sweep under way)."""
+    design = Design(comparisons=2, max_seeds=6, first_seeds=3)
+    plans = simulate_gaps(design, 1.0, 0.2, [1.5, 0, -1.0], 0.5, 200, 3)
+    assert [p.truth for p in plans] == [Truth(1.0, 0.2, gap, 0.5) for gap in (0.0, 1.5, -1.0)]
+    rng = np.random.default_rng(3)
+    assert [p.outcome for p in plans] == [simulate_design(design, p.truth, 200, rng) for p in plans]
+    assert [p.fixed_power for p in plans] == [None, fixed_sample_power(design, plans[1].truth),
+                                              fixed_sample_power(design, plans[2].truth)]
+    under_way = simulate_gaps(design, 1.0, 0.2, [1.5], 0.5, 200, 3, observed=[0.5, 1.0])
+    assert [p.fixed_power for p in under_way] == [None, None]
+    assert under_way[1].outcome == simulate_gaps(design, 1.0, 0.2, [1.5], 0.5, 200, 3, observed=[0.5, 1.0])[1].outcome
 
 
 def test_plan_observed_prints_a_conditional_table(monkeypatch, capsys):

@@ -9,16 +9,15 @@ import numpy as np
 import pytest
 
 from antlm_bench.sweep.calibration import Truth, simulate_sensitivity
-from antlm_bench.sweep.decision import (
+from antlm_bench.sweep.decision_text import comparison_lines, sensitivity_lines
+from antlm_bench.sweep.rule import (
     ABOVE_CHANCE,
     CHANCE_ROLE,
     POSITIVE_CONTROL,
     SEES_POSITIVE_CONTROL,
     Decision,
     Rule,
-    comparison_lines,
     endpoint_checks,
-    sensitivity_lines,
 )
 
 REPS = 400
@@ -104,7 +103,8 @@ def test_the_default_rule_follows_the_design():
 def test_a_controls_interval_within_the_margin_is_never_called_equivalent():
     """Issue #50 items 1-2: the controls are listed per endpoint; a control inside the margin (EWoK at chance) reads
     'not decided worse' (positive) or 'no difference decided' (negative), never 'equivalent'."""
-    from antlm_bench.sweep.decision import NEGATIVE_CONTROL_ROLE, control_lines
+    from antlm_bench.sweep.decision_text import control_lines
+    from antlm_bench.sweep.rule import NEGATIVE_CONTROL_ROLE
 
     positive = Decision("r", "p", "q", "ewok", "clm vs clm", (1, 2, 3), -0.1, -0.4, 0.2, "equivalent",
                         role=POSITIVE_CONTROL)

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from antlm_bench.results.check import run_check
-from antlm_bench.sweep.decision import compare_round, read_decision
+from antlm_bench.sweep.decision_file import read_decision
 from antlm_bench.sweep.grid import GridCell
+from antlm_bench.sweep.rule import compare_round
 
 STUDY = Path(__file__).resolve().parents[1] / "leaderboards" / "mini-antlm" / "results"
 ARCHS = ("babyllama", "ltgbert")

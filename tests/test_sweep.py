@@ -44,6 +44,7 @@ from antlm_bench.sweep import (
     run_sweep,
     split_top_level,
 )
+from antlm_bench.sweep.decision_text import comparison_text
 from antlm_bench.sweep.executors import Executor
 from antlm_bench.sweep.plan import cells_base
 from antlm_bench.sweep.record import DONE, FAILED, INTERRUPTED, REUSED, RUNNING
@@ -512,7 +513,7 @@ def test_only_primary_endpoints_take_alpha_and_must_be_decided(tmp_path, primary
     if primary:
         assert outcome.status == "decided" and by_column["ewok"].decision == "secondary"
         assert decision["rule"]["primary"] == ["blimp_supplement"] and decision["rule"]["alpha_each"] == 0.05
-        assert "secondary endpoint" in by_column["ewok"].text()
+        assert "secondary endpoint" in comparison_text(by_column["ewok"])
     else:
         assert outcome.status == "max seeds reached" and by_column["ewok"].decision == "undecided"
         assert decision["rule"]["alpha_each"] == 0.05 / 2
@@ -555,7 +556,7 @@ def test_a_margin_per_endpoint_lets_a_null_endpoint_end_equivalent(tmp_path):
 
 
 def test_objective_epochs_and_forced_losses():
-    from antlm_bench.sweep.decision import forced_reason, objective_epochs
+    from antlm_bench.sweep.rule import forced_reason, objective_epochs
 
     assert objective_epochs("4_CLM+16_MLM+4_CLM", "CLM") == 8 and objective_epochs("24_CLM", "MLM") == 0
     assert objective_epochs("2_MIX(CLM:1,MLM:3)", "CLM") == 0.5
@@ -593,7 +594,7 @@ def test_a_loss_the_objectives_decide_leaves_the_family(tmp_path, forced_out):
     (heldout,) = outcome.comparisons
     decision = json.loads(folder.decision_file.read_text())
     if forced_out:
-        assert heldout.decision == "forced" and "forced by the objectives" in heldout.text()
+        assert heldout.decision == "forced" and "forced by the objectives" in comparison_text(heldout)
         assert outcome.status.startswith("nothing to decide: no comparison is in the family")
         assert decision["rule"]["forced_out"] is True and decision["rule"]["comparisons"] == 0
     else:
@@ -675,7 +676,8 @@ def test_a_control_that_the_design_gets_wrong_is_named_a_failure(tmp_path):
     are reported as FAILS (the first by the rule, the second by the board's recomputation)."""
     outcome, folder, said = _controlled(tmp_path, {"2_CLM": 0.15, "0.25_CLM": 0.15})
     assert any(line.startswith("positive control") and "FAILS: decided better" in line for line in said)
-    from antlm_bench.sweep.decision import Decision, control_lines
+    from antlm_bench.sweep.decision_text import control_lines
+    from antlm_bench.sweep.rule import Decision
 
     wrong = Decision("r", "p", "1_CLM", "blimp", "clm vs clm", (1, 2, 3, 4, 5), -3.0, -5.0, -1.0, "difference",
                      label="negative-control", role="negative control")
@@ -838,15 +840,28 @@ def test_a_definitions_board_prints_the_decisions_of_the_sweeps_below_its_result
     assert out.count("fixed-sample interval or p-value on the same seeds assumes") == 2
 
 
+def test_each_lazy_export_of_the_sweep_package_is_its_modules_own():
+    """``antlm_bench.sweep`` imports a name's module on first use (``_EXPORTS``): every name it exports resolves to
+    what its module defines, so a module split or renamed without its entry fails here, not at a user's import."""
+    import importlib
+
+    import antlm_bench.sweep as sweep
+
+    assert sorted(name for names in sweep._EXPORTS.values() for name in names) == sweep.__all__
+    for module, names in sweep._EXPORTS.items():
+        for name in names:
+            assert getattr(sweep, name) is getattr(importlib.import_module(f"antlm_bench.sweep.{module}"), name)
+
+
 def test_a_comparison_reads_in_its_metrics_units_and_direction():
     from antlm_bench.sweep import Decision
 
     loss = Decision("r", "tiny", "2_CLM", "heldout", "clm vs clm", (1, 2, 3, 4, 5), -0.05, -0.08, -0.02,
                       "difference", "nats/token", lower_is_better=True)
-    assert "-0.05 nats/token [-0.08, -0.02], decided: better than the baseline" in loss.text()
+    assert "-0.05 nats/token [-0.08, -0.02], decided: better than the baseline" in comparison_text(loss)
     accuracy = Decision("r", "tiny", "2_CLM", "blimp", "clm vs clm", (1, 2, 3, 4, 5), -1.5, -2.5, -0.5,
                           "difference")
-    assert "-1.5 pp [-2.5, -0.5], decided: worse than the baseline" in accuracy.text()
+    assert "-1.5 pp [-2.5, -0.5], decided: worse than the baseline" in comparison_text(accuracy)
 
 
 def test_a_second_sweep_into_the_same_folder_is_refused(tmp_path, monkeypatch, capsys):

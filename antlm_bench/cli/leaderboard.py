@@ -102,7 +102,7 @@ def leaderboard_command(
     # board and a line; in every format (the Parquet export's gaps too) one verdict per comparison: the gaps a
     # sweep decided carry its verdict, not a fixed-sample test
     from antlm_bench.results.leaderboard.definition import definition_result_paths
-    from antlm_bench.sweep.decision import decision_view, swept_gaps
+    from antlm_bench.sweep.decision_text import decision_view, swept_gaps
 
     view = decision_view([*definition_result_paths(board.definition), *(results or [])], reader)
     board.decisions = view.lines
@@ -145,11 +145,12 @@ def _write_subtasks(board, task: str, fmt: str, out: Path | None) -> None:
 
 def _sweep_reference(results: list[Path], definition: str | None,
                      group_by: list[str] | None) -> tuple[dict[str, str], str | None]:
-    """The reference of a board over sweeps that decided against one ``--baseline`` (``sweep.decision_reference``),
-    and the note that says so; none where the definition names its own reference."""
+    """The reference of a board over sweeps that decided against one ``--baseline``
+    (``sweep.decision_text.decision_reference``), and the note that says so; none where the definition names its
+    own reference."""
     from antlm_bench.results.leaderboard import load_definition
     from antlm_bench.results.leaderboard.definition import LeaderboardDefinition, definition_result_paths
-    from antlm_bench.sweep.decision import decision_reference
+    from antlm_bench.sweep.decision_text import decision_reference
 
     loaded = load_definition(definition) if definition is not None else LeaderboardDefinition()
     if loaded.reference:

@@ -8,8 +8,10 @@ executor, and ``--until-decided``'s rounds of seeds.
 - ``instruments``: the comparisons the board will not test (different instruments), said before the sweep starts;
 - ``executors``: local worker processes and SLURM job arrays (submitit);
 - ``squeue``: the SLURM jobs' states from squeue, not sacct (clusters without accounting too);
-- ``decision``: each schedule against the baseline after a round (``results.stats.sequential``), and which primary
-  endpoints may speak (the sensitivity rule);
+- ``rule``: the stopping rule: each schedule against the baseline after a round (``results.stats.sequential``), and
+  which primary endpoints may speak (the sensitivity rule);
+- ``decision_file``: the decision's file (``decision.json``), written, read and checked against the tables beside it;
+- ``decision_text``: the decision in words, at each look and under the board;
 - ``calibration``: the sensitivity rule on simulated sweeps with a known truth;
 - ``plan``: the settings planned before anything runs (the grid resolved, the fewest seeds, the executor, the check
   that skips finished cells), with ``run``'s option parser as the command layer lends it;
@@ -27,7 +29,7 @@ from typing import Any
 # name -> module, imported on first use: reading a decision (``leaderboard``) must not import the trainer, which
 # ``executors`` and ``plan`` do through ``pipeline`` (torch)
 _EXPORTS = {
-    "decision": ["Decision", "Rule", "decision_lines"],
+    "decision_text": ["decision_lines"],
     "executors": ["Executor", "LocalExecutor", "Slot", "SlurmExecutor", "SlurmResources", "SweepInterrupted",
                   "local_slots"],
     "grid": ["Grid", "GridCell", "canonical_schedules", "next_seeds", "parse_seeds", "split_top_level"],
@@ -35,6 +37,7 @@ _EXPORTS = {
     "plan": ["PreparedSweep", "prepare_sweep"],
     "progress": ["Progress"],
     "record": ["SweepFolder", "SweepRecord"],
+    "rule": ["Decision", "Rule"],
     "settings": ["SlurmSettings", "SweepSettings", "UntilDecidedSettings", "settings_of"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

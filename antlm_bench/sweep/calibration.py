@@ -6,7 +6,7 @@ One endpoint of a sweep is simulated as the sweep reads it: per-seed scores of t
 and one positive control (Gaussian, seed SD 1, arms sharing a seed component of correlation ``correlation``),
 looks from ``first_seeds`` to ``max_seeds`` at the per-comparison alpha of a family of ``family`` comparisons, the
 comparisons of each look built as ``compare_round`` builds them and read by the sweep's own
-:func:`~antlm_bench.sweep.decision.endpoint_checks` under each rule, and the sweep's stop: the first look at which
+:func:`~antlm_bench.sweep.rule.endpoint_checks` under each rule, and the sweep's stop: the first look at which
 the studied comparison is decided by its interval and its endpoint speaks, else the cap. ``benchmarks/sensitivity.py`` prints the table;
 ``tests/test_sensitivity.py`` asserts it at a smaller size.
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from antlm_bench.results.stats.sequential import DIFFERENCE, EQUIVALENT, confidence_sequence, decide, prior_precision
-from antlm_bench.sweep.decision import (
+from antlm_bench.sweep.rule import (
     ABOVE_CHANCE,
     CHANCE_ROLE,
     POSITIVE_CONTROL,

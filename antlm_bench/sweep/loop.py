@@ -11,24 +11,22 @@ from antlm_bench.errors import UserError
 from antlm_bench.results.leaderboard.results import results_reader
 from antlm_bench.results.stats.sequential import DIFFERENCE, EQUIVALENT, UNDECIDED
 from antlm_bench.results.store import StoreReader
-from antlm_bench.sweep.decision import (
+from antlm_bench.sweep.decision_file import write_decision
+from antlm_bench.sweep.decision_text import comparison_lines, control_lines, sensitivity_lines
+from antlm_bench.sweep.executors import Executor
+from antlm_bench.sweep.grid import Grid, GridCell, next_seeds
+from antlm_bench.sweep.progress import Progress
+from antlm_bench.sweep.record import FAILED, FINISHED, REUSED, SweepFolder, SweepRecord
+from antlm_bench.sweep.rule import (
     FORCED,
     NOT_TESTED,
     SECONDARY,
     Decision,
     Rule,
     compare_round,
-    comparison_lines,
-    control_lines,
     endpoint_checks,
     no_verdicts,
-    sensitivity_lines,
-    write_decision,
 )
-from antlm_bench.sweep.executors import Executor
-from antlm_bench.sweep.grid import Grid, GridCell, next_seeds
-from antlm_bench.sweep.progress import Progress
-from antlm_bench.sweep.record import FAILED, FINISHED, REUSED, SweepFolder, SweepRecord
 
 # the cells that still have training or an evaluation to do (``plan.pending_check``: ``pipeline.pending_seeds``)
 PendingCheck = Callable[[Sequence[GridCell]], list[GridCell]]

@@ -20,19 +20,19 @@ from antlm_bench.errors import UserError
 from antlm_bench.locking import folder_lock
 from antlm_bench.pipeline import default_preset, glue_options, pending_seeds
 from antlm_bench.recipes import load_recipe
-from antlm_bench.sweep.decision import (
-    ABOVE_CHANCE,
-    SEES_POSITIVE_CONTROL,
-    Rule,
-    largest_family,
-    require_enough_seeds,
-)
 from antlm_bench.sweep.executors import Executor, SweepInterrupted, choose_executor
 from antlm_bench.sweep.grid import GRID_FLAGS, NEGATIVE_CONTROL, Grid, GridCell, canonical_schedules
 from antlm_bench.sweep.instruments import untestable_in_cells
 from antlm_bench.sweep.loop import PendingCheck, SweepOutcome, SweepPlan, run_sweep
 from antlm_bench.sweep.progress import Progress
 from antlm_bench.sweep.record import SweepFolder, SweepRecord
+from antlm_bench.sweep.rule import (
+    ABOVE_CHANCE,
+    SEES_POSITIVE_CONTROL,
+    Rule,
+    largest_family,
+    require_enough_seeds,
+)
 from antlm_bench.sweep.settings import SweepSettings
 from antlm_bench.tasks import resolve_tasks
 

@@ -65,11 +65,11 @@ class UntilDecidedSettings(BaseModel):
                           "(Bonferroni over them).", gt=0, lt=1)
     # primary endpoints (board columns: blimp, blimp.margin, macro, ...): only they take alpha and must be decided
     primary: list[str] = Field(default_factory=list)
-    # controls (sweep.decision): schedules known to be worse than the baseline (added to the grid if missing), and
+    # controls (sweep.rule): schedules known to be worse than the baseline (added to the grid if missing), and
     # the baseline's configuration again under the negative control's label; no share of alpha
     positive_controls: list[str] = Field(default_factory=list)
     negative_control: bool = False
-    # what lets each primary endpoint speak (sweep.decision.SENSITIVITY_RULES), per column ("*": every primary
+    # what lets each primary endpoint speak (sweep.rule.SENSITIVITY_RULES), per column ("*": every primary
     # endpoint not named); unnamed: positive-control with a positive control, else above-chance where the column
     # has a chance level, else none
     sensitivity: dict[str, Literal["positive-control", "above-chance", "none"]] = Field(default_factory=dict)

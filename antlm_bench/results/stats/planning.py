@@ -1,6 +1,6 @@
 """What a ``sweep --until-decided`` design can decide, found by simulating the sweep's own rule before any seed runs.
 
-The rule (``sweep.loop.run_sweep``, ``sweep.decision.compare_round``): a family of ``comparisons`` (schedules x
+The rule (``sweep.loop.run_sweep``, ``sweep.rule.compare_round``): a family of ``comparisons`` (schedules x
 columns against one baseline) shares alpha by Bonferroni; after the first ``first_seeds`` seeds and after every
 round of ``round_seeds`` more, each comparison's anytime-valid interval (:mod:`.sequential`, Lai's confidence
 sequence, its prior precision tuned for ``max_seeds`` at the family's alpha) is read: a difference where it
@@ -162,6 +162,32 @@ def simulate_design(design: Design, truth: Truth, reps: int, rng: np.random.Gene
         mean_seeds=float(v.seeds_at_stop.mean()), all_decided=float(v.all_decided.mean()))
 
 
+@dataclass(frozen=True)
+class GapPlan:
+    """One true gap's simulated sweeps, as a row of ``plan``'s table."""
+
+    truth: Truth
+    outcome: PlanOutcome
+    # the fixed-sample t test's power at the cap (:func:`fixed_sample_power`), for reference; None at gap 0 and for
+    # a sweep under way (the fixed-n t's power is that of a design planned in advance: no conditional reading)
+    fixed_power: float | None
+
+
+def simulate_gaps(design: Design, seed_sd: float, correlation: float, gaps: Sequence[float], others_gap: float,
+                  reps: int, seed: int, observed: Sequence[float] = ()) -> list[GapPlan]:
+    """The design on ``reps`` simulated sweeps per true gap: the A/A gap 0 first, then each other gap in the order
+    given, all drawn from one generator seeded ``seed`` (so that a table reproduces from its seed).
+    ``observed``: as in :func:`simulate_design`."""
+    rng = np.random.default_rng(seed)
+    plans = []
+    for gap in [0.0, *[g for g in gaps if g != 0]]:
+        truth = Truth(seed_sd, correlation, gap, others_gap)
+        outcome = simulate_design(design, truth, reps, rng, observed=observed)
+        fixed = None if gap == 0 or len(observed) else fixed_sample_power(design, truth)
+        plans.append(GapPlan(truth, outcome, fixed))
+    return plans
+
+
 def fixed_sample_power(design: Design, truth: Truth) -> float:
     """For reference: the power of a fixed-sample paired t test at ``max_seeds`` (two-sided, Bonferroni over the
     family), the test one would run with the seed count fixed in advance and a single look (noncentral t)."""
@@ -177,4 +203,5 @@ def fixed_sample_power(design: Design, truth: Truth) -> float:
     return float(stats.nct.sf(critical, df, shift) + stats.nct.sf(critical, df, -shift))
 
 
-__all__ = ["Design", "PlanOutcome", "SweepVerdicts", "Truth", "decide_sweeps", "fixed_sample_power", "simulate_design"]
+__all__ = ["Design", "GapPlan", "PlanOutcome", "SweepVerdicts", "Truth", "decide_sweeps", "fixed_sample_power",
+           "simulate_design", "simulate_gaps"]
