@@ -39,7 +39,7 @@ from antlm_bench.adapters.glue.options import GlueOptions
 from antlm_bench.clock import utc_now
 from antlm_bench.conventions import DEFAULT_CONVENTION, resolve_convention
 from antlm_bench.data import atomic_write_bytes, resolve_data_dir
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, validation_line
 from antlm_bench.models.threads import choose_threads
 from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, score_table
@@ -111,7 +111,7 @@ def eval_config(config: EvalConfig | str | list[str] | None = None, **fields: An
         fields_of = GlueOptions if first["loc"][:1] == ("options",) else EvalConfig
         problem = {"extra_forbidden": f"unknown field {name}; the fields are {', '.join(fields_of.model_fields)}",
                    "missing": f"field {name} is required"}.get(first["type"])
-        problem = problem or f"field {name}: {first['msg']} (got {first.get('input')!r})"
+        problem = problem or validation_line(err)
         raise UserError(f"evaluate(): {problem}") from None
 
 

@@ -118,8 +118,7 @@ class TaskAdapter(ABC):
             try:
                 model.model_validate(getattr(spec, section))
             except ValidationError as err:
-                line = validation_line(err).replace("field ", f"field {section}.", 1)
-                raise UserError(f"{spec.source}: {line}; fix the task spec") from None
+                raise UserError(f"{spec.source}: {validation_line(err, section=section)}; fix the task spec") from None
 
     def check_data(self, data_dir: Path) -> None:  # noqa: B027  (a hook: most tasks read their data in run)
         """Refuse missing or broken data with one line, before any model is loaded (default: nothing to check)."""

@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from antlm_bench.data.readers import broken_json_message
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, one_line
 from antlm_bench.models.precision import cpu_bf16_instructions
 from antlm_bench.scoring.heads import find_head, head_self_check, logits_close, with_config_transforms
 
@@ -314,7 +314,7 @@ def load_tokenizer_from(path: Path) -> Any:
         broken = broken_json_message(path)  # the tokenizer loader reads config.json too: name the file that is broken
         if broken is not None:
             raise UserError(broken) from None
-        raise UserError(f"{path}: no usable tokenizer ({str(err).splitlines()[0][:160]}); "
+        raise UserError(f"{path}: no usable tokenizer ({one_line(err, 160)}); "
                         "save the tokenizer into the model folder") from None
 
 
@@ -331,13 +331,13 @@ def load_hf_model(path: Path, device: torch.device, dtype: torch.dtype) -> nn.Mo
     try:
         config = AutoConfig.from_pretrained(str(path))
     except (OSError, ValueError, KeyError) as err:
-        raise UserError(f"{path}: not a loadable model config ({str(err).splitlines()[0][:160]})") from None
+        raise UserError(f"{path}: not a loadable model config ({one_line(err, 160)})") from None
     architectures = " ".join(getattr(config, "architectures", None) or [])
     auto = AutoModelForMaskedLM if "MaskedLM" in architectures else AutoModelForCausalLM
     try:
         model = auto.from_pretrained(str(path), dtype=dtype)
     except (OSError, ValueError) as err:
-        raise UserError(f"{path}: the weights cannot be loaded ({str(err).splitlines()[0][:160]})") from None
+        raise UserError(f"{path}: the weights cannot be loaded ({one_line(err, 160)})") from None
     return model.to(device)
 
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, validation_line
 from antlm_bench.options import parse_seeds
 from antlm_bench.sweep.grid import split_top_level
 
@@ -118,12 +118,6 @@ class SweepSettings(BaseModel):
         return parse_seeds(value)
 
 
-def _validation_line(err: ValidationError, where: str) -> str:
-    first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    return f"{where}: field {field}: {first['msg']} (got {first.get('input')!r})"
-
-
 def load_sweep_file(path: Path) -> dict[str, Any]:
     """A sweep file's mapping (validated with the command line's values, in :func:`settings_of`)."""
     import yaml
@@ -160,7 +154,7 @@ def settings_of(file_values: dict[str, Any], cli_values: dict[str, Any], source:
     try:
         return SweepSettings(**merged)
     except ValidationError as err:
-        raise UserError(_validation_line(err, source)) from None
+        raise UserError(f"{source}: {validation_line(err)}") from None
 
 
 __all__ = ["SlurmSettings", "SweepSettings", "UntilDecidedSettings", "load_sweep_file", "settings_of"]

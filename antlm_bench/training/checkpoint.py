@@ -39,7 +39,7 @@ import torch
 from safetensors import SafetensorError
 
 from antlm_bench.data.files import temporary_tag
-from antlm_bench.errors import EnvironmentFailure, UserError
+from antlm_bench.errors import EnvironmentFailure, UserError, one_line
 from antlm_bench.runs.identity import weights_digest
 from antlm_bench.runs.layout import LAST, RESUME_DIR
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord, read_record
@@ -119,7 +119,7 @@ def write_checkpoint(destination: str | Path, model: torch.nn.Module, tokenizer:
         try:
             _write_folder(staging, model, tokenizer, record, trainer_state)
         except (OSError, SafetensorError) as err:  # safetensors reports a full disk as its own error type
-            reason = " ".join(str(err).split()) or type(err).__name__
+            reason = one_line(err)
             raise EnvironmentFailure(f"{destination}: the checkpoint could not be written ({reason}); nothing of the "
                                      "run was replaced (the last resume point is kept): free space, then --resume"
                                      ) from None
@@ -223,5 +223,5 @@ def load_weights(checkpoint: str | Path, device: str | torch.device = "cpu") -> 
     try:
         return load_file(str(path), device=str(device))
     except (SafetensorError, OSError, ValueError) as err:
-        reason = " ".join(str(err).split()) or type(err).__name__
+        reason = one_line(err)
         raise UserError(f"{path}: truncated or corrupt ({reason}); resume from another checkpoint") from None

@@ -44,7 +44,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from rich.console import Console
 
-from antlm_bench.errors import DivergedError, UserError
+from antlm_bench.errors import DivergedError, UserError, one_line
 from antlm_bench.models import build_model
 from antlm_bench.models.precision import Precision, resolve_precision
 from antlm_bench.options import MAX_SEED, SAVE_EVERY_MINUTES, parse_device, parse_label
@@ -61,7 +61,6 @@ from antlm_bench.training.checkpointer import (
     check_run_folder,
     claim_run_folder,
     config_fingerprint,
-    first_line,
     inspect_run_folder,
     start_fingerprint_config,
     training_fingerprint,
@@ -305,7 +304,7 @@ class Trainer:
         except BaseException as err:
             record = self.reporter.run_record("interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
                                               self.step)
-            record.error = f"{type(err).__name__}: {first_line(err)}"
+            record.error = one_line(err, 200, typed=True)
             with contextlib.suppress(OSError):  # a full disk must not hide the error that brought us here
                 self.reporter.write_run_file(record)
             raise

@@ -35,7 +35,7 @@ from antlm_bench.adapters.glue.probe import probe
 from antlm_bench.adapters.glue.protocol import GlueProtocol, glue_protocol
 from antlm_bench.adapters.glue.spec import DataSpec, Hyper, MemberSpec, validated
 from antlm_bench.data import hash_files
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, one_line
 from antlm_bench.models.precision import Precision, resolve_precision
 from antlm_bench.results.stats import bootstrap_classification
 from antlm_bench.results.tables import ScoreRow
@@ -50,10 +50,9 @@ class GlueTask(TaskAdapter):
 
     def __init__(self, spec: TaskSpec, members: list[str] | None = None) -> None:
         super().__init__(spec, members)
-        where = f"{spec.source}: "
-        self.data = validated(DataSpec, spec.data, f"{where}data")
-        self.defaults = validated(GlueOptions, spec.defaults, f"{where}defaults")  # a bad protocol name too
-        self.members = {name: validated(MemberSpec, body, f"{where}members.{name}")
+        self.data = validated(DataSpec, spec.data, spec.source, "data")
+        self.defaults = validated(GlueOptions, spec.defaults, spec.source, "defaults")  # a bad protocol name too
+        self.members = {name: validated(MemberSpec, body, spec.source, f"members.{name}")
                         for name, body in spec.members.items()}
         if not self.members:
             raise UserError(f"{spec.source}: a GlueTask spec needs `members:`")
@@ -215,8 +214,7 @@ def _load_model(context: EvalContext) -> tuple[Any, Any]:
             broken = broken_json_message(Path(context.model_path))  # name a broken config.json, not the tokenizer
             if broken is not None:
                 raise UserError(broken) from None
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise UserError(f"{context.model_path}: cannot load the tokenizer ({first})") from None
+            raise UserError(f"{context.model_path}: cannot load the tokenizer ({one_line(err, 160)})") from None
     return model, tokenizer
 
 
