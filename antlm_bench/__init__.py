@@ -17,8 +17,9 @@ The package is laid out by stage, in the order the data flows:
 - ``cli/``: the ``antlm-bench`` commands; ``lm_eval_tasks/``: task folders for ``lm_eval --include_path``.
 
 ``registry.py``, ``recipes.py``, ``tasks.py``, ``conventions.py``, ``options.py`` (command-line values parsed once:
-the seeds grammar, the device), ``clock.py`` (UTC now, as records write it), ``errors.py`` and ``locking.py`` serve
-every stage. Which module may import which is written once, in ``tests/test_layout.py`` (docs/layout.md).
+the seeds grammar, the device), ``clock.py`` (UTC now, as records write it), ``errors.py`` (the error contract and
+the one way an error becomes a line), ``progress.py`` (progress bars and lines, one way for every stage) and
+``locking.py`` serve every stage. Which module may import which is written once, in ``tests/test_layout.py`` (docs/layout.md).
 """
 
 __version__ = "0.1.0"

@@ -38,6 +38,7 @@ from antlm_bench.locking import fault_point
 from antlm_bench.models import count_parameters
 from antlm_bench.models.threads import choose_threads
 from antlm_bench.options import SAVE_EVERY_MINUTES, parse_device, parse_label, parse_seeds, resolve_device
+from antlm_bench.progress import line_printer
 from antlm_bench.recipes import Recipe, load_recipe
 from antlm_bench.registry import add_include_path
 from antlm_bench.results.store import commit_results, output_folder
@@ -408,10 +409,7 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     from antlm_bench.tasks import resolve_tasks
     from antlm_bench.training.trainer import TrainConfig, train
 
-    def say(message: str) -> None:
-        if console is not None:
-            console.print(message, highlight=False)
-
+    say = line_printer(console)
     preset = config.preset
     if preset is None:
         preset, why = default_preset()

@@ -7,9 +7,9 @@ import re
 
 import pytest
 from pydantic import BaseModel, ValidationError
+from test_layout import PACKAGE, ROOT
 
 from antlm_bench.errors import EnvironmentFailure, UserError, one_line, validation_line
-from test_layout import PACKAGE, ROOT
 
 
 def test_a_multi_line_message_is_one_line_with_single_spaces():

@@ -16,6 +16,7 @@ import typer
 from antlm_bench.cli.app import IncludePathOption, app, console, err_console
 from antlm_bench.cli.paths import check_output_folder, input_file, output_folder, path_text
 from antlm_bench.errors import UserError
+from antlm_bench.progress import progress_line
 from antlm_bench.registry import add_include_path
 
 if TYPE_CHECKING:
@@ -206,7 +207,7 @@ def sweep_command(
 
 def _say(line: str) -> None:
     """One line as it is: no markup, no highlighting, wrapped only by the terminal."""
-    console.print(line, highlight=False, markup=False, soft_wrap=True)
+    progress_line(line, console)
 
 
 def _run_option_pairs(pairs: list[str]) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from torch import nn
 from antlm_bench.data.readers import broken_json_message
 from antlm_bench.errors import UserError, one_line
 from antlm_bench.models.precision import cpu_bf16_instructions
+from antlm_bench.progress import library_bars_off
 from antlm_bench.scoring.heads import find_head, head_self_check, logits_close, with_config_transforms
 
 CAUSAL, BIDIRECTIONAL = "causal", "bidirectional"
@@ -343,8 +344,6 @@ def load_hf_model(path: Path, device: torch.device, dtype: torch.dtype) -> nn.Mo
 
 def load_scoring_model(path: str | Path, device: str = "cpu", dtype: str = "float32") -> ScoringModel:
     """Load a checkpoint folder (ours or any Hugging Face causal / masked LM) for scoring."""
-    from transformers.utils import logging as hf_logging
-
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise UserError(f"--model {folder}: not a folder; give a Hugging Face model folder (config.json + weights)")
@@ -354,14 +353,9 @@ def load_scoring_model(path: str | Path, device: str = "cpu", dtype: str = "floa
     from antlm_bench.models import load_config
 
     load_config(folder)  # the tokenizer reads config.json too: a wrong-typed field is named here, not in a traceback
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a "Loading weights" bar per load would bury our own progress line
-    try:
+    with library_bars_off():  # a "Loading weights" bar per load would bury our own progress line
         tokenizer = load_tokenizer_from(folder)
         model = load_hf_model(folder, torch_device, torch_dtype)
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
     from transformers import PreTrainedModel
 
     embeddings = model.get_input_embeddings() if isinstance(model, PreTrainedModel) else None

@@ -40,6 +40,7 @@ from safetensors import SafetensorError
 
 from antlm_bench.data.files import temporary_tag
 from antlm_bench.errors import EnvironmentFailure, UserError, one_line
+from antlm_bench.progress import library_bars_off
 from antlm_bench.runs.identity import weights_digest
 from antlm_bench.runs.layout import LAST, RESUME_DIR
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord, read_record
@@ -51,17 +52,10 @@ _STEP_FOLDER = re.compile(r"step-(\d+)")
 
 def _write_folder(folder: Path, model: torch.nn.Module, tokenizer: Any, record: CheckpointRecord,
                   trainer_state: dict[str, Any] | None) -> None:
-    from transformers.utils import logging as hf_logging
-
     from antlm_bench.data.tokenizer import save_tokenizer
 
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a "Writing model shards" bar at every save would bury the training log
-    try:
+    with library_bars_off():  # a "Writing model shards" bar at every save would bury the training log
         model.save_pretrained(str(folder))
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
     save_model_code(folder, model)
     if tokenizer is not None:
         save_tokenizer(tokenizer, folder)

@@ -48,6 +48,7 @@ from antlm_bench.errors import DivergedError, UserError, one_line
 from antlm_bench.models import build_model
 from antlm_bench.models.precision import Precision, resolve_precision
 from antlm_bench.options import MAX_SEED, SAVE_EVERY_MINUTES, parse_device, parse_label
+from antlm_bench.progress import line_printer
 from antlm_bench.recipes import load_recipe
 from antlm_bench.runs.identity import training_seed
 from antlm_bench.runs.layout import RunLayout, words_checkpoint_name
@@ -265,7 +266,7 @@ class Trainer:
     def _say_early(console: Any) -> Callable[[str], None]:
         """Before the reporter exists: lines for the main process only."""
         main = int(os.environ.get("RANK", "0") or 0) == 0
-        return lambda message: console.print(message, highlight=False, markup=False) if console and main else None
+        return line_printer(console if main else None)
 
     def _precision(self, hidden_size: int, resuming: bool) -> Precision:
         """--precision resolved for this device and model width; ``auto`` on a resume keeps what the run started
