@@ -78,7 +78,7 @@ class EvalContext:
     # the settings of a task that takes options (``TaskAdapter.takes_options``: GLUE's hyper-parameters), typed
     options: GlueOptions | None = None  # None: none given
     work_dir: Path | None = None  # scratch space (fine-tuned heads, caches)
-    progress: Any = None  # a rich Progress to add tasks to, or None
+    progress: Any = None  # a bar of antlm_bench.progress.progress_bar to add tasks to, or None
     eval_set: str = "full"  # "fast": the official BabyLM 2025 fast subsets (--fast)
 
 

@@ -43,6 +43,7 @@ BAR_COLUMNS = ("{task.fields[phase]}", Bar(24), "step {task.completed}/{task.tot
 PLAIN_LINE = ("step {task.completed}/{task.total} ({task.fields[phase]}), epoch {task.fields[epoch]}, loss "
               "{task.fields[loss]}, {task.fields[speed]} tok/s, about {left} left")
 
+
 @dataclass(frozen=True)
 class ScoreRequest:
     """What ``--eval-every`` asks a scorer for: the rows of one checkpoint, scored with its phase's method."""
