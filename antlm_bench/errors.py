@@ -1,7 +1,9 @@
-"""The one exception type for user mistakes.
+"""The one exception type for user mistakes, and the one way an error becomes a line.
 
 A ``UserError`` carries a single line that says what went wrong, where (file:line or field) and what to do.
-The CLI prints it without a traceback and exits with status 2; library callers can catch it.
+The CLI prints it without a traceback and exits with status 2; library callers can catch it. ``one_line`` makes any
+exception's text (or any text) fit such a line; ``validation_line`` says a pydantic ``ValidationError``'s first
+problem the one way every edge says it.
 """
 
 from __future__ import annotations
@@ -17,14 +19,32 @@ class UserError(Exception):
 
     def __init__(self, message: str) -> None:
         # one line, always: a multi-line message would look like a traceback in a CI log
-        super().__init__(" ".join(message.split("\n")))
+        super().__init__(one_line(message, keep_spacing=True))
 
 
-def validation_line(err: Any, *, option: bool = False, flags: Mapping[str, str] | None = None) -> str:
+def one_line(source: BaseException | str, limit: int | None = None, *, typed: bool = False,
+             keep_spacing: bool = False) -> str:
+    """``source`` (an exception, or a text such as a tool's stderr) as one line for an error message: each run of
+    whitespace (line breaks, a traceback's indentation) one space. An exception whose text is empty is its type's
+    name; ``typed=True`` puts the type's name first (``OSError: text``). Past ``limit`` characters the line is
+    cut and ends in ``...``. ``keep_spacing=True`` turns only the line breaks into spaces: our own messages,
+    whose paths keep their spaces."""
+    text = str(source)
+    text = " ".join(text.splitlines()) if keep_spacing else " ".join(text.split())
+    if isinstance(source, BaseException):
+        name = type(source).__name__
+        if typed:
+            text = f"{name}: {text}" if text else name
+        text = text or name
+    return text if limit is None or len(text) <= limit else text[:limit] + "..."
+
+
+def validation_line(err: Any, *, option: bool = False, flags: Mapping[str, str] | None = None,
+                    section: str | None = None) -> str:
     """The first problem of a pydantic ``ValidationError`` as one line: ``field a.b.0: message (got value)`` for a
-    file's field, or ``--name: message (got value)`` for a command's option (``option=True``; ``flags`` maps a
-    field to its flag where that is not ``--<field>``). The one wording of a rejected value, whichever edge
-    rejected it."""
+    file's field (``section``: the part of the file the model validated, named before the field), or ``--name:
+    message (got value)`` for a command's option (``option=True``; ``flags`` maps a field to its flag where that
+    is not ``--<field>``). The one wording of a rejected value, whichever edge rejected it."""
     first = err.errors()[0]
     shown = repr(first.get("input"))
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
@@ -32,7 +52,7 @@ def validation_line(err: Any, *, option: bool = False, flags: Mapping[str, str] 
         field = str(first["loc"][0]) if first["loc"] else "option"
         flag = (flags or {}).get(field) or "--" + field.replace("_", "-")
         return f"{flag}: {first['msg']} (got {shown})"
-    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    field = ".".join(str(part) for part in [*([section] if section else []), *first["loc"]]) or "(top level)"
     return f"field {field}: {first['msg']} (got {shown})"
 
 
@@ -46,7 +66,7 @@ class EnvironmentFailure(Exception):
     exit_code = 4
 
     def __init__(self, message: str) -> None:
-        super().__init__(" ".join(message.split("\n")))
+        super().__init__(one_line(message, keep_spacing=True))
 
 
 class DivergedError(UserError):

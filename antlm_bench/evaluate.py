@@ -38,8 +38,9 @@ from antlm_bench.adapters.glue.options import GlueOptions
 from antlm_bench.clock import utc_now
 from antlm_bench.conventions import DEFAULT_CONVENTION, resolve_convention
 from antlm_bench.data import atomic_write_bytes, resolve_data_dir
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, validation_line
 from antlm_bench.models.threads import choose_threads
+from antlm_bench.progress import ELAPSED, REMAINING, Bar, Rate, progress_bar
 from antlm_bench.results.store import commit_results, output_folder
 from antlm_bench.results.tables import SCORE_SCHEMA, CheckpointInfo, RunInfo, item_table, score_table
 from antlm_bench.runs.export_record import EXPORT_FILE, export_of, verify_export
@@ -110,7 +111,7 @@ def eval_config(config: EvalConfig | str | list[str] | None = None, **fields: An
         fields_of = GlueOptions if first["loc"][:1] == ("options",) else EvalConfig
         problem = {"extra_forbidden": f"unknown field {name}; the fields are {', '.join(fields_of.model_fields)}",
                    "missing": f"field {name} is required"}.get(first["type"])
-        problem = problem or f"field {name}: {first['msg']} (got {first.get('input')!r})"
+        problem = problem or validation_line(err)
         raise UserError(f"evaluate(): {problem}") from None
 
 
@@ -220,82 +221,11 @@ def _model_source(model: Any, tokenizer: Any, config: EvalConfig) -> tuple[Path 
     return path, loaded, tokenizer
 
 
-class PlainProgress:
-    """``eval``'s progress off a terminal (a CI log, a pipe, ``2> file``), where a live bar prints nothing until
-    the end: one whole line per task at most every ``every_s`` seconds (as ``run``'s training every 30 s), and one
-    when a task finishes. It offers what the adapters call on a rich ``Progress``."""
-
-    def __init__(self, console: Any, every_s: float) -> None:
-        self.console = console
-        self.every_s = every_s
-        self.tasks: dict[int, dict[str, Any]] = {}
-
-    def start(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-    def add_task(self, description: str, total: float | None = None, **_: Any) -> int:
-        task_id = len(self.tasks)
-        now = time.perf_counter()
-        self.tasks[task_id] = {"name": description, "total": total, "done": 0.0, "started": now, "said": now}
-        return task_id
-
-    def remove_task(self, task_id: int) -> None:
-        self.tasks.pop(task_id, None)
-
-    def update(self, task_id: int, advance: float | None = None, completed: float | None = None, **_: Any) -> None:
-        task = self.tasks.get(task_id)
-        if task is None:
-            return
-        task["done"] = completed if completed is not None else task["done"] + (advance or 0.0)
-        now = time.perf_counter()
-        finished = task["total"] is not None and task["done"] >= task["total"]
-        if finished and task.get("finished"):
-            return
-        if finished or now - task["said"] >= self.every_s:
-            task["said"], task["finished"] = now, finished
-            self.console.print(self._line(task, now), highlight=False, markup=False, soft_wrap=True)
-
-    @staticmethod
-    def _line(task: dict[str, Any], now: float) -> str:
-        elapsed = now - task["started"]
-        done, total = task["done"], task["total"]
-        rate = done / elapsed if elapsed > 0 else 0.0
-        shown = f"{done:,.0f}" + (f"/{total:,.0f} ({100 * done / total:.0f}%)" if total else "")
-        left = f", about {_clock((total - done) / rate)} left" if total and rate > 0 and done < total else ""
-        return f"{task['name']}: {shown}, {rate:,.1f}/s, {_clock(elapsed)} elapsed{left}"
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
-PLAIN_PROGRESS_EVERY_S = 30.0
-
-
 def _progress_bar(progress: Any) -> Any:
+    """``progress`` True: the evaluation's bar (a line per task off a terminal); a bar the caller made; or None."""
     if progress is True:
-        from rich import progress as rp
-        from rich.console import Console
-        from rich.text import Text
-
-        console = Console(stderr=True)
-        if not console.is_terminal:
-            return PlainProgress(console, PLAIN_PROGRESS_EVERY_S)
-
-        class PairsPerSecond(rp.ProgressColumn):
-            def render(self, task: Any) -> Text:
-                speed = task.finished_speed or task.speed
-                return Text("" if speed is None else f"{speed:,.0f} pairs/s")
-
-        return rp.Progress(
-            rp.TextColumn("{task.description}"), rp.BarColumn(),
-            rp.TextColumn("{task.completed:,.0f}/{task.total:,.0f}"), PairsPerSecond(), rp.TimeElapsedColumn(),
-            rp.TextColumn("ETA"), rp.TimeRemainingColumn(), console=console, transient=False,
-        )
+        return progress_bar("{task.description}", Bar(), "{task.completed:,.0f}/{task.total:,.0f}", Rate("pairs/s"),
+                            ELAPSED, "ETA", REMAINING)
     return progress or None
 
 

@@ -54,6 +54,7 @@ from antlm_bench.data.files import missing_folders, remove_empty_folders, remove
 from antlm_bench.data.readers import read_json
 from antlm_bench.errors import UserError
 from antlm_bench.locking import LOCK_FILE, fault_point, folder_lock
+from antlm_bench.progress import library_bars_off
 from antlm_bench.runs.export_record import (
     EXPORT_FILE,
     EXPORT_SCHEMA_VERSION,
@@ -284,8 +285,6 @@ def export_babylm(checkpoint: str | Path, output: str | Path, overwrite: bool = 
 
 def _export_locked(source: Path, what: str, words: list[Path], output: Path) -> Export:
     """The export itself, OUT's lock held: staged beside OUT, verified, then swapped in by renames."""
-    from transformers.utils import logging as hf_logging
-
     # an export killed before its rename left its staging folder: the next export into OUT removes it, and says so
     tidied = removed_note(remove_stale(output.parent, f".{glob.escape(output.name)}.tmp-*"))
     main_record = read_record(source)  # every record read (and a damaged one refused) before anything is made
@@ -299,37 +298,34 @@ def _export_locked(source: Path, what: str, words: list[Path], output: Path) -> 
               "BabyLM pipeline does not read (it takes chck_<N>M branches)"
               for folder in words if not folder.name.endswith("M")]
     staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.tmp-{temporary_tag()}-"))
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a bar per load and save: the refusal or the summary is the output
-    try:
-        built = staging / "model"
-        revisions = [_revision(MAIN, source, _write_model(source, built))]
-        for folder in words:
-            revisions.append(_revision(folder.name, folder, _write_model(folder, built / folder.name)))
-        verify_revisions(revisions)
-        branches = {folder.name for folder in words}
-        manifest = ExportRecord(
-            schema_version=EXPORT_SCHEMA_VERSION, format="babylm", source=str(source),
-            branches=[folder.name for folder in words], antlm_bench=antlm_bench.__version__,
-            revisions=[ExportRevision(name=r.name, source=str(r.source), weights_sha256=r.weights_sha256,
-                                      files=revision_files(built if r.name == MAIN else built / r.name,
-                                                           branches if r.name == MAIN else set()),
-                                      step=r.step, words=r.words) for r in revisions])
-        (built / EXPORT_MARKER).write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        _usual_modes(built)
-        fault_point("export.staged")
-        # OUT is the empty folder this export locked, or an earlier export (_check_output): swap, then remove it
-        aside = staging / "replaced"
-        os.rename(output, aside)
+    with library_bars_off():  # a bar per load and save: the refusal or the summary is the output
         try:
-            os.rename(built, output)
-        except BaseException:
-            os.rename(aside, output)
-            raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        if bars:
-            hf_logging.enable_progress_bar()
+            built = staging / "model"
+            revisions = [_revision(MAIN, source, _write_model(source, built))]
+            for folder in words:
+                revisions.append(_revision(folder.name, folder, _write_model(folder, built / folder.name)))
+            verify_revisions(revisions)
+            branches = {folder.name for folder in words}
+            manifest = ExportRecord(
+                schema_version=EXPORT_SCHEMA_VERSION, format="babylm", source=str(source),
+                branches=[folder.name for folder in words], antlm_bench=antlm_bench.__version__,
+                revisions=[ExportRevision(name=r.name, source=str(r.source), weights_sha256=r.weights_sha256,
+                                          files=revision_files(built if r.name == MAIN else built / r.name,
+                                                               branches if r.name == MAIN else set()),
+                                          step=r.step, words=r.words) for r in revisions])
+            (built / EXPORT_MARKER).write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
+            _usual_modes(built)
+            fault_point("export.staged")
+            # OUT is the empty folder this export locked, or an earlier export (_check_output): swap, then remove it
+            aside = staging / "replaced"
+            os.rename(output, aside)
+            try:
+                os.rename(built, output)
+            except BaseException:
+                os.rename(aside, output)
+                raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return Export(output=output, source=source, what=what, branches=[folder.name for folder in words], notes=notes)
 
 

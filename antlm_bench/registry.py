@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, one_line
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 T = TypeVar("T")
@@ -168,8 +168,7 @@ class ClassRegistry:
         try:
             return entry_point.load(), origin
         except Exception as err:  # noqa: BLE001  (any failure of foreign code: name the plug-in, stop)
-            detail = " ".join(str(err).split())
-            raise UserError(f"{origin}: cannot import it ({type(err).__name__}: {detail}); fix or uninstall "
+            raise UserError(f"{origin}: cannot import it ({one_line(err, typed=True)}); fix or uninstall "
                             "the plug-in") from None
 
     def _checked(self, target: object, origin: str) -> type:

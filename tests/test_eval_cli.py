@@ -198,34 +198,6 @@ def test_summary_prints_each_metric_in_its_unit():
     assert "5.432" in lines["heldout (loss)"] and "nats/token, lower is better" in lines["heldout (loss)"]
 
 
-def test_progress_off_a_terminal_is_whole_lines_now_and_then(monkeypatch):
-    """A CI log or a pipe gets a plain line per task at most every 30 s, and one when the task ends."""
-    import io
-
-    from rich.console import Console
-
-    from antlm_bench import evaluate
-
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=200)
-    assert not console.is_terminal
-    clock = iter([0.0, 1.0, 31.0, 32.0, 40.0])
-    monkeypatch.setattr(evaluate.time, "perf_counter", lambda: next(clock))
-    bar = evaluate.PlainProgress(console, 30.0)
-    task = bar.add_task("blimp", total=100)  # t=0
-    bar.update(task, advance=10)  # t=1: too soon
-    bar.update(task, advance=20)  # t=31: a line
-    bar.update(task, advance=20)  # t=32: too soon
-    bar.update(task, completed=100)  # t=40: finished, a line
-    lines = buffer.getvalue().splitlines()
-    assert len(lines) == 2
-    assert lines[0].startswith("blimp: 30/100 (30%)") and "left" in lines[0]
-    assert lines[1].startswith("blimp: 100/100 (100%)") and "0:00:40 elapsed" in lines[1]
-    with monkeypatch.context() as m:
-        m.setattr(evaluate, "PLAIN_PROGRESS_EVERY_S", 30.0)
-        assert isinstance(evaluate._progress_bar(True), evaluate.PlainProgress)  # pytest's stderr: no terminal
-
-
 def test_one_blimp_paradigm_and_did_you_mean(real_data_dir):
     """blimp:<paradigm> selects one paradigm (as glue:rte a member); a misspelt task, member, paradigm or model
     gets difflib's closest name."""

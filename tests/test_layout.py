@@ -72,6 +72,8 @@ SHARED: dict[str, set[str]] = {
     "antlm_bench.config": {"antlm_bench.errors", "antlm_bench.options", "antlm_bench.data"},
     # UTC now, as every record writes it
     "antlm_bench.clock": set(),
+    # progress output, one way for every stage: the bar (lines off a terminal), a stage's lines, the clock they show
+    "antlm_bench.progress": set(),
     # one writer per folder, the fault-injection points
     "antlm_bench.locking": {"antlm_bench.errors"},
     # the scoring conventions (babylm-2025, babylm-2024)

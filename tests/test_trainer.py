@@ -424,9 +424,9 @@ def test_off_a_terminal_training_prints_plain_progress_lines(tmp_path: Path, mon
 
     from rich.console import Console
 
-    import antlm_bench.training.reporting as reporting
+    import antlm_bench.progress
 
-    monkeypatch.setattr(reporting, "PLAIN_PROGRESS_EVERY_S", 0.0)  # every step, for the test
+    monkeypatch.setattr(antlm_bench.progress, "PLAIN_EVERY_S", 0.0)  # every step, for the test
     out = io.StringIO()
     train(tiny_config(tmp_path, tmp_path / "run", schedule="1_CLM", progress=True),
           console=Console(file=out, force_terminal=False, width=200))

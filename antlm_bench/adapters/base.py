@@ -78,7 +78,7 @@ class EvalContext:
     # the settings of a task that takes options (``TaskAdapter.takes_options``: GLUE's hyper-parameters), typed
     options: GlueOptions | None = None  # None: none given
     work_dir: Path | None = None  # scratch space (fine-tuned heads, caches)
-    progress: Any = None  # a rich Progress to add tasks to, or None
+    progress: Any = None  # a bar of antlm_bench.progress.progress_bar to add tasks to, or None
     eval_set: str = "full"  # "fast": the official BabyLM 2025 fast subsets (--fast)
 
 
@@ -118,8 +118,7 @@ class TaskAdapter(ABC):
             try:
                 model.model_validate(getattr(spec, section))
             except ValidationError as err:
-                line = validation_line(err).replace("field ", f"field {section}.", 1)
-                raise UserError(f"{spec.source}: {line}; fix the task spec") from None
+                raise UserError(f"{spec.source}: {validation_line(err, section=section)}; fix the task spec") from None
 
     def check_data(self, data_dir: Path) -> None:  # noqa: B027  (a hook: most tasks read their data in run)
         """Refuse missing or broken data with one line, before any model is loaded (default: nothing to check)."""

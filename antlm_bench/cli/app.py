@@ -13,7 +13,7 @@ from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from antlm_bench.errors import EnvironmentFailure, UserError, validation_line
+from antlm_bench.errors import EnvironmentFailure, UserError, one_line, validation_line
 
 try:  # typer >= 0.20 carries its own copy of click, whose exceptions are not click's
     from typer._click import exceptions as click_exceptions
@@ -86,7 +86,7 @@ def environment_failure(err: BaseException) -> EnvironmentFailure | None:
     for pattern, number in _ERRNO_TEXT:
         if pattern.search(text):
             what, todo = ENVIRONMENT_ERRNOS[number]
-            return EnvironmentFailure(f"{what} ({type(err).__name__}: {text}); {todo}")
+            return EnvironmentFailure(f"{what} ({one_line(err, typed=True)}); {todo}")
     return None
 
 
@@ -105,7 +105,7 @@ class CommandFailed(SystemExit):
 def print_error(message: str, context_lines: list[str] | None = None) -> None:
     """One red line on stderr. User text (a folder named ``[/bold]``, an ``:emoji:`` in a file name) is printed as
     text: markup escaped, emoji codes off."""
-    line = " ".join(str(message).splitlines())
+    line = one_line(message, keep_spacing=True)
     err_console.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True, emoji=False)
     # errors that point into a line of input (a bad schedule) show that line and a caret below the message
     for extra in context_lines or []:

@@ -16,6 +16,7 @@ from antlm_bench.cli.app import app, console, err_console, flag
 from antlm_bench.cli.paths import check_output_folder, input_file, output_folder, path_text
 from antlm_bench.config import DataConfig, EvaluationConfig, MachineConfig, RunConfig
 from antlm_bench.errors import UserError
+from antlm_bench.progress import progress_line
 from antlm_bench.registry import add_include_path
 from antlm_bench.sweep.settings import UntilDecidedSettings
 
@@ -176,7 +177,7 @@ def sweep_command(
 
 def _say(line: str) -> None:
     """One line as it is: no markup, no highlighting, wrapped only by the terminal."""
-    console.print(line, highlight=False, markup=False, soft_wrap=True)
+    progress_line(line, console)
 
 
 def _run_option_pairs(pairs: list[str]) -> dict[str, Any]:

@@ -36,7 +36,6 @@ import math
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 import unicodedata
@@ -55,6 +54,7 @@ from antlm_bench.data import default_cache_dir, resolve_data_dir, sha256_file
 from antlm_bench.data.files import remove_stale, temporary_tag
 from antlm_bench.data.tokenizer import PUNCTUATION_MAP, load_tokenizer, save_tokenizer, tokenizer_hash, train_tokenizer
 from antlm_bench.errors import UserError
+from antlm_bench.progress import line_printer
 from antlm_bench.recipes import Recipe, ResolvedPreset
 
 CLEANING_VERSION = "antlm-clean-1"  # bump when clean_line or the selection changes: old caches stop matching
@@ -62,17 +62,6 @@ PACKING_VERSION = "antlm-pack-1"
 _PUNCTUATION_TABLE = str.maketrans(PUNCTUATION_MAP)
 
 Progress = Callable[[str], None] | bool | None  # a function that shows one line, True (stderr), or False/None
-
-
-def _stderr_line(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _reporter(progress: Progress) -> Callable[[str], None]:
-    """What prints the preparation's progress lines: ``progress`` itself, stderr for True, nothing otherwise."""
-    if callable(progress):
-        return progress
-    return _stderr_line if progress else (lambda message: None)
 
 
 def default_prepared_dir() -> Path:
@@ -580,7 +569,7 @@ def prepare_corpus(
     """Clean, tokenize and pack ``corpus_dir`` into ``[N, seq_len]`` blocks, cached by content hash. Streams: the
     token stream goes to disk a batch at a time, so memory does not grow with the corpus (without ``cache_dir`` the
     blocks go to a temporary folder, removed once they are mapped)."""
-    say = _reporter(progress)
+    say = line_printer(progress)
     if seq_len < 2:
         raise UserError(f"sequence length {seq_len}: must be at least 2")
     if corpus is None:
@@ -642,7 +631,7 @@ def recipe_tokenizer(resolved: ResolvedPreset, corpus: CleanCorpus,
                      cache_dir: str | os.PathLike | None, progress: Progress = None) -> PreTrainedTokenizerFast:
     """The recipe's BPE at the preset's vocabulary size, trained on ``corpus`` or loaded from the cache."""
     recipe, preset = resolved.recipe, resolved.spec
-    say = _reporter(progress)
+    say = line_printer(progress)
 
     def train() -> PreTrainedTokenizerFast:
         clock = time.perf_counter()
@@ -704,7 +693,7 @@ def prepare_training_data(
     """
     cache_dir = default_prepared_dir() if cache_dir is None else cache_dir
     words = training_words(preset, max_words)
-    say = _reporter(progress)
+    say = line_printer(progress)
     clock = time.perf_counter()
     # one line after reading, not one before: a bad corpus folder then prints its error line alone
     with read_corpus(corpus_dir, split, words, seed) as corpus:

@@ -34,7 +34,7 @@ from antlm_bench.data.files import (
     temporary_tag,
 )
 from antlm_bench.data.resolve import default_cache_dir
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, one_line
 from antlm_bench.locking import folder_lock
 
 # -- fetch ------------------------------------------------------------------------------------------------------------
@@ -211,7 +211,7 @@ def _fetch_locked(url: str, sha256: str | None, dest_dir: Path, timeout: float, 
 
 
 def _archive_damaged(archive: Path, err: BaseException) -> UserError:
-    return UserError(f"{archive}: damaged or truncated archive ({type(err).__name__}: {err or 'no detail'}); "
+    return UserError(f"{archive}: damaged or truncated archive ({one_line(err, typed=True)}); "
                      "it was removed from the cache, run the fetch again")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from antlm_bench.data.files import read_regular_file
-from antlm_bench.errors import UserError, validation_line
+from antlm_bench.errors import UserError, one_line, validation_line
 
 ModelT = TypeVar("ModelT")  # a pydantic model class (read_json_model)
 
@@ -88,7 +88,7 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
 def _zip_problem(zip_path: Path, err: BaseException, member: str | None = None) -> UserError:
     """One line for an unreadable zip or zip member (bad CRC, corrupt deflate stream, truncated file)."""
     where = f"{zip_path}!{member}" if member else str(zip_path)
-    return UserError(f"{where}: not readable ({type(err).__name__}: {err}); the zip is damaged, fetch it again")
+    return UserError(f"{where}: not readable ({one_line(err, typed=True)}); the zip is damaged, fetch it again")
 
 
 def read_zip_jsonl(zip_path: str | os.PathLike, member: str, password: str | None) -> list[dict]:

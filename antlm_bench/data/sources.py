@@ -32,7 +32,6 @@ import http.client
 import io
 import os
 import struct
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -44,6 +43,7 @@ from pathlib import Path
 from antlm_bench.data import atomic_write_bytes, check_url, default_cache_dir, sha256_file
 from antlm_bench.data.readers import read_text
 from antlm_bench.errors import UserError
+from antlm_bench.progress import line_printer
 
 REGISTRY_FILE = Path(__file__).with_name("sources.tsv")
 DEFAULT_BASE = "https://raw.githubusercontent.com"
@@ -235,10 +235,6 @@ class FetchReport:
     kept: list[str]  # already present and verified: not downloaded again
 
 
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def _present(dest: Path, files: list[SourceFile], manifest: dict[str, str]) -> bool:
     """True when every file of ``files`` is in ``dest`` as a previous fetch wrote it (its recorded sha256)."""
     targets = {f.dest.split("::")[0] for f in files}
@@ -264,13 +260,14 @@ def _write_manifest(dest: Path, manifest: dict[str, str]) -> None:
 
 
 def fetch_sources(names: list[str], dest: Path | None = None, mirror: str | None = None, timeout: float = 60.0,
-                  progress: Callable[[str], None] | None = _stderr,
+                  progress: Callable[[str], None] | bool | None = True,
                   registry: list[SourceFile] | None = None) -> FetchReport:
     """Fetch the named sources (or groups) into ``dest`` (default: the data cache), verified file by file.
 
     A source whose files are already there, as a previous fetch recorded them in ``MANIFEST.sha256``, is kept.
-    ``antlm-bench data verify`` checks the folder afterwards."""
-    say = progress or (lambda message: None)
+    ``antlm-bench data verify`` checks the folder afterwards. ``progress``: a function given each line, True
+    (stderr) or None (no lines)."""
+    say = line_printer(progress)
     files = registry if registry is not None else load_registry()
     base = mirror or os.environ.get("ANTLM_BENCH_MIRROR") or DEFAULT_BASE
     check_url(base.rstrip("/") + "/x")

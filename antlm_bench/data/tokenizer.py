@@ -29,7 +29,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from antlm_bench.data.files import atomic_write_bytes
 from antlm_bench.data.readers import broken_json_message
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, one_line
 
 PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
 SPECIAL_TOKENS = [PAD, BOS, EOS, UNK, MASK]  # ids 0..4 in this order
@@ -117,7 +117,7 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
         broken = broken_json_message(path)  # name the broken file (config.json is read too), not the tokenizer
         if broken is not None:
             raise UserError(broken) from None
-        raise UserError(f"{path}: cannot load the tokenizer ({str(err).splitlines()[0]})") from None
+        raise UserError(f"{path}: cannot load the tokenizer ({one_line(err, 160)})") from None
 
 
 def tokenizer_hash(tokenizer: PreTrainedTokenizerFast) -> str:

@@ -43,7 +43,7 @@ from transformers import (
 )
 
 from antlm_bench.data.readers import read_json
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, one_line
 from antlm_bench.models.babyllama import BabyLlamaForCausalLM, BabyLlamaForSequenceClassification
 from antlm_bench.models.backend import backend_named, backend_of
 from antlm_bench.models.ltgbert import (
@@ -115,11 +115,6 @@ except ImportError:
     pass
 
 
-def _one_line(err: BaseException, limit: int = 240) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 # config fields that count something a model has at least one of
 _SIZES = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size",
           "max_position_embeddings", "num_key_value_heads")
@@ -173,7 +168,7 @@ def load_config(path: str | Path) -> Any:
     try:
         return AutoConfig.from_pretrained(str(path))
     except _LOAD_ERRORS as err:
-        raise UserError(f"{path / 'config.json'}: unusable config ({_one_line(err)}); fix the field or re-save the "
+        raise UserError(f"{path / 'config.json'}: unusable config ({one_line(err, 240)}); fix the field or re-save the "
                         "checkpoint") from None
 
 
@@ -219,12 +214,12 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", dtype: torc
                             "re-save the checkpoint as model.safetensors") from None
         if type(err).__name__ == "SafetensorError":
             weights = ", ".join(sorted(p.name for p in path.glob("*.safetensors"))) or "the weights"
-            raise UserError(f"{path}/{weights}: truncated or corrupt ({_one_line(err)}); re-save or re-download "
+            raise UserError(f"{path}/{weights}: truncated or corrupt ({one_line(err, 240)}); re-save or re-download "
                             "the checkpoint") from None
         if "ignore_mismatched_sizes" in str(err):  # transformers' own line points at a report we do not print
             raise UserError(f"{path}: the weights have other shapes than config.json describes; re-save the "
                             "checkpoint") from None
-        raise UserError(f"{path}: cannot load the model ({type(err).__name__}: {_one_line(err)}); is the "
+        raise UserError(f"{path}: cannot load the model ({one_line(err, 240, typed=True)}); is the "
                         "checkpoint complete?") from None
     if task != "classification":
         # transformers fills a missing weight with fresh random values and only logs it: scores of such a model

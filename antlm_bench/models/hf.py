@@ -35,7 +35,7 @@ from torch import nn
 from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, one_line
 from antlm_bench.models.backend import Backend
 from antlm_bench.models.masks import check_mode, full_mask
 from antlm_bench.recipes import Preset
@@ -238,7 +238,7 @@ def mask_problem(model: HfLanguageModel) -> str | None:
                     if _close(alone[0], model.hidden_states(first, attention_mode=native).float()[0]):
                         return f"{mode} attention gives the same states as {native}"
     except (RuntimeError, ValueError, TypeError, IndexError) as err:
-        return f"it rejects a 4-D mask with position ids ({type(err).__name__}: {' '.join(str(err).split())[:160]})"
+        return f"it rejects a 4-D mask with position ids ({one_line(err, 160, typed=True)})"
     finally:
         model.train(was_training)
     return None
@@ -276,8 +276,7 @@ def make_config(preset: Preset, special_ids: dict[str, int | None]) -> PreTraine
     try:
         defaults = AutoConfig.for_model(model_type)
     except (ValueError, KeyError) as err:
-        raise UserError(f"architecture hf: hf_config.model_type {model_type!r}: {' '.join(str(err).split())[:200]}"
-                        ) from None
+        raise UserError(f"architecture hf: hf_config.model_type {model_type!r}: {one_line(err, 200)}") from None
     known = set(defaults.to_dict()) | set(getattr(defaults, "attribute_map", {}))
     values: dict[str, Any] = {}
     for ours, theirs in _GENERIC_SIZES.items():
@@ -300,7 +299,7 @@ def make_config(preset: Preset, special_ids: dict[str, int | None]) -> PreTraine
     try:
         config = AutoConfig.for_model(model_type, **values)
     except (ValueError, TypeError) as err:
-        raise UserError(f"architecture hf: hf_config for {model_type}: {' '.join(str(err).split())[:200]}") from None
+        raise UserError(f"architecture hf: hf_config for {model_type}: {one_line(err, 200)}") from None
     for name in _CHECKED_SIZES:
         preset_name = next(k for k, v in _GENERIC_SIZES.items() if v == name)
         if getattr(config, name, None) != getattr(preset, preset_name):

@@ -20,6 +20,7 @@ from antlm_bench.pipeline.evaluations import (
 )
 from antlm_bench.pipeline.request import ResolvedRun, resolve_run, run_threads
 from antlm_bench.pipeline.reuse import finished_training, kept_final_evaluations
+from antlm_bench.progress import line_printer
 from antlm_bench.results.store import output_folder
 from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.record import read_record
@@ -67,10 +68,7 @@ def _budget_notes(run: ResolvedRun) -> list[str]:
 def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     """Train (or reuse) one run per seed, evaluate its final checkpoint on every task, summarise."""
 
-    def say(message: str) -> None:
-        if console is not None:
-            console.print(message, highlight=False)
-
+    say = line_printer(console)
     run = resolve_run(config, say)
     notes = _budget_notes(run)
     for note in notes:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, one_line
 
 WEIGHTS_FILES = ("model.safetensors", "model-*-of-*.safetensors")  # one file, or save_pretrained's shards
 CONFIG_DIGEST_VERSION = 2  # 1: config_fingerprint (recipe, preset, schedule, precision but fp32), before issue 32
@@ -81,7 +81,7 @@ def weights_digest(folder: str | Path) -> str:
         try:
             tensors.update(load_file(str(path), device="cpu"))
         except (SafetensorError, OSError, ValueError) as err:
-            reason = " ".join(str(err).split()) or type(err).__name__
+            reason = one_line(err)
             raise UserError(f"{path}: truncated or corrupt ({reason}); the weights cannot be identified") from None
     return tensors_digest(tensors)
 

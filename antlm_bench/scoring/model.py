@@ -40,8 +40,9 @@ import torch
 from torch import nn
 
 from antlm_bench.data.readers import broken_json_message
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, one_line
 from antlm_bench.models.precision import cpu_bf16_instructions
+from antlm_bench.progress import library_bars_off
 from antlm_bench.scoring.heads import find_head, head_self_check, logits_close, with_config_transforms
 
 CAUSAL, BIDIRECTIONAL = "causal", "bidirectional"
@@ -314,7 +315,7 @@ def load_tokenizer_from(path: Path) -> Any:
         broken = broken_json_message(path)  # the tokenizer loader reads config.json too: name the file that is broken
         if broken is not None:
             raise UserError(broken) from None
-        raise UserError(f"{path}: no usable tokenizer ({str(err).splitlines()[0][:160]}); "
+        raise UserError(f"{path}: no usable tokenizer ({one_line(err, 160)}); "
                         "save the tokenizer into the model folder") from None
 
 
@@ -331,20 +332,18 @@ def load_hf_model(path: Path, device: torch.device, dtype: torch.dtype) -> nn.Mo
     try:
         config = AutoConfig.from_pretrained(str(path))
     except (OSError, ValueError, KeyError) as err:
-        raise UserError(f"{path}: not a loadable model config ({str(err).splitlines()[0][:160]})") from None
+        raise UserError(f"{path}: not a loadable model config ({one_line(err, 160)})") from None
     architectures = " ".join(getattr(config, "architectures", None) or [])
     auto = AutoModelForMaskedLM if "MaskedLM" in architectures else AutoModelForCausalLM
     try:
         model = auto.from_pretrained(str(path), dtype=dtype)
     except (OSError, ValueError) as err:
-        raise UserError(f"{path}: the weights cannot be loaded ({str(err).splitlines()[0][:160]})") from None
+        raise UserError(f"{path}: the weights cannot be loaded ({one_line(err, 160)})") from None
     return model.to(device)
 
 
 def load_scoring_model(path: str | Path, device: str = "cpu", dtype: str = "float32") -> ScoringModel:
     """Load a checkpoint folder (ours or any Hugging Face causal / masked LM) for scoring."""
-    from transformers.utils import logging as hf_logging
-
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise UserError(f"--model {folder}: not a folder; give a Hugging Face model folder (config.json + weights)")
@@ -354,14 +353,9 @@ def load_scoring_model(path: str | Path, device: str = "cpu", dtype: str = "floa
     from antlm_bench.models import load_config
 
     load_config(folder)  # the tokenizer reads config.json too: a wrong-typed field is named here, not in a traceback
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a "Loading weights" bar per load would bury our own progress line
-    try:
+    with library_bars_off():  # a "Loading weights" bar per load would bury our own progress line
         tokenizer = load_tokenizer_from(folder)
         model = load_hf_model(folder, torch_device, torch_dtype)
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
     from transformers import PreTrainedModel
 
     embeddings = model.get_input_embeddings() if isinstance(model, PreTrainedModel) else None

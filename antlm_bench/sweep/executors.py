@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from antlm_bench.data.files import open_append
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, one_line
 from antlm_bench.pipeline import run_threads
 from antlm_bench.recipes import load_recipe
 from antlm_bench.sweep.grid import Grid, GridCell
@@ -429,8 +429,8 @@ class SlurmExecutor(Executor):
                                       [f"{self.cluster} array task {i}" for i in range(len(cells))],
                                       [self.cluster == "slurm"] * len(cells))
         except submitit.core.utils.FailedJobError as err:  # sbatch refused the array (its message)
-            why = " ".join(str(err).split())[:300]
-            raise UserError(f"--executor slurm: sbatch refused the job array of {len(cells)} task(s): {why}") from None
+            raise UserError(f"--executor slurm: sbatch refused the job array of {len(cells)} task(s): "
+                            f"{one_line(err, 300)}") from None
         if self.cluster == "slurm":
             from antlm_bench.sweep.squeue import SqueueWatcher
 
@@ -458,7 +458,7 @@ class SlurmExecutor(Executor):
                         returncode = int(job.result())
                     except Exception as err:  # noqa: BLE001  (the task died: cancelled, timed out, node lost)
                         record.set(cell, INTERRUPTED if stops else FAILED, returncode=None,
-                                   where=f"job {job.job_id}: {type(err).__name__}: {' '.join(str(err).split())[:200]}")
+                                   where=f"job {job.job_id}: {one_line(err, 200, typed=True)}")
                     else:
                         record.set(cell, DONE if returncode == 0 else INTERRUPTED if stops else FAILED,
                                    returncode=returncode)

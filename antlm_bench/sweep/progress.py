@@ -6,20 +6,11 @@ each time a count changes, never a carriage return.
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import TextIO
 
+from antlm_bench.progress import StatusLine, clock
 from antlm_bench.sweep.record import DONE, FAILED, INTERRUPTED, REUSED, RUNNING, WAITING, SweepRecord
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def eta_seconds(record: SweepRecord, slots: int) -> float | None:
@@ -41,9 +32,7 @@ class Progress:
     def __init__(self, record: SweepRecord, slots: int, stream: TextIO | None = None,
                  terminal: bool | None = None) -> None:
         self.record, self.slots = record, slots
-        self.stream = stream or sys.stderr
-        self.terminal = self.stream.isatty() if terminal is None else terminal
-        self._last = ""
+        self.status = StatusLine(stream, terminal)
 
     def line(self) -> str:
         r = self.record
@@ -55,25 +44,16 @@ class Progress:
             text += f", {r.count(INTERRUPTED)} interrupted"
         eta = eta_seconds(r, self.slots)
         if eta is not None and (r.count(WAITING) or r.count(RUNNING)):
-            text += f", ETA {_duration(eta)}"
+            text += f", ETA {clock(eta)}"
         return text
 
     def show(self, force: bool = False) -> None:
         """Redraw (terminal) or print when the counts changed (elsewhere; the ETA alone changing prints nothing)."""
         text = self.line()
-        counts = text.split(", ETA")[0]
-        if self.terminal:
-            self.stream.write("\r\x1b[2K" + text)
-            self.stream.flush()
-        elif force or counts != self._last:
-            self.stream.write(text + "\n")
-            self.stream.flush()
-        self._last = counts
+        self.status.show(text, key=text.split(", ETA")[0], force=force)
 
     def finish(self) -> None:
-        if self.terminal:
-            self.stream.write("\r\x1b[2K" + self.line() + "\n")
-            self.stream.flush()
+        self.status.finish(self.line())
 
 
 __all__ = ["Progress", "eta_seconds"]

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from antlm_bench.config import option
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, validation_line
 from antlm_bench.options import parse_seeds
 from antlm_bench.sweep.grid import split_top_level
 
@@ -122,10 +122,6 @@ class SweepSettings(BaseModel):
         return parse_seeds(value)
 
 
-def _validation_line(err: ValidationError, where: str) -> str:
-    first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    return f"{where}: field {field}: {first['msg']} (got {first.get('input')!r})"
 
 
 def settings_of(file_values: dict[str, Any], cli_values: dict[str, Any], source: str) -> SweepSettings:
@@ -141,7 +137,7 @@ def settings_of(file_values: dict[str, Any], cli_values: dict[str, Any], source:
     try:
         return SweepSettings(**merged)
     except ValidationError as err:
-        raise UserError(_validation_line(err, source)) from None
+        raise UserError(f"{source}: {validation_line(err)}") from None
 
 
 __all__ = ["SlurmSettings", "SweepSettings", "UntilDecidedSettings", "settings_of"]

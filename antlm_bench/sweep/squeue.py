@@ -19,6 +19,8 @@ import time
 from submitit.core import logger
 from submitit.slurm.slurm import SlurmInfoWatcher, read_job_id
 
+from antlm_bench.errors import one_line
+
 # the state of a job the controller no longer knows: it ended more than MinJobAge ago (submitit counts every state
 # but READY, PENDING, RUNNING, UNKNOWN, REQUEUED, COMPLETING and PREEMPTED as ended)
 GONE = "GONE"
@@ -65,14 +67,14 @@ class SqueueWatcher(SlurmInfoWatcher):
         try:
             proc = subprocess.run(command, capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as err:
-            self._say_failure(f"{type(err).__name__}: {err}")
+            self._say_failure(one_line(err, typed=True))
             return
         if proc.returncode == 0:
             info = self.read_info(proc.stdout)
         elif UNKNOWN_IDS in proc.stderr:
             info = {}
         else:  # the controller did not answer: the states stay as they were, the next poll asks again
-            self._say_failure(" ".join(proc.stderr.split())[:300] or f"exit status {proc.returncode}")
+            self._say_failure(one_line(proc.stderr, 300) or f"exit status {proc.returncode}")
             return
         if self._failing:
             logger.get_logger().warning("squeue answers again")

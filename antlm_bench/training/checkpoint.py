@@ -39,7 +39,8 @@ import torch
 from safetensors import SafetensorError
 
 from antlm_bench.data.files import temporary_tag
-from antlm_bench.errors import EnvironmentFailure, UserError
+from antlm_bench.errors import EnvironmentFailure, UserError, one_line
+from antlm_bench.progress import library_bars_off
 from antlm_bench.runs.identity import weights_digest
 from antlm_bench.runs.layout import LAST, RESUME_DIR
 from antlm_bench.runs.record import STATE_FILE, CheckpointRecord, read_record
@@ -51,17 +52,10 @@ _STEP_FOLDER = re.compile(r"step-(\d+)")
 
 def _write_folder(folder: Path, model: torch.nn.Module, tokenizer: Any, record: CheckpointRecord,
                   trainer_state: dict[str, Any] | None) -> None:
-    from transformers.utils import logging as hf_logging
-
     from antlm_bench.data.tokenizer import save_tokenizer
 
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a "Writing model shards" bar at every save would bury the training log
-    try:
+    with library_bars_off():  # a "Writing model shards" bar at every save would bury the training log
         model.save_pretrained(str(folder))
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
     save_model_code(folder, model)
     if tokenizer is not None:
         save_tokenizer(tokenizer, folder)
@@ -119,7 +113,7 @@ def write_checkpoint(destination: str | Path, model: torch.nn.Module, tokenizer:
         try:
             _write_folder(staging, model, tokenizer, record, trainer_state)
         except (OSError, SafetensorError) as err:  # safetensors reports a full disk as its own error type
-            reason = " ".join(str(err).split()) or type(err).__name__
+            reason = one_line(err)
             raise EnvironmentFailure(f"{destination}: the checkpoint could not be written ({reason}); nothing of the "
                                      "run was replaced (the last resume point is kept): free space, then --resume"
                                      ) from None
@@ -223,5 +217,5 @@ def load_weights(checkpoint: str | Path, device: str | torch.device = "cpu") -> 
     try:
         return load_file(str(path), device=str(device))
     except (SafetensorError, OSError, ValueError) as err:
-        reason = " ".join(str(err).split()) or type(err).__name__
+        reason = one_line(err)
         raise UserError(f"{path}: truncated or corrupt ({reason}); resume from another checkpoint") from None

@@ -34,7 +34,7 @@ import torch
 from antlm_bench import __version__
 from antlm_bench.clock import utc_stamp
 from antlm_bench.data.files import not_regular, remove_stale, removed_note
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, one_line
 from antlm_bench.models.precision import Precision
 from antlm_bench.recipes import ResolvedPreset
 from antlm_bench.runs.identity import RunIdentity, configuration_digest
@@ -53,12 +53,6 @@ from antlm_bench.training.checkpoint import (
 from antlm_bench.training.objectives import Batch, MixedBatch
 from antlm_bench.training.plan import PhasePlan, StepPlan
 from antlm_bench.training.step import Dist
-
-
-def first_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
-    return (text[:200] + "...") if len(text) > 200 else text or type(err).__name__
-
 
 # TrainConfig fields that override a recipe's values (Recipe.overridden); a resume must give the same
 RECIPE_KNOBS = ("lr", "global_batch_size", "warmup_ratio")
@@ -396,7 +390,7 @@ class Checkpointer:
         try:
             missing, unexpected = self.model.load_state_dict(weights, strict=False)
         except RuntimeError as err:  # a tensor of another shape
-            raise UserError(f"--resume {path}: the weights do not fit the model ({first_line(err)}); resume with "
+            raise UserError(f"--resume {path}: the weights do not fit the model ({one_line(err, 200)}); resume with "
                             "the same recipe and preset") from None
         if unexpected or any(key not in tied for key in missing):
             raise UserError(f"--resume {path}: the weights do not fit the model (missing {missing[:3]}, unexpected "
@@ -405,7 +399,7 @@ class Checkpointer:
             self.optimizer.load_state_dict(trainer_state["optimizer"])
         except (ValueError, KeyError, TypeError, RuntimeError) as err:
             raise UserError(f"{path / TRAINER_STATE_FILE}: the optimizer state does not fit the model "
-                            f"({first_line(err)}); resume from another checkpoint") from None
+                            f"({one_line(err, 200)}); resume from another checkpoint") from None
         for param, moments in self.optimizer.state.items():
             for name in ("exp_avg", "exp_avg_sq"):
                 if name in moments and moments[name].shape != param.shape:
@@ -433,7 +427,7 @@ class Checkpointer:
                          "is reseeded (the data order and masks are unchanged)")
                 torch.manual_seed(self.facts.identity.random_seed + 104729 * (step + 1) + 7919 * self.dist.rank)
         except (RuntimeError, TypeError) as err:
-            raise UserError(f"{path / TRAINER_STATE_FILE}: unusable random-number state ({first_line(err)}); "
+            raise UserError(f"{path / TRAINER_STATE_FILE}: unusable random-number state ({one_line(err, 200)}); "
                             "resume from another checkpoint") from None
 
     def _check_step(self, path: Path, record: CheckpointRecord, trainer_state: dict[str, Any]) -> None:

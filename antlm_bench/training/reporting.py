@@ -24,6 +24,7 @@ from antlm_bench.data import atomic_write_bytes
 from antlm_bench.data.files import append_bytes, read_regular_file
 from antlm_bench.errors import UserError
 from antlm_bench.locking import fault_point
+from antlm_bench.progress import ELAPSED, REMAINING, Bar, progress_bar, progress_line
 from antlm_bench.results.store import commit_results, read_results_folder
 from antlm_bench.results.tables import append_index
 from antlm_bench.runs.layout import RunLayout
@@ -36,7 +37,12 @@ from antlm_bench.training.step import Dist
 if TYPE_CHECKING:  # the trainer builds the reporter
     from antlm_bench.training.trainer import TrainConfig
 
-PLAIN_PROGRESS_EVERY_S = 30.0  # off a terminal: one progress line at most this often (and at the last step)
+# the training bar's columns and, off a terminal, its line (progress.progress_bar)
+BAR_COLUMNS = ("{task.fields[phase]}", Bar(24), "step {task.completed}/{task.total}", "epoch {task.fields[epoch]}",
+               "loss {task.fields[loss]}", "{task.fields[speed]} tok/s", ELAPSED, "ETA", REMAINING)
+PLAIN_LINE = ("step {task.completed}/{task.total} ({task.fields[phase]}), epoch {task.fields[epoch]}, loss "
+              "{task.fields[loss]}, {task.fields[speed]} tok/s, about {left} left")
+
 
 @dataclass(frozen=True)
 class ScoreRequest:
@@ -149,14 +155,10 @@ class Reporter:
         self._progress: Any = None
         self._task: Any = None
         self._reporters: _Reporters | None = None
-        # off a terminal (a CI log, a pipe) a live bar prints nothing until the end: a plain line now and then
-        self._plain_every_s = PLAIN_PROGRESS_EVERY_S if console is not None and not console.is_terminal else None
-        self._plain_last = 0.0
-        self._stop_at = 0
 
     def say(self, message: str) -> None:
         if self.console is not None and self.dist.main:
-            self.console.print(message, highlight=False, markup=False)
+            progress_line(message, self.console)
 
     def plan_text(self) -> str:
         facts = self.facts
@@ -184,10 +186,12 @@ class Reporter:
         self.write_run_file(record)
         self._truncate_metrics(step)
         self._reporters = _Reporters(self.config.report_to, self.layout, record)
-        self._stop_at = stop_at
-        self._plain_last = time.monotonic()
-        if self.config.progress and self._plain_every_s is None:
-            self._progress = self._start_progress(step, stop_at)
+        self._progress = progress_bar(*BAR_COLUMNS, console=self.console, enabled=self.config.progress,
+                                      plain_line=PLAIN_LINE)
+        if self._progress is not None:
+            self._progress.start()
+            self._task = self._progress.add_task("train", total=stop_at, completed=step, phase="", epoch="-",
+                                                 loss="-", speed="-")
 
     def stop(self) -> None:
         if self._progress is not None:
@@ -196,20 +200,6 @@ class Reporter:
         if self._reporters is not None:
             self._reporters.close()
             self._reporters = None
-
-    def _start_progress(self, step: int, stop_at: int) -> Any:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        progress = Progress(
-            TextColumn("{task.fields[phase]}"), BarColumn(bar_width=24), TextColumn("step {task.completed}/{task.total}"),
-            TextColumn("epoch {task.fields[epoch]}"), TextColumn("loss {task.fields[loss]}"),
-            TextColumn("{task.fields[speed]} tok/s"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=self.console, transient=False,
-        )
-        progress.start()
-        self._task = progress.add_task("train", total=stop_at, completed=step, phase="", epoch="-", loss="-",
-                                       speed="-")
-        return progress
 
     def log(self, info: StepInfo) -> None:
         if not self.dist.main:
@@ -227,13 +217,6 @@ class Reporter:
         append_bytes(self.layout.metrics_file, (json.dumps(record) + "\n").encode())
         if self._reporters is not None:
             self._reporters.log(info)
-        if self.config.progress and self._plain_every_s is not None and (
-                time.monotonic() - self._plain_last >= self._plain_every_s or info.step == self._stop_at):
-            self._plain_last = time.monotonic()
-            left = (self._stop_at - info.step) * self.facts.global_batch * self.facts.seq_len / max(info.tokens_per_s, 1)
-            self.say(f"step {info.step}/{self._stop_at} (phase {info.phase_index}/{len(self.facts.plans) - 1} "
-                     f"{info.objective}), epoch {info.epoch:.2f}, loss {info.loss:.4f}, {info.tokens_per_s:,.0f} "
-                     f"tok/s, about {_duration(left)} left")
         if self._progress is not None:
             plan = self.facts.plans[info.phase_index]
             self._progress.update(self._task, completed=info.step, epoch=f"{info.epoch:.2f}", loss=f"{info.loss:.4f}",
@@ -330,14 +313,6 @@ class Reporter:
             scores = read_results_folder(self.layout.folder, with_items=False).scores
             done = set(scores.column("checkpoint").to_pylist())
         return [f for f in folders if str(f.relative_to(self.layout.folder)) not in done]
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
 def read_metrics(output: str | Path) -> list[dict[str, Any]]:

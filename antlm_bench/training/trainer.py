@@ -45,10 +45,11 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from rich.console import Console
 
-from antlm_bench.errors import DivergedError, UserError
+from antlm_bench.errors import DivergedError, UserError, one_line
 from antlm_bench.models import build_model
 from antlm_bench.models.precision import Precision, resolve_precision
 from antlm_bench.options import MAX_SEED, SAVE_EVERY_MINUTES, parse_device, parse_label, parse_save_at_words
+from antlm_bench.progress import line_printer
 from antlm_bench.recipes import ResolvedPreset, load_recipe
 from antlm_bench.runs.identity import RunIdentity
 from antlm_bench.runs.layout import RunLayout, words_checkpoint_name
@@ -62,7 +63,6 @@ from antlm_bench.training.checkpointer import (
     check_run_folder,
     claim_run_folder,
     config_fingerprint,
-    first_line,
     inspect_run_folder,
     start_fingerprint_config,
     training_fingerprint,
@@ -285,7 +285,7 @@ class Trainer:
     def _say_early(console: Any) -> Callable[[str], None]:
         """Before the reporter exists: lines for the main process only."""
         main = int(os.environ.get("RANK", "0") or 0) == 0
-        return lambda message: console.print(message, highlight=False, markup=False) if console and main else None
+        return line_printer(console if main else None)
 
     def _precision(self, hidden_size: int, resuming: bool) -> Precision:
         """--precision resolved for this device and model width; ``auto`` on a resume keeps what the run started
@@ -324,7 +324,7 @@ class Trainer:
         except BaseException as err:
             record = self.reporter.run_record("interrupted" if isinstance(err, KeyboardInterrupt) else "failed",
                                               self.step)
-            record.error = f"{type(err).__name__}: {first_line(err)}"
+            record.error = one_line(err, 200, typed=True)
             with contextlib.suppress(OSError):  # a full disk must not hide the error that brought us here
                 self.reporter.write_run_file(record)
             raise

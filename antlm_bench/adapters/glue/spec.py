@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, validation_line
 
 
 class _Strict(BaseModel):
@@ -62,11 +62,10 @@ class DataSpec(_Strict):
     report: str = "{member}.valid.jsonl"
 
 
-def validated(model: type[BaseModel], document: Any, where: str) -> Any:
-    """``document`` as ``model``; the first error as one line naming ``where`` and the field."""
+def validated(model: type[BaseModel], document: Any, where: str, section: str | None = None) -> Any:
+    """``document`` (``section`` of the file ``where`` names) as ``model``; the first error as one line naming
+    ``where`` and the field."""
     try:
         return model.model_validate(document)
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"{where}{'.' + loc if loc else ''}: {first['msg']}") from None
+        raise UserError(f"{where}: {validation_line(err, section=section)}") from None

@@ -13,7 +13,6 @@ Settings: ``EvalContext.options``, a :class:`~antlm_bench.adapters.glue.options.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,8 +34,9 @@ from antlm_bench.adapters.glue.probe import probe
 from antlm_bench.adapters.glue.protocol import GlueProtocol, glue_protocol
 from antlm_bench.adapters.glue.spec import DataSpec, Hyper, MemberSpec, validated
 from antlm_bench.data import hash_files
-from antlm_bench.errors import UserError
+from antlm_bench.errors import UserError, one_line
 from antlm_bench.models.precision import Precision, resolve_precision
+from antlm_bench.progress import clock, line_printer
 from antlm_bench.results.stats import bootstrap_classification
 from antlm_bench.results.tables import ScoreRow
 from antlm_bench.tasks import TaskSpec
@@ -50,10 +50,9 @@ class GlueTask(TaskAdapter):
 
     def __init__(self, spec: TaskSpec, members: list[str] | None = None) -> None:
         super().__init__(spec, members)
-        where = f"{spec.source}: "
-        self.data = validated(DataSpec, spec.data, f"{where}data")
-        self.defaults = validated(GlueOptions, spec.defaults, f"{where}defaults")  # a bad protocol name too
-        self.members = {name: validated(MemberSpec, body, f"{where}members.{name}")
+        self.data = validated(DataSpec, spec.data, spec.source, "data")
+        self.defaults = validated(GlueOptions, spec.defaults, spec.source, "defaults")  # a bad protocol name too
+        self.members = {name: validated(MemberSpec, body, spec.source, f"members.{name}")
                         for name, body in spec.members.items()}
         if not self.members:
             raise UserError(f"{spec.source}: a GlueTask spec needs `members:`")
@@ -215,8 +214,7 @@ def _load_model(context: EvalContext) -> tuple[Any, Any]:
             broken = broken_json_message(Path(context.model_path))  # name a broken config.json, not the tokenizer
             if broken is not None:
                 raise UserError(broken) from None
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise UserError(f"{context.model_path}: cannot load the tokenizer ({first})") from None
+            raise UserError(f"{context.model_path}: cannot load the tokenizer ({one_line(err, 160)})") from None
     return model, tokenizer
 
 
@@ -347,7 +345,9 @@ class _TerminalProgress:
 
     def __init__(self, context: EvalContext, total_work: float) -> None:
         self.progress = context.progress
-        self.quiet = context.options is not None and context.options.quiet
+        quiet = context.options is not None and context.options.quiet
+        # above the bar when there is one, else on stderr (nothing when quiet)
+        self._say = line_printer(self.progress.console if self.progress is not None else not quiet)
         self.total_work = total_work
         self.done_work = 0.0
         self.started = time.perf_counter()
@@ -355,12 +355,6 @@ class _TerminalProgress:
         self.label = ""
         self.n_train = 0
         self.metric = "accuracy"
-
-    def _say(self, line: str) -> None:
-        if self.progress is not None:
-            self.progress.console.print(line, highlight=False, soft_wrap=True)  # whole lines in a CI log
-        elif not self.quiet:
-            print(line, file=sys.stderr, flush=True)
 
     def start(self, label: str, settings: FinetuneSettings, splits: Splits) -> None:
         self.label = label
@@ -385,7 +379,7 @@ class _TerminalProgress:
         self._say(
             f"{self.label} epoch {info.epoch}/{info.epochs}: loss {info.train_loss:.4f}, dev {self.metric} "
             f"{info.dev_metric:.4f} (best {info.best_metric:.4f} @ epoch {info.best_epoch}), {info.seconds:.1f}s; "
-            f"ETA {_clock(info.eta_seconds)} this run, {_clock(remaining)} all"
+            f"ETA {clock(info.eta_seconds)} this run, {clock(remaining)} all"
         )
 
     def finish(self, outcome: MemberOutcome, metric: str, majority: float) -> None:
@@ -398,9 +392,3 @@ class _TerminalProgress:
         also = "" if metric == "accuracy" else f", accuracy {float(np.mean(outcome.labels == outcome.predictions)):.4f}"
         self._say(f"{self.label}: reported {metric} {value:.4f} (majority class {majority:.4f}{also}) on "
                   f"{len(outcome.labels)} examples ({outcome.train_examples_per_second:.0f} train examples/s)")
-
-
-def _clock(seconds: float) -> str:
-    seconds = int(max(seconds, 0))
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"

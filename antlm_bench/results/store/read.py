@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from antlm_bench.data.readers import read_json
-from antlm_bench.errors import UserError, validation_line
+from antlm_bench.errors import UserError, one_line, validation_line
 from antlm_bench.results.store.layout import (
     DATA_DIGESTS,
     EVENT_PART,
@@ -171,8 +171,7 @@ def _read(path: Path, schema: pa.Schema, what: str, data: bytes | None = None) -
                             "damaged, re-run the evaluation")
         return pq.read_table(source, schema=schema)
     except (pa.ArrowException, OSError) as err:
-        message = " ".join(str(err).split())
-        raise UserError(f"{path}: not a readable {what} table ({message}); re-run the evaluation") from None
+        raise UserError(f"{path}: not a readable {what} table ({one_line(err)}); re-run the evaluation") from None
 
 
 def key_codes(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
@@ -492,8 +491,7 @@ def _project(path: Path, raw: pa.Table, schema: pa.Schema, what: str) -> pa.Tabl
         return pa.table([raw[f.name].cast(f.type) if f.name in raw.column_names else pa.nulls(raw.num_rows, f.type)
                          for f in schema], schema=schema)
     except (pa.ArrowException, OSError) as err:
-        message = " ".join(str(err).split())
-        raise UserError(f"{path}: not a readable {what} table ({message}); re-run the evaluation") from None
+        raise UserError(f"{path}: not a readable {what} table ({one_line(err)}); re-run the evaluation") from None
 
 
 def _read_raw(path: Path, data: bytes, what: str) -> pa.Table:
@@ -501,8 +499,7 @@ def _read_raw(path: Path, data: bytes, what: str) -> pa.Table:
     try:
         return pq.read_table(pa.BufferReader(data))
     except (pa.ArrowException, OSError) as err:
-        message = " ".join(str(err).split())
-        raise UserError(f"{path}: not a readable {what} table ({message}); re-run the evaluation") from None
+        raise UserError(f"{path}: not a readable {what} table ({one_line(err)}); re-run the evaluation") from None
 
 
 def read_scores(paths: Sequence[str | Path]) -> pa.Table:
