@@ -18,7 +18,7 @@ The package is laid out by stage, in the order the data flows:
 
 ``registry.py``, ``recipes.py``, ``tasks.py``, ``conventions.py``, ``options.py`` (command-line values parsed once:
 the seeds grammar, the device), ``clock.py`` (UTC now, as records write it), ``errors.py`` and ``locking.py`` serve
-every stage. Which module may import which is written once, in ``tests/test_layout.py`` (docs/layout.md).
+every stage. Which module may import which is written once, in ``tests/project/test_layout.py`` (docs/layout.md).
 """
 
 __version__ = "0.1.0"

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from antlm_bench.cli import app
 from antlm_bench.evaluate import evaluate
 
-TASKS = Path(__file__).resolve().parents[1] / "antlm_bench" / "lm_eval_tasks"
+TASKS = Path(__file__).resolve().parents[2] / "antlm_bench" / "lm_eval_tasks"
 
 
 def test_the_command_prints_the_include_path_and_lists_the_tasks():

@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 from antlm_bench import registry
 from antlm_bench.cli import app
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # a run of the committed study (shipped with the repository: never missing)
 MINI_RUN = REPO / "leaderboards" / "mini-antlm" / "results" / "babyllama" / "antlm-babyllama-tiny-24_CLM-seed2"
 LONG = "n" * 300  # one path component longer than NAME_MAX (255)
@@ -530,7 +530,7 @@ def test_bad_input(case: Case, tmp_path, monkeypatch, request):
 
 
 def run_case(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
-    """Run one case through the CLI and assert its contract (the corpus by class, tests/test_bad_inputs_by_class.py,
+    """Run one case through the CLI and assert its contract (the corpus by class, tests/cli/test_bad_inputs_by_class.py,
     runs its cases through this too)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(registry, "_include_paths", [])  # --include-path is process state: one case's must not leak

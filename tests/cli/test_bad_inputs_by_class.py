@@ -11,7 +11,7 @@ Classes (docs/errors.md lists them with their counts):
   a tokenizer larger than the embedding, NaN weights refused before heldout);
 - sweep: inputs of a sweep (empty lists, line breaks in sbatch values, a sweep.json of the wrong shape, slurm
   without submitit);
-- seeds: the one seeds grammar on every command that takes seeds (tests/test_options.py holds the grammar);
+- seeds: the one seeds grammar on every command that takes seeds (tests/cli/test_options.py holds the grammar);
 - leftovers: temporaries of a killed command removed by the next one, which says so;
 - issue #51: records (run.json, antlm_state.json, decision.json read back by every command that reads them), links
   (planted where a command writes, inside a corpus), tracebacks, hangs (config files that never end), nonsense
@@ -50,7 +50,7 @@ from typer.testing import CliRunner
 from antlm_bench.cli import app
 from antlm_bench.errors import UserError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MINI_RESULTS = REPO / "leaderboards" / "mini-antlm" / "results" / "babyllama"
 
 # -- paths: every option of a kind x every way a path can be the wrong kind ------------------------------------------
@@ -222,7 +222,7 @@ OTHER_CASES: list[Case] = [
 # Classes (docs/errors.md, "Bad input by class"): links (planted in a folder we write to or read from), records
 # (read back through their model, never trusted), tracebacks (inputs that raised), hangs (a config file that never
 # ends), nonsense (accepted with exit 0). Writes onto a FIFO or a device: the path cases above and the writer tests
-# below; exports at once (class 3) and an export verified whole: the tests below, and tests/test_export.py.
+# below; exports at once (class 3) and an export verified whole: the tests below, and tests/cli/test_export.py.
 
 EVAL = ("eval", "--model", "{model}", "--tasks", "blimp", "--limit", "2")
 RESUME = ("train", "-o", "{tmp}/run", "--resume", "--max-steps", "1", "--no-progress")

@@ -25,7 +25,7 @@ from antlm_bench.recipes import load_recipe
 from antlm_bench.runs.record import CheckpointRecord
 from antlm_bench.training.checkpoint import write_checkpoint
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TEXT = ["the cat sat on the mat and the dog ran to the park with a ball"] * 20
 SENTENCE = "the dog sat on the ball"
 

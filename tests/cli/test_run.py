@@ -339,7 +339,7 @@ def test_a_run_restored_from_its_export_is_reused_and_boards_the_same(finished_r
     from antlm_bench.results.leaderboard import leaderboard_from_paths
 
     spec = importlib.util.spec_from_file_location(
-        "export_runs", Path(__file__).resolve().parents[1] / "leaderboards" / "export_runs.py")
+        "export_runs", Path(__file__).resolve().parents[2] / "leaderboards" / "export_runs.py")
     export = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(export)
     config, summary = finished_run

@@ -14,7 +14,7 @@ import pytest
 from leaderboard_tables import write_run
 
 HEAVY = ("torch", "transformers")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 _PROBE = """
 import json, sys

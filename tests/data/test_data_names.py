@@ -16,7 +16,7 @@ from antlm_bench.data.sources import GROUPS, load_registry, source_names
 from antlm_bench.errors import UserError
 from antlm_bench.tasks import resolve_tasks
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHIPPED_TASKS = ["blimp", "blimp_supplement", "ewok", "entity_tracking", "wug_adj", "reading", "glue"]
 
 

@@ -5,12 +5,10 @@ only ever held in memory here and on the fetched side kept inside a password zip
 from __future__ import annotations
 
 import csv
-import lzma
 import zipfile
-from pathlib import Path
 
 import pytest
-from loopback_http import Server
+from loopback_http import Server, upstream_files
 from typer.testing import CliRunner
 
 from antlm_bench import data
@@ -25,28 +23,9 @@ from antlm_bench.data.sources import (
 from antlm_bench.errors import UserError
 
 
-def _mirror_files(real: Path) -> dict[str, bytes]:
-    """URL path -> the upstream file's bytes, rebuilt from the shared data (xz undone, EWoK read from its zip in
-    memory). Pretraining text is not served: the shared folder holds only snippets of those files."""
-    served: dict[str, bytes] = {}
-    with zipfile.ZipFile(real / "ewok_filtered.zip") as ewok:
-        for item in load_registry():
-            archive, _, member = item.dest.partition("::")
-            if member:
-                payload = ewok.read(member, pwd=b"ewok")
-            elif (real / (item.dest + ".xz")).is_file():
-                payload = lzma.decompress((real / (item.dest + ".xz")).read_bytes())
-            elif (real / item.dest).is_file() and not item.dest.startswith("pretrain_sample/"):
-                payload = (real / item.dest).read_bytes()
-            else:
-                continue
-            served[f"/{item.repo}/{item.commit}/{item.path}"] = payload
-    return served
-
-
 @pytest.fixture(scope="module")
 def mirror_files(real_data_dir):
-    return _mirror_files(real_data_dir)
+    return upstream_files(real_data_dir)
 
 
 def test_registry_covers_provenance_with_matching_checksums(real_data_dir, mirror_files):

@@ -21,7 +21,7 @@ from antlm_bench.models import build_model, hf, is_masked_lm, load_model
 from antlm_bench.recipes import load_recipe
 from antlm_bench.training.trainer import train
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _hf(recipe: str, seed: int = 0):
@@ -296,12 +296,11 @@ def test_hf_roberta_resume_after_kill_is_bit_identical(tmp_path):
     import signal
 
     from safetensors.torch import load_file
-    from test_trainer_resume import _cli
-    from trainer_support import ENV, KILLER
+    from trainer_support import ENV, KILLER, train_by_cli
 
     common = dict(model="hf-roberta", schedule="1_CLM+1_MLM", save_every_steps=3, deterministic=True)
     reference = tiny_config(tmp_path, tmp_path / "reference", **common)
-    _cli(reference)
+    train_by_cli(reference)
     interrupted = tiny_config(tmp_path, tmp_path / "interrupted", **common)
     record = json.loads((tmp_path / "reference" / "run.json").read_text())
     spe, total = record["steps_per_epoch"], record["total_steps"]
@@ -310,7 +309,7 @@ def test_hf_roberta_resume_after_kill_is_bit_identical(tmp_path):
     died = subprocess.run([sys.executable, "-c", KILLER, interrupted.model_dump_json(), str(kill_at)], env=ENV,
                           capture_output=True, text=True, timeout=600)
     assert died.returncode == -signal.SIGKILL, died.stderr[-3000:]
-    _cli(interrupted.model_copy(update={"resume": True}))
+    train_by_cli(interrupted.model_copy(update={"resume": True}))
     a = load_file(tmp_path / "reference" / "checkpoints" / "phase-1-MLM" / "model.safetensors")
     b = load_file(tmp_path / "interrupted" / "checkpoints" / "phase-1-MLM" / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -29,7 +29,7 @@ from antlm_bench.training.reporting import read_metrics
 from antlm_bench.training.trainer import Trainer, train
 
 CPU = torch.device("cpu")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _native(monkeypatch, *names: str) -> None:

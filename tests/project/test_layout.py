@@ -11,7 +11,7 @@ from pathlib import Path
 
 import tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "antlm_bench"
 
 # The stages, in the order the data flows (data -> tokenizer -> model -> trainer -> checkpoint -> scorer -> result
@@ -155,7 +155,7 @@ def test_imports_run_one_way():
             continue
         shared = _shared(name)
         stage = _stage(name)
-        assert shared or stage, f"{name}: in no stage; add it to ALLOWED or SHARED in tests/test_layout.py"
+        assert shared or stage, f"{name}: in no stage; add it to ALLOWED or SHARED in tests/project/test_layout.py"
         for line, target in _imports(path, modules):
             if shared == "antlm_bench":
                 ok = False
@@ -165,7 +165,8 @@ def test_imports_run_one_way():
                 ok = _may_import(stage, target)
             if not ok:
                 wrong.append(f"{path.relative_to(ROOT)}:{line}: {shared or stage} imports {target}")
-    assert not wrong, "imports against the flow (tests/test_layout.py's ALLOWED and SHARED):\n" + "\n".join(wrong)
+    assert not wrong, ("imports against the flow (tests/project/test_layout.py's ALLOWED and SHARED):\n"
+                       + "\n".join(wrong))
 
 
 def _import_graph() -> dict[str, set[str]]:

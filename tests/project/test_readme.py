@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 BUDGET = ["--preset", "tiny", "--schedule", "0.5_CLM+0.5_MLM", "--max-words", "3000", "--limit", "3",
           "--eval-limit", "2", "--glue-epochs", "1", "--glue-max-train-examples", "24", "--quiet"]
 
@@ -66,12 +66,11 @@ def test_quickstart_from_a_fresh_cache_with_the_fetch_against_a_loopback_mirror(
     snippets by sha256 instead (the same code path: download, check, keep)."""
     import lzma  # noqa: F401  (the mirror rebuilds the xz'd files)
 
-    from loopback_http import Server
-    from test_data_sources import _mirror_files
+    from loopback_http import Server, upstream_files
 
     from antlm_bench.data.sources import REGISTRY_FILE, load_registry
 
-    served = _mirror_files(real_data_dir)
+    served = upstream_files(real_data_dir)
     rows = [line for line in REGISTRY_FILE.read_text(encoding="utf-8").splitlines()
             if line.startswith("#") or line.startswith("source\t")]
     for item in load_registry(REGISTRY_FILE):
@@ -154,4 +153,4 @@ def test_ci_runs_exactly_the_readme_test_command():
     runs = [line.strip() for line in ci if (line.strip() == command or "pytest" in line)
             and not line.lstrip().startswith("#")]
     # the README's command verbatim, then the SLURM stage (docs/sweep.md, "SLURM on one machine")
-    assert runs == [command, "python3 -m pytest -q -m slurm"]
+    assert runs == [command, "python3 -m pytest -q -m slurm --durations=25"]

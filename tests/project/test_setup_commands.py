@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QUICKSTART_ARGS = "--model antlm-babyllama --tasks blimp,ewok,glue"
 STAMPS = (".torch-2.13.0", ".antlm-bench", ".antlm-bench-dev")
 TF4_STAMP = ".transformers-4.57.1-tokenizers-0.22.1"
@@ -109,10 +109,10 @@ def test_a_failed_fetch_stops_before_the_run(make, tmp_path):
 
 def test_make_test_runs_the_suite_with_the_transformers_4_environment(make, tmp_path):
     venv = _environment(tmp_path)
-    done = _make(make, "test", venv, "PYTEST_ARGS=tests/test_schedule.py -x", env={"ANTLM_BENCH_DATA": "/data/x"})
+    done = _make(make, "test", venv, "PYTEST_ARGS=tests/runs/test_schedule.py -x", env={"ANTLM_BENCH_DATA": "/data/x"})
     assert done.returncode == 0, done.stderr
-    assert _calls(venv) == [("/data/x", "-m pytest -q -n auto tests/test_schedule.py -x")]
-    # the export test's transformers 4.x environment, made beside the first (tests/test_export_transformers4.py)
+    assert _calls(venv) == [("/data/x", "-m pytest -q -n auto --durations=25 tests/runs/test_schedule.py -x")]
+    # the export test's transformers 4.x environment, made beside the first (tests/cli/test_export_transformers4.py)
     assert (venv / "bin" / "tf4.log").read_text().split() == [f"{venv}-tf4/bin/python"]
 
 

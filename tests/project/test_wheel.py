@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MAX_WHEEL_BYTES = 5 * 1024 * 1024  # issue #55: definitions, recipes and tasks, well under 5 MB
 
 

@@ -51,7 +51,7 @@ def test_seeds_of_one_recipe_pool_and_repeated_seeds_are_named(tmp_path):
 # -- the committed boards -------------------------------------------------------------------------------------------
 # Each committed board, rendered again from its committed tables by the command its study script ran, is the same
 # bytes: the results layer may get faster, never say other numbers (a change of wording on purpose re-renders them).
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMMITTED_BOARDS = {
     "cpu-study/leaderboard-ltgbert.md": ["-d", "leaderboards/cpu-study-ltgbert.yaml", "-f", "markdown"],
     "cpu-study/decision-ltgbert.txt": ["-d", "leaderboards/cpu-study-ltgbert.yaml"],

@@ -9,7 +9,7 @@ from pathlib import Path
 from cli_support import run_cli
 
 # the committed study's BabyLlama runs (shipped with the repository: never missing)
-RESULTS = Path(__file__).resolve().parents[1] / "leaderboards" / "mini-antlm" / "results" / "babyllama"
+RESULTS = Path(__file__).resolve().parents[2] / "leaderboards" / "mini-antlm" / "results" / "babyllama"
 
 
 def _runs() -> list[str]:

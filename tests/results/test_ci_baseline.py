@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from antlm_bench.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "ci" / "baseline"
 DOCS = ROOT / "docs" / "ci-workflow.md"
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from leaderboard_tables import correctness, write_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _module():

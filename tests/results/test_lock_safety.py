@@ -16,7 +16,7 @@ import pytest
 from antlm_bench.errors import UserError
 from antlm_bench.locking import LOCK_FILE, folder_lock
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _plant(folder: Path, kind: str, victim: Path) -> Path:

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from cli_support import run_cli
-from leaderboard_tables import write_run
+from leaderboard_tables import write_loss_run, write_run
 
 from antlm_bench.adapters.minimal_pairs import PairScores, aggregate
 from antlm_bench.errors import UserError
@@ -30,7 +30,7 @@ from antlm_bench.results.leaderboard import (
 from antlm_bench.results.leaderboard.signal import seed_order_agreement
 from antlm_bench.results.stats import win_score
 from antlm_bench.results.store import commit_results
-from antlm_bench.results.tables import CheckpointInfo, RunInfo, ScoreRow, item_table, score_table
+from antlm_bench.results.tables import CheckpointInfo, RunInfo, item_table, score_table
 
 
 def write_pairs_run(root: Path, run_id: str, schedule: str, seed: int, pairs: dict[str, tuple[np.ndarray, np.ndarray]],
@@ -47,22 +47,6 @@ def write_pairs_run(root: Path, run_id: str, schedule: str, seed: int, pairs: di
                    "subtask": name, "item_id": str(i), "score_good": float(g), "score_bad": float(b),
                    "correct": float(c)} for i, (g, b, c) in enumerate(zip(good, bad, scores.correct[name]))]
     rows = aggregate(task, sorted(pairs), scores, "clm", None)
-    commit_results(root / run_id, score_table(run, ckpt, rows), item_table(items))
-    return root / run_id
-
-
-def write_loss_run(root: Path, run_id: str, schedule: str, seed: int, losses: dict[str, np.ndarray],
-                   recipe: str = "antlm-babyllama") -> Path:
-    """A run scored on a held-out loss task: per-sequence mean losses as items (the ``value`` column)."""
-    run = RunInfo(run_id=run_id, recipe=recipe, architecture=recipe.removeprefix("antlm-"), preset="tiny",
-                  schedule=schedule, seed=seed, git_commit="test")
-    ckpt = CheckpointInfo(checkpoint=f"{run_id}/final", phase_index=0, phase_objective="CLM", epoch=1.0)
-    rows = [ScoreRow("heldout", "", "loss", float(np.mean([v.mean() for v in losses.values()])),
-                     sum(v.size for v in losses.values()), "clm")]
-    rows += [ScoreRow("heldout", name, "loss", float(v.mean()), v.size, "clm") for name, v in losses.items()]
-    items = [{"run_id": run_id, "checkpoint": ckpt.checkpoint, "phase_index": 0, "scoring": "clm", "task": "heldout",
-              "subtask": name, "item_id": str(i), "value": float(x)} for name, v in losses.items()
-             for i, x in enumerate(v)]
     commit_results(root / run_id, score_table(run, ckpt, rows), item_table(items))
     return root / run_id
 

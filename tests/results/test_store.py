@@ -34,7 +34,7 @@ from antlm_bench.results.store import (
 )
 from antlm_bench.results.tables import CheckpointInfo, RunInfo, ScoreRow, item_table, score_table
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def scores(run_id: str = "r", subtasks: dict[str, float] | None = None, limit: int | None = None,

@@ -23,7 +23,7 @@ from leaderboard_tables import write_run
 from antlm_bench.locking import FAULT_ENV, FAULT_EXIT_CODE
 from antlm_bench.results.store import SCORE_KEY, STAGING_PREFIX, read_results_folder, tidy_results
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # a child that commits events: argv = folder, run_id, number of events, "items"/"none"
 WRITER = textwrap.dedent("""

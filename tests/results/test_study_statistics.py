@@ -17,7 +17,7 @@ from antlm_bench.results.leaderboard import build_leaderboard, read_results
 from antlm_bench.results.store import read_results_folder
 from antlm_bench.results.store.write import commit_results
 
-STUDY = Path(__file__).parent / "fixtures" / "mini-antlm-1267e77"
+STUDY = Path(__file__).parents[1] / "fixtures" / "mini-antlm-1267e77"
 ANTLM = [STUDY / f"antlm-babyllama-tiny-4_CLM_16_MLM_4_CLM-seed{s}" for s in (1, 2, 3)]
 CLM = [STUDY / f"antlm-babyllama-tiny-24_CLM-seed{s}" for s in (1, 2, 3)]
 LTG_ANTLM = [STUDY / f"antlm-ltgbert-tiny-2_CLM_20_MLM_2_CLM-seed{s}" for s in (1, 2, 3)]

@@ -149,7 +149,7 @@ def test_an_until_decided_sweep_warns_of_looks_that_cannot_decide(monkeypatch, c
     assert "cannot decide anything" not in out and "antlm-bench plan -k 3" in out
 
 
-STUDY = Path(__file__).resolve().parents[1] / "leaderboards" / "mini-antlm" / "results" / "babyllama"
+STUDY = Path(__file__).resolve().parents[2] / "leaderboards" / "mini-antlm" / "results" / "babyllama"
 
 
 def test_plan_reads_seed_sd_and_correlation_from_a_pilot(monkeypatch, capsys):

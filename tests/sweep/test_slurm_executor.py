@@ -1,4 +1,4 @@
-"""The SLURM executor without a cluster (tests/test_slurm.py runs the real one): its job states from squeue
+"""The SLURM executor without a cluster (tests/sweep/test_slurm.py runs the real one): its job states from squeue
 (antlm_bench/sweep/squeue.py) and its check of the cluster, against a stand-in ``squeue`` / ``sinfo`` on PATH; and
 the signals an array task passes to its cell (``run_cell``)."""
 

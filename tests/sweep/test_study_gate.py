@@ -18,7 +18,7 @@ from antlm_bench.results.check import run_check
 from antlm_bench.sweep.decision import compare_round, read_decision
 from antlm_bench.sweep.grid import GridCell
 
-STUDY = Path(__file__).resolve().parents[1] / "leaderboards" / "mini-antlm" / "results"
+STUDY = Path(__file__).resolve().parents[2] / "leaderboards" / "mini-antlm" / "results"
 ARCHS = ("babyllama", "ltgbert")
 # each architecture recomputes its whole study (~25-50 s): BabyLlama in the default suite, LTG-BERT under -m slow
 ARCHS_DEFAULT_FIRST = [ARCHS[0], pytest.param(ARCHS[1], marks=pytest.mark.slow)]

@@ -1,6 +1,7 @@
 """``antlm-bench sweep`` without training: the grid's parsing, worker slots, the executors' mechanics (a fake
 interpreter stands in for ``python -m antlm_bench run``), signals, the sweep folder's safety, the decision loop on
-hand-made result tables, and the command's one-line errors. tests/test_sweep_run.py trains a real (tiny) sweep."""
+hand-made result tables, and the command's one-line errors. tests/sweep/test_sweep_run.py trains a real (tiny)
+sweep."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ from antlm_bench.sweep import (
 from antlm_bench.sweep.executors import Executor
 from antlm_bench.sweep.record import DONE, FAILED, INTERRUPTED, REUSED, RUNNING
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # stands in for `python -m antlm_bench run ...`: seed 13 fails; with $FAKE_SLOW it waits for a signal, which it
 # answers like the trainer (a resume point, then exit 128 + signal); $FAKE_WAIT="SEED:SECONDS,..." makes those seeds
@@ -248,7 +249,7 @@ def test_a_signal_between_rounds_reaches_the_cells_run_ahead(tmp_path, fake_pyth
 FAKE_TABLE_PYTHON = textwrap.dedent(f"""\
     #!{sys.executable}
     import os, signal, sys, time
-    sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+    sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
     import numpy as np
     from pathlib import Path
     from leaderboard_tables import correctness, write_run
@@ -541,7 +542,7 @@ class LossExecutor(TableExecutor):
     """The held-out causal loss of each cell, lower for the schedule with more CLM epochs."""
 
     def run(self, cells, record, progress, ahead=()) -> None:
-        from test_metric_kinds import write_loss_run
+        from leaderboard_tables import write_loss_run
 
         for cell in cells:
             rng = np.random.default_rng([cell.seed, 7])
@@ -941,7 +942,7 @@ def test_a_decision_is_verified_on_its_export_and_not_on_a_changed_one(tmp_path)
             rewrite_event_file(part, items.set_column(items.column_names.index("sentence_good"), "sentence_good", text))
     assert not any("NOT SHOWN" in line for line in decision_lines([folder.output]))
 
-    spec = importlib.util.spec_from_file_location("export_runs", Path(__file__).parents[1] / "leaderboards" / "export_runs.py")
+    spec = importlib.util.spec_from_file_location("export_runs", ROOT / "leaderboards" / "export_runs.py")
     export = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(export)
     dest = tmp_path / "results"

@@ -1,5 +1,6 @@
 """A real sweep, small: two tiny cells trained by two local workers, read by the leaderboard, then the same sweep
-again, which trains nothing (docs/sweep.md; the statistics and executors without training: tests/test_sweep.py)."""
+again, which trains nothing (docs/sweep.md; the statistics and executors without training:
+tests/sweep/test_sweep.py)."""
 
 from __future__ import annotations
 

@@ -291,7 +291,7 @@ def test_a_recipe_with_an_impossible_optimizer_is_refused(tmp_path: Path, optimi
 
     # --include-path adds to a process-wide list: this broken recipe must not reach the tests that come after
     monkeypatch.setattr(registry, "_include_paths", list(registry._include_paths))
-    source = Path(__file__).resolve().parents[1] / "trainers" / "antlm-babyllama.yaml"
+    source = Path(__file__).resolve().parents[2] / "trainers" / "antlm-babyllama.yaml"
     text = source.read_text().replace("name: antlm-babyllama", "name: hot-llama")
     lines = [f"optimizer: {optimizer}" if line.startswith("optimizer:") else line for line in text.splitlines()]
     (tmp_path / "recipes").mkdir()

@@ -12,18 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from trainer_support import ENV, KILLER, cli_args, tiny_config
+from trainer_support import ENV, KILLER, cli_args, tiny_config, train_by_cli
 
 from antlm_bench.runs.record import read_record
 from antlm_bench.training.reporting import read_metrics
 from antlm_bench.training.trainer import train
-
-
-def _cli(config) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "antlm_bench", *cli_args(config)], env=ENV, capture_output=True,
-                         text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out
 
 
 def _weights(run: Path, name: str) -> dict[str, torch.Tensor]:
@@ -45,7 +38,7 @@ def test_kill_mid_phase_then_resume_gives_identical_weights(tmp_path: Path) -> N
     schedule = "1_CLM+1_MIX(CLM:1,MLM:2)+0.5_MNTP"
     common = dict(model="antlm-ltgbert", schedule=schedule, save_every_steps=3, deterministic=True)
     reference = tiny_config(tmp_path, tmp_path / "reference", **common)
-    _cli(reference)
+    train_by_cli(reference)
     final = read_record(tmp_path / "reference" / "checkpoints" / "phase-2-MNTP")
     spe = final.steps_per_epoch
     assert spe >= 3 and final.step == 2 * spe + max(1, round(0.5 * spe))
@@ -62,7 +55,7 @@ def test_kill_mid_phase_then_resume_gives_identical_weights(tmp_path: Path) -> N
     assert not resumed_from.phase_complete
     assert [m["step"] for m in read_metrics(tmp_path / "interrupted")] == list(range(1, kill_at + 1))
 
-    _cli(interrupted.model_copy(update={"resume": True}))
+    train_by_cli(interrupted.model_copy(update={"resume": True}))
     for name in ("phase-1-MIX", "phase-2-MNTP"):
         _assert_same_weights(_weights(tmp_path / "reference", name), _weights(tmp_path / "interrupted", name))
     # the metrics log tells the same story: the steps run twice were cut at the resume point, not duplicated
@@ -86,7 +79,7 @@ def test_kill_at_random_moments_then_resume(tmp_path: Path, request: pytest.Fixt
         pytest.skip("slow (about a minute): run with -m slow")
     common = dict(model="antlm-babyllama", schedule="1_CLM+1_MLM+1_CLM", save_every_steps=1, deterministic=True)
     reference = tiny_config(tmp_path, tmp_path / "reference", **common)
-    _cli(reference)
+    train_by_cli(reference)
     run = tiny_config(tmp_path, tmp_path / "run", **common)
     rng = random.Random(0)
     metrics = tmp_path / "run" / "metrics.jsonl"
