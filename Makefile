@@ -2,10 +2,10 @@
 #
 #   make run     # a virtual environment, torch for this machine, antlm-bench, the data, then the quickstart run
 #   make test    # the same set-up with the dev extras (and a transformers 4.x environment for the export test),
-#                # then the test suite
+#                # then the test suite (the 25 slowest tests listed at its end)
 #
 #   make run ARGS="--model antlm-ltgbert --preset tiny --seeds 1,2,3 --tasks babylm"   # any `antlm-bench run` options
-#   make test PYTEST_ARGS="tests/test_schedule.py -x"                               # part of the suite
+#   make test PYTEST_ARGS="tests/runs/test_schedule.py -x"                          # part of the suite
 #
 # Both are idempotent: each step leaves a stamp in the environment and is skipped while its stamp is newer than
 # what it installed from (pyproject.toml), so a second call goes straight to the command. Variables:
@@ -26,7 +26,8 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 ARGS ?= --model antlm-babyllama --tasks blimp,ewok,glue
 PYTEST_ARGS ?=
 SHARED_DATA ?= ../shared/data
-# the export test's environment (tests/test_export_transformers4.py): an evaluation set-up pinned to transformers 4.x
+# the export test's environment (tests/cli/test_export_transformers4.py): an evaluation set-up pinned to
+# transformers 4.x
 TF4_VENV ?= $(VENV)-tf4
 TF4_TRANSFORMERS ?= 4.57.1
 TF4_TOKENIZERS ?= 0.22.1
@@ -43,7 +44,7 @@ run: setup
 
 test: setup-test
 	@$(find_data); export ANTLM_BENCH_TF4_PYTHON="$(abspath $(TF4_VENV))/bin/python"; \
-	exec "$(BIN)/python" -m pytest -q -n auto $(PYTEST_ARGS)
+	exec "$(BIN)/python" -m pytest -q -n auto --durations=25 $(PYTEST_ARGS)
 
 # the set-up alone (.ci/run makes it, then runs its later stages in the environment)
 setup: $(VENV)/.antlm-bench

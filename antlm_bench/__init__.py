@@ -21,7 +21,7 @@ the seeds grammar, the device), ``config.py`` (the typed job configuration: run'
 defined once, from which the flags, config files and sweep cells derive), ``clock.py`` (UTC now, as records write
 it), ``errors.py`` (the error contract and the one way an error becomes a line), ``progress.py`` (progress bars and
 lines, one way for every stage) and ``locking.py`` serve every stage. Which module may import which is written once,
-in ``tests/test_layout.py`` (docs/layout.md).
+in ``tests/project/test_layout.py`` (docs/layout.md).
 """
 
 __version__ = "0.1.0"

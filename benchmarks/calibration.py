@@ -6,7 +6,7 @@ For every truth of tests/seed_simulation.py (the statistics' own model, heavy-ta
 unequal seed SDs, seed-by-subtask interaction, clustered items) and every comparison design, prints the A/A
 false-positive rate at alpha = 0.05, the coverage of the 95% interval over 3 seeds and the power for a gap of 3
 seed SDs with 5 seeds a side, as the Markdown table of docs/statistics.md. A design that antlm-bench does not use
-in a truth's situation is marked "not used". tests/test_stats_calibration.py repeats a smaller version.
+in a truth's situation is marked "not used". tests/results/test_stats_calibration.py repeats a smaller version.
 """
 
 from __future__ import annotations

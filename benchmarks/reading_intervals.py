@@ -2,8 +2,8 @@
 
     python benchmarks/reading_intervals.py --gain 0.01 --reps 300 [--boot 300] [--seed 21]
 
-The simulation is tests/test_reading_intervals.py's (205 sentences of 4-14 words; surprisal and noise each with a
-sentence effect). For each data set it draws one set of cluster-bootstrap replicates (sentences resampled) and
+The simulation is tests/adapters/test_reading_intervals.py's (205 sentences of 4-14 words; surprisal and noise each
+with a sentence effect). For each data set it draws one set of cluster-bootstrap replicates (sentences resampled) and
 scores four 95% intervals from them: percentile (what the task reports), basic, bias-corrected (BC) and BCa
 (acceleration from the leave-one-sentence-out jackknife). Prints the share of data sets whose interval covers the
 population gain, for eye tracking and self-paced reading.
@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import norm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(TESTS / "adapters"), str(TESTS)]  # the simulation's test file, and the helpers it imports
 
 from test_reading_intervals import N_SENTENCES, _simulate  # noqa: E402
 

@@ -5,7 +5,7 @@
 For every truth of ``antlm_bench.sweep.calibration.TRUTHS`` (an endpoint at chance, one that sees a gap, a weak
 control, a baseline barely above chance) and both rules (positive-control, above-chance), prints how often the
 endpoint speaks, what the interval alone would have said and what is shown, as the Markdown table of
-docs/statistics.md. tests/test_sensitivity.py asserts a smaller version.
+docs/statistics.md. tests/sweep/test_sensitivity.py asserts a smaller version.
 """
 
 from __future__ import annotations

@@ -80,6 +80,22 @@ def write_run(
     return folder
 
 
+def write_loss_run(root: Path, run_id: str, schedule: str, seed: int, losses: dict[str, np.ndarray],
+                   recipe: str = "antlm-babyllama") -> Path:
+    """A run scored on a held-out loss task: per-sequence mean losses as items (the ``value`` column)."""
+    run = RunInfo(run_id=run_id, recipe=recipe, architecture=recipe.removeprefix("antlm-"), preset="tiny",
+                  schedule=schedule, seed=seed, git_commit="test")
+    ckpt = CheckpointInfo(checkpoint=f"{run_id}/final", phase_index=0, phase_objective="CLM", epoch=1.0)
+    rows = [ScoreRow("heldout", "", "loss", float(np.mean([v.mean() for v in losses.values()])),
+                     sum(v.size for v in losses.values()), "clm")]
+    rows += [ScoreRow("heldout", name, "loss", float(v.mean()), v.size, "clm") for name, v in losses.items()]
+    items = [{"run_id": run_id, "checkpoint": ckpt.checkpoint, "phase_index": 0, "scoring": "clm", "task": "heldout",
+              "subtask": name, "item_id": str(i), "value": float(x)} for name, v in losses.items()
+             for i, x in enumerate(v)]
+    commit_results(root / run_id, score_table(run, ckpt, rows), item_table(items))
+    return root / run_id
+
+
 def four_tasks(rng: np.random.Generator, p: dict[str, float], n: int = 200) -> dict:
     """The four macro tasks with a few subtasks each, item correctness drawn with probability p[task]."""
     return {

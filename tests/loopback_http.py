@@ -2,15 +2,21 @@
 
 It serves one archive at ``/<name>`` with a strong ETag and a Last-Modified date derived from the payload, honours
 ``Range`` and ``If-Range`` as RFC 9110 says (a validator that no longer matches gets the whole file with 200), can
-drop the first response mid-body, and logs each request's Range and If-Range.
+drop the first response mid-body, and logs each request's Range and If-Range. ``upstream_files`` gives the files
+of a mirror of the data registry's upstream paths, rebuilt from the shared data.
 """
 
 from __future__ import annotations
 
 import hashlib
+import lzma
 import threading
+import zipfile
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from antlm_bench.data.sources import load_registry
 
 
 class Server:
@@ -96,3 +102,22 @@ class Server:
         self.watchdog.cancel()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def upstream_files(real: Path) -> dict[str, bytes]:
+    """URL path -> the upstream file's bytes, rebuilt from the shared data (xz undone, EWoK read from its zip in
+    memory). Pretraining text is not served: the shared folder holds only snippets of those files."""
+    served: dict[str, bytes] = {}
+    with zipfile.ZipFile(real / "ewok_filtered.zip") as ewok:
+        for item in load_registry():
+            archive, _, member = item.dest.partition("::")
+            if member:
+                payload = ewok.read(member, pwd=b"ewok")
+            elif (real / (item.dest + ".xz")).is_file():
+                payload = lzma.decompress((real / (item.dest + ".xz")).read_bytes())
+            elif (real / item.dest).is_file() and not item.dest.startswith("pretrain_sample/"):
+                payload = (real / item.dest).read_bytes()
+            else:
+                continue
+            served[f"/{item.repo}/{item.commit}/{item.path}"] = payload
+    return served

@@ -158,7 +158,8 @@ def same_networks(rng: np.random.Generator, design: Design, q: np.ndarray, seeds
 
 
 # ----------------------------------------------------------------------------------------------------------
-# the calibration experiment: benchmarks/calibration.py prints it, tests/test_stats_calibration.py repeats it small
+# the calibration experiment: benchmarks/calibration.py prints it, tests/results/test_stats_calibration.py repeats it
+# small
 
 # what each column of the calibration table measures; "A/A" columns are false-positive rates at alpha 0.05
 COLUMNS = {

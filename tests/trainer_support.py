@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +72,11 @@ def cli_args(config: TrainConfig) -> list[str]:
     if config.resume:
         args.append("--resume")
     return args
+
+
+def train_by_cli(config: TrainConfig) -> subprocess.CompletedProcess:
+    """The run of ``config`` through ``python -m antlm_bench train`` in its own process, which must succeed."""
+    out = subprocess.run([sys.executable, "-m", "antlm_bench", *cli_args(config)], env=ENV, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out

@@ -147,7 +147,7 @@ output_file = _callback(check_output_file)
 input_file = _callback(check_input_file)
 input_folder = _callback(check_input_folder)
 
-# every kind, for the bad-input corpus (tests/test_bad_inputs_by_class.py) to generate its cases from
+# every kind, for the bad-input corpus (tests/cli/test_bad_inputs_by_class.py) to generate its cases from
 KINDS = {"output_folder": check_output_folder, "output_file": check_output_file, "input_file": check_input_file,
          "input_folder": check_input_folder}
 

@@ -13,7 +13,7 @@ softmax, dropout and the product with the values. Causal mode is the same networ
 explicit ``position_ids`` and a 4-D mask give packed or prefix-tree rows (relative buckets from the positions).
 
 This file's code above the cut travels with every checkpoint (models/remote_code.py) and also runs under
-transformers 4.x, where an evaluation set-up pinned to 4.x loads an export (tests/test_export_transformers4.py):
+transformers 4.x, where an evaluation set-up pinned to 4.x loads an export (tests/cli/test_export_transformers4.py):
 there configs are no dataclasses, so a config's field types go unchecked, and the initialisers are torch's own.
 """
 

@@ -8,7 +8,7 @@ looks from ``first_seeds`` to ``max_seeds`` at the per-comparison alpha of a fam
 comparisons of each look built as ``compare_round`` builds them and read by the sweep's own
 :func:`~antlm_bench.sweep.rule.endpoint_checks` under each rule, and the sweep's stop: the first look at which
 the studied comparison is decided by its interval and its endpoint speaks, else the cap. ``benchmarks/sensitivity.py`` prints the table;
-``tests/test_sensitivity.py`` asserts it at a smaller size.
+``tests/sweep/test_sensitivity.py`` asserts it at a smaller size.
 """
 
 from __future__ import annotations

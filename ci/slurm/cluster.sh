@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A single-node SLURM cluster on this machine: the SLURM tests' cluster in CI (tests/test_slurm.py, run by .ci/run)
-# and a way to try `antlm-bench sweep --executor slurm` without a cluster (docs/sweep.md, "SLURM on one machine").
+# A single-node SLURM cluster on this machine: the SLURM tests' cluster in CI (tests/sweep/test_slurm.py, run by
+# .ci/run) and a way to try `antlm-bench sweep --executor slurm` without a cluster (docs/sweep.md, "SLURM on one
+# machine").
 #
 #   ci/slurm/cluster.sh up        install slurm-wlm and munge when missing, start munged (unless one answers),
 #                                 slurmctld and slurmd, wait until partition `debug` has an idle node

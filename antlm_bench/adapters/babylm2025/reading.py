@@ -8,8 +8,8 @@ Intervals: a 95% percentile cluster bootstrap over sentences (``sent_id``; 205 s
 each replicate refitting every regression of both metrics on the resampled sentences (weighted normal equations
 over per-sentence moments, so a replicate costs a few small solves). Words of one sentence share its reader and
 context, so they are resampled together. On simulated reading times with a known population gain (1% and 3%; 300
-data sets each, tests/test_reading_intervals.py) the intervals covered 92-95% of the time: slightly short of 95%,
-as cluster bootstraps with about 200 clusters tend to be. Efron's bias correction and BCa did no better there.
+data sets each, tests/adapters/test_reading_intervals.py) the intervals covered 92-95% of the time: slightly short of
+95%, as cluster bootstraps with about 200 clusters tend to be. Efron's bias correction and BCa did no better there.
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ def two_choice_task(task: str) -> bool:
     try:
         (request,) = resolve_tasks(task)
         # a shipped class outside the minimal-pair module is no pair task: decided without importing its module,
-        # which may import torch (heldout, GLUE), so that a board imports no model library (tests/test_startup.py
+        # which may import torch (heldout, GLUE), so that a board imports no model library (tests/cli/test_startup.py
         # checks this against every shipped class's lineage)
         module = TASK_CLASSES.shipped_module(request.spec.class_name)
         if module is not None and module != PAIR_TASKS_MODULE:
