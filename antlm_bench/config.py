@@ -19,12 +19,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from antlm_bench.errors import UserError, validation_line
-from antlm_bench.options import SAVE_EVERY_MINUTES, parse_device, parse_label, parse_save_at_words, parse_seeds
+from antlm_bench.options import (
+    MAX_SEED,
+    SAVE_EVERY_MINUTES,
+    parse_device,
+    parse_label,
+    parse_save_at_words,
+    parse_seeds,
+)
 
 PRECISION_HELP = ("auto (bf16 autocast with float32 master weights where the CPU or GPU multiplies bf16 natively "
                   "and the model is wide enough to gain, else float32; said and recorded in run.json), fp32 or "
@@ -61,62 +77,81 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# The options a training run takes, each defined once: a section below holds it, and so does the trainer's own
+# edge (TrainConfig below, whose dump is run.json's config), so both validate and explain it alike.
+Recipe = Annotated[str, option("antlm-babyllama", "--model", "Trainer recipe (see `antlm-bench list models`).")]
+PresetName = Annotated[str | None, option(None, "--preset", "Model size: tiny, cpu, small or paper (default: paper "
+                                                            "with CUDA, tiny otherwise).")]
+ScheduleText = Annotated[str | None, option(None, "--schedule", "Schedule such as 4_CLM+16_MLM+4_CLM (default: the "
+                                                                "recipe's).")]
+DataDir = Annotated[Path | None, option(None, "--data-dir", "Data folder (default: $ANTLM_BENCH_DATA, then "
+                                                            "~/.cache/antlm-bench/data).")]
+Corpus = Annotated[Path | None, option(None, "--corpus", "Pre-training text folder of *.train files (default: the "
+                                                         "data folder's pretrain_sample).")]
+CacheDir = Annotated[Path | None, option(None, "--cache-dir", "Tokenizer / packed corpus cache.")]
+MaxWords = Annotated[int | None, option(None, "--max-words", "Cap the pre-training corpus (default: the preset's "
+                                                             "cap).", gt=0)]
+# at the edge: a device this machine lacks is refused before any work
+Device = Annotated[str, AfterValidator(parse_device),
+                   option("auto", "--device", "auto (CUDA when torch sees a device, else cpu), cpu, mps, cuda or "
+                                              "cuda:N.")]
+PrecisionName = Annotated[Literal["auto", "fp32", "bf16"], option("auto", "--precision", PRECISION_HELP)]
+Threads = Annotated[int | None, option(None, "--threads", "CPU threads for torch (default: 1 below 10M parameters, "
+                                                          "torch's default above, unless $OMP_NUM_THREADS is set; "
+                                                          "run.json and eval.json record the choice).", gt=0)]
+EvalEvery = Annotated[Literal["none", "phase", "epoch", "words"], option(
+    "phase", "--eval-every", "Score the minimal-pair tasks during training: at every phase end (phase), epoch end "
+    "(epoch), at each --save-at-words checkpoint with the fast suite (words: `run` then draws curves over words "
+    "seen), or not at all (none).")]
+EvalLimit = Annotated[int | None, option(None, "--eval-limit", "Items per subtask when scoring during training "
+                                                               "(default: the preset's eval_limit).", gt=0)]
+SaveAtWords = Annotated[list[int], BeforeValidator(lambda value: parse_save_at_words(value)
+                                                   if isinstance(value, str) or value is None else value),
+                        option(flag="--save-at-words", help=SAVE_AT_WORDS_HELP, default_factory=list)]
+# not part of the configuration: checkpoint settings never change the network a seed trains; None (a library
+# caller's): no resume point by the clock
+SaveEveryMinutes = Annotated[float | None, option(SAVE_EVERY_MINUTES, "--save-every-minutes", "A resume point every M "
+                                           "minutes of training: the most a hard kill (SIGKILL, a lost machine) "
+                                           "costs; Ctrl-C and SIGTERM write one anyway.", gt=0)]
+Convention = Annotated[Literal["babylm-2025", "babylm-2024"], option(
+    "babylm-2025", "--convention", "Scoring convention of the minimal-pair scores: babylm-2025 (texts as given) or "
+    "babylm-2024 (a leading space, the AntLM paper's lm-eval tasks); recorded in every row.")]
+# a name beside the seed (runs.identity): in the folder names and rows, and in every random draw
+Label = Annotated[str | None, BeforeValidator(parse_label), option(None, "--label", LABEL_HELP)]
+
+
 class ModelConfig(Section):
     """What trains: the recipe, its size and the schedule it trains under."""
 
-    name: str = option("antlm-babyllama", "--model", "Trainer recipe (see `antlm-bench list models`).")
-    preset: str | None = option(None, "--preset", "Model size: tiny, cpu, small or paper (default: paper with CUDA, "
-                                                  "tiny otherwise).")
-    schedule: str | None = option(None, "--schedule", "Schedule such as 4_CLM+16_MLM+4_CLM (default: the recipe's).")
+    name: Recipe
+    preset: PresetName
+    schedule: ScheduleText
 
 
 class DataConfig(Section):
     """What it trains on: the data folder, the pre-training text and its cap."""
 
-    data_dir: Path | None = option(None, "--data-dir", "Data folder (default: $ANTLM_BENCH_DATA, then "
-                                                       "~/.cache/antlm-bench/data).")
-    corpus: Path | None = option(None, "--corpus", "Pre-training text folder of *.train files (default: the data "
-                                                   "folder's pretrain_sample).")
-    cache_dir: Path | None = option(None, "--cache-dir", "Tokenizer / packed corpus cache.")
-    max_words: int | None = option(None, "--max-words", "Cap the pre-training corpus (default: the preset's cap).",
-                                   gt=0)
+    data_dir: DataDir
+    corpus: Corpus
+    cache_dir: CacheDir
+    max_words: MaxWords
 
 
 class MachineConfig(Section):
     """Where it runs: the device, the arithmetic and the CPU threads."""
 
-    device: str = option("auto", "--device", "auto (CUDA when torch sees a device, else cpu), cpu, mps, cuda or "
-                                             "cuda:N.")
-    precision: Literal["auto", "fp32", "bf16"] = option("auto", "--precision", PRECISION_HELP)
-    threads: int | None = option(None, "--threads", "CPU threads for torch (default: 1 below 10M parameters, "
-                                                    "torch's default above, unless $OMP_NUM_THREADS is set; "
-                                                    "run.json and eval.json record the choice).", gt=0)
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, name: str) -> str:
-        return parse_device(name)  # at the edge: a device this machine lacks is refused before any work
+    device: Device
+    precision: PrecisionName
+    threads: Threads
 
 
 class TrainingConfig(Section):
     """How training is watched and kept: per-phase scores and checkpoints (the recipe holds the rest)."""
 
-    eval_every: Literal["none", "phase", "epoch", "words"] = option(
-        "phase", "--eval-every", "Score the minimal-pair tasks during training: at every phase end (phase), epoch end "
-        "(epoch), at each --save-at-words checkpoint with the fast suite (words: `run` then draws curves over words "
-        "seen), or not at all (none).")
-    eval_limit: int | None = option(None, "--eval-limit", "Items per subtask when scoring during training (default: "
-                                                          "the preset's eval_limit).", gt=0)
-    save_at_words: list[int] = option(flag="--save-at-words", help=SAVE_AT_WORDS_HELP, default_factory=list)
-    # not part of the configuration: checkpoint settings never change the network a seed trains
-    save_every_minutes: float = option(SAVE_EVERY_MINUTES, "--save-every-minutes", "A resume point every M minutes "
-                                       "of training: the most a hard kill (SIGKILL, a lost machine) costs; Ctrl-C "
-                                       "and SIGTERM write one anyway.", gt=0)
-
-    @field_validator("save_at_words", mode="before")
-    @classmethod
-    def _words(cls, value: Any) -> Any:
-        return parse_save_at_words(value) if isinstance(value, str) or value is None else value
+    eval_every: EvalEvery
+    eval_limit: EvalLimit
+    save_at_words: SaveAtWords
+    save_every_minutes: SaveEveryMinutes
 
     @model_validator(mode="after")
     def _words_need_counts(self) -> TrainingConfig:
@@ -132,9 +167,7 @@ class EvaluationConfig(Section):
     limit: int | None = option(None, "--limit", "Final minimal-pair evaluation on the first N items per subtask (a "
                                                 "quick look; rows record it).", gt=0)
     final_scoring: Literal["auto", "clm", "pll"] = option("auto", "--final-scoring", FINAL_SCORING_HELP)
-    convention: Literal["babylm-2025", "babylm-2024"] = option(
-        "babylm-2025", "--convention", "Scoring convention of the minimal-pair scores: babylm-2025 (texts as given) "
-        "or babylm-2024 (a leading space, the AntLM paper's lm-eval tasks); recorded in every row.")
+    convention: Convention
     batch_tokens: int = option(4096, "--batch-tokens", "Token budget per forward pass (rows x padded length); bounds "
                                                         "peak memory whatever a sentence's length.", gt=0)
     glue_epochs: int | None = option(None, "--glue-epochs", "GLUE fine-tuning epochs (default: 10, 30 for WSC; the "
@@ -168,8 +201,7 @@ class RunConfig(BaseModel):
     output: OutputConfig = Field(default_factory=OutputConfig)
     seeds: list[int] = option(flag="--seeds", help="Seeds: 42, 1-3 or 1,2,5-7 (at most 1000); one run per seed, "
                               "summarised as mean and spread.", default_factory=lambda: [42])
-    # a name beside the seeds (runs.identity): in the folder names and rows, and in every random draw
-    label: str | None = option(None, "--label", LABEL_HELP)
+    label: Label
     # extra folders of task specs and recipes (registry.add_include_path), searched before the shipped ones
     include_path: list[Path] = option(flag="--include-path", help="Extra folder of task specs / trainer recipes, "
                                       "searched before the shipped ones.", default_factory=list)
@@ -184,10 +216,78 @@ class RunConfig(BaseModel):
         would be."""
         return run_config(self.model_dump(), flags)
 
-    @field_validator("label", mode="before")
+
+class TrainConfig(BaseModel):
+    """Everything ``antlm-bench train`` takes, and what ``run`` builds per seed (``pipeline.run``): the training
+    options above plus the trainer's own (seed, resume, knobs over the recipe, checkpointing); its dump is run.json's
+    ``config``. Lives here, not beside the trainer, so that ``train``'s flags are made from it without importing
+    torch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: Recipe
+    preset: str = "tiny"  # a preset's name; the command resolves its default (pipeline.default_preset)
+    output: Path = option(..., "--output", "Run folder: checkpoints, metrics, scores.")
+    schedule: ScheduleText
+    data_dir: DataDir
+    corpus: Corpus
+    cache_dir: CacheDir
+    # numpy and torch take seeds in [0, 2**32) (options.MAX_SEED)
+    seed: int = option(42, "--seed", f"The training seed, 0 to {MAX_SEED}.", ge=0, le=MAX_SEED)
+    label: Label
+    max_words: MaxWords
+    resume: bool = option(False, "--resume", "Continue the run in --output from its last checkpoint.")
+    overwrite: bool = option(False, "--overwrite", "Delete the run in --output and start again.")
+    eval_every: EvalEvery = "none"  # train scores nothing unless asked
+    eval_tasks: str = option("blimp", "--eval-tasks", "Tasks for --eval-every.")
+    eval_limit: EvalLimit
+    convention: Convention
+    save_every_steps: int | None = option(None, "--save-every-steps", "Resume point every N steps.", gt=0)
+    save_every_minutes: SaveEveryMinutes
+    save_every_epoch: bool = option(False, "--save-every-epoch", "A checkpoint at every epoch end.")
+    # checkpoints/chck_<N>M at the first step where the words seen (repeats counted) reach each of these
+    save_at_words: SaveAtWords
+    micro_batch_size: int | None = option(None, "--micro-batch-size", "Sequences per forward pass (gradient "
+                                          "accumulation keeps the recipe's global batch; default: the preset's).",
+                                          gt=0)
+    # a run's own knobs over the recipe file's (ResolvedPreset.overridden): part of the configuration fingerprint
+    lr: float | None = option(None, "--lr", "Peak learning rate (default: the recipe's optimizer.lr).", gt=0, le=1)
+    global_batch_size: int | None = option(None, "--global-batch-size", "Sequences per optimizer step (default: the "
+                                                                        "preset's).", gt=0)
+    warmup_ratio: float | None = option(None, "--warmup-ratio", "Linear warm-up, as a share of each phase's (or "
+                                        "cycle's) steps (default: the recipe's lr_schedules).", ge=0, lt=1)
+    # stop after this many global steps (smoke runs, benchmarks)
+    max_steps: int | None = option(None, "--max-steps", "Stop after this many optimizer steps.", gt=0)
+    device: Device
+    # auto: bf16 autocast where the chip has native bf16 and the model is wide enough to gain (models.precision);
+    # a resume keeps the precision its run started with
+    precision: PrecisionName
+    # torch.use_deterministic_algorithms (bit-exact reruns; slower on GPU)
+    deterministic: bool = option(False, "--deterministic", "Deterministic kernels (bit-exact reruns).")
+    report_to: list[Literal["tensorboard", "wandb"]] = option(
+        flag="--report-to", help="tensorboard and/or wandb (if installed).", default_factory=list)
+    progress: bool = True
+    # CPU threads for torch, as the caller chose them (models.threads.choose_threads) and why; applied and recorded
+    # in run.json's config. None: torch's current setting. Not part of the run's identity (a resume may differ).
+    torch_threads: int | None = Field(None, gt=0)
+    torch_threads_reason: str = ""
+
+    @field_validator("save_at_words", mode="before")
     @classmethod
-    def _label(cls, value: Any) -> Any:
-        return parse_label(value)
+    def _words(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return parse_save_at_words(value)
+        if isinstance(value, (list, tuple)) and any(isinstance(v, str) for v in value):
+            return parse_save_at_words(",".join(str(v) for v in value))
+        return sorted(set(value)) if isinstance(value, (list, tuple)) else value
+
+    @model_validator(mode="after")
+    def _words_eval(self) -> TrainConfig:
+        if any(w <= 0 for w in self.save_at_words):
+            raise ValueError("save_at_words: word counts must be positive")
+        if self.eval_every == "words" and not self.save_at_words:
+            raise ValueError("eval_every words needs --save-at-words")
+        return self
 
 
 def flag_of(field: Any) -> str:
@@ -308,6 +408,8 @@ def run_config(file_values: Mapping[str, Any] | None = None, flags: Mapping[str,
             raise UserError(validation_line(err, option=True, flags={loc[0]: flag})) from None
         raise UserError(f"{source}: {validation_line(err)}") from None
 
-__all__ = ["DataConfig", "EvaluationConfig", "MachineConfig", "ModelConfig", "OutputConfig", "RunConfig",
+__all__ = ["CacheDir", "Convention", "Corpus", "DataConfig", "DataDir", "Device", "EvalEvery", "EvalLimit", "Label", "MaxWords",
+           "PrecisionName", "PresetName", "Recipe", "SaveAtWords", "SaveEveryMinutes", "ScheduleText", "Threads", "TrainConfig",
+            "EvaluationConfig", "MachineConfig", "ModelConfig", "OutputConfig", "RunConfig",
            "TrainingConfig", "field_at", "flag_of", "flag_words", "flag_paths", "merged", "nested", "option", "read_config_file",
            "run_config"]

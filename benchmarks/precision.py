@@ -36,9 +36,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from training import small_tokenizer, synthetic_corpus  # noqa: E402
 
+from antlm_bench.config import TrainConfig  # noqa: E402
 from antlm_bench.models.precision import cpu_bf16_instructions, resolve_precision  # noqa: E402
 from antlm_bench.recipes import load_recipe  # noqa: E402
-from antlm_bench.training.trainer import TrainConfig, Trainer, TrainJob  # noqa: E402
+from antlm_bench.training.trainer import Trainer, TrainJob  # noqa: E402
 
 SIZES = [(2048, 256, 256), (2048, 256, 1024), (4096, 512, 2048)]
 

@@ -34,9 +34,10 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from antlm_bench.config import TrainConfig
 from antlm_bench.data.tokenizer import train_tokenizer
 from antlm_bench.recipes import load_recipe
-from antlm_bench.training.trainer import TrainConfig, Trainer, TrainJob
+from antlm_bench.training.trainer import Trainer, TrainJob
 
 TARGETS = {"CLM": 1.0, "MLM": 1.2}
 PEAK_BF16 = 989e12  # H100 / H200 SXM dense bf16 peak (the H200 has the H100's tensor cores)

@@ -9,14 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from antlm_bench.training.trainer import TrainConfig
+from antlm_bench.config import TrainConfig
 
 # one thread: bit-identical results need the same kernels in the same order in every process
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 # a training process that kills itself (kill -9: no cleanup, no flush) after step argv[2] of config argv[1]
 KILLER = """
 import os, signal, sys
-from antlm_bench.training.trainer import TrainConfig, TrainJob, Trainer
+from antlm_bench.config import TrainConfig
+from antlm_bench.training.trainer import TrainJob, Trainer
 config = TrainConfig.model_validate_json(sys.argv[1])
 kill_at = int(sys.argv[2])
 def kill(info):

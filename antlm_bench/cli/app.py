@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticUndefined
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from typer.core import TyperGroup
@@ -197,7 +198,8 @@ def flag(section: type[BaseModel], name: str, *aliases: str, default: Any = ...,
             # a command whose unset option defers to a file's value (sweep): the default still shown is the field's
             typer_options.setdefault("show_default", str(field.default))
         if default is ...:
-            default = None if field.default_factory is not None else field.default
+            default = None if field.default_factory is not None else field.get_default()
+            default = ... if default is PydanticUndefined else default  # a required field: a required option
         help_text = field.description
     return typer.Option(default, flag_of(field), *aliases, help=help_text, **typer_options)
 

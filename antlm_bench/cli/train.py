@@ -15,6 +15,7 @@ from antlm_bench.config import (
     MachineConfig,
     ModelConfig,
     RunConfig,
+    TrainConfig,
     TrainingConfig,
 )
 from antlm_bench.errors import UserError, validation_line
@@ -24,39 +25,34 @@ from antlm_bench.errors import UserError, validation_line
 def train_command(
     model: str = flag(ModelConfig, "name", "-m"),
     preset: str | None = flag(ModelConfig, "preset"),
-    output: Path = typer.Option(..., "--output", "-o", callback=output_folder, parser=path_text, metavar="<path>",
-                                help="Run folder: checkpoints, metrics, scores."),
+    output: Path = flag(TrainConfig, "output", "-o", callback=output_folder, parser=path_text, metavar="<path>"),
     schedule: str | None = flag(ModelConfig, "schedule"),
     data_dir: Path | None = flag(DataConfig, "data_dir"),
     corpus: Path | None = flag(DataConfig, "corpus", callback=input_folder, parser=path_text, metavar="<path>"),
     cache_dir: Path | None = flag(DataConfig, "cache_dir", callback=output_folder, parser=path_text, metavar="<path>"),
-    seed: int = typer.Option(42, "--seed", help="The training seed, 0 to 2147483647."),
+    seed: int = flag(TrainConfig, "seed"),
     label: str | None = flag(RunConfig, "label"),
     max_words: int | None = flag(DataConfig, "max_words"),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in --output from its last checkpoint."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Delete the run in --output and start again."),
-    eval_every: str = flag(TrainingConfig, "eval_every", default="none"),  # train scores nothing unless asked
-    eval_tasks: str = typer.Option("blimp", "--eval-tasks", help="Tasks for --eval-every."),
+    resume: bool = flag(TrainConfig, "resume"),
+    overwrite: bool = flag(TrainConfig, "overwrite"),
+    eval_every: str = flag(TrainConfig, "eval_every"),
+    eval_tasks: str = flag(TrainConfig, "eval_tasks"),
     eval_limit: int | None = flag(TrainingConfig, "eval_limit"),
     convention: str = flag(EvaluationConfig, "convention"),
-    save_every_steps: int | None = typer.Option(None, "--save-every-steps", help="Resume point every N steps."),
+    save_every_steps: int | None = flag(TrainConfig, "save_every_steps"),
     save_every_minutes: float = flag(TrainingConfig, "save_every_minutes"),
-    save_every_epoch: bool = typer.Option(False, "--save-every-epoch", help="A checkpoint at every epoch end."),
+    save_every_epoch: bool = flag(TrainConfig, "save_every_epoch"),
     save_at_words: str | None = flag(TrainingConfig, "save_at_words"),
-    micro_batch_size: int | None = typer.Option(None, "--micro-batch-size", help="Sequences per forward pass "
-                                                "(gradient accumulation keeps the recipe's global batch)."),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps."),
-    lr: float | None = typer.Option(None, "--lr", help="Peak learning rate (default: the recipe's optimizer.lr)."),
-    global_batch_size: int | None = typer.Option(None, "--global-batch-size",
-                                                 help="Sequences per optimizer step (default: the preset's)."),
-    warmup_ratio: float | None = typer.Option(None, "--warmup-ratio",
-                                              help="Linear warm-up, as a share of each phase's (or cycle's) steps "
-                                                   "(default: the recipe's lr_schedules)."),
+    micro_batch_size: int | None = flag(TrainConfig, "micro_batch_size"),
+    max_steps: int | None = flag(TrainConfig, "max_steps"),
+    lr: float | None = flag(TrainConfig, "lr"),
+    global_batch_size: int | None = flag(TrainConfig, "global_batch_size"),
+    warmup_ratio: float | None = flag(TrainConfig, "warmup_ratio"),
     device: str = flag(MachineConfig, "device"),
     precision: str = flag(MachineConfig, "precision"),
     threads: int | None = flag(MachineConfig, "threads"),
-    deterministic: bool = typer.Option(False, "--deterministic", help="Deterministic kernels (bit-exact reruns)."),
-    report_to: list[str] | None = typer.Option(None, "--report-to", help="tensorboard and/or wandb (if installed)."),
+    deterministic: bool = flag(TrainConfig, "deterministic"),
+    report_to: list[str] | None = flag(TrainConfig, "report_to"),
     no_progress: bool = typer.Option(False, "--no-progress", "--quiet", "-q",
                                      help="No live progress bar."),
     include_path: list[Path] | None = flag(RunConfig, "include_path"),
@@ -66,7 +62,7 @@ def train_command(
     from antlm_bench.pipeline import default_preset, score_checkpoint
     from antlm_bench.recipes import load_recipe
     from antlm_bench.registry import add_include_path
-    from antlm_bench.training.trainer import TrainConfig, train
+    from antlm_bench.training.trainer import train
 
     parse_device(device)  # before anything is read or written
     preset = preset or default_preset()[0]  # run's rule: paper with CUDA, tiny otherwise

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from antlm_bench.config import RunConfig
+from antlm_bench.config import RunConfig, TrainConfig
 from antlm_bench.errors import UserError
 from antlm_bench.pipeline.evaluations import (
     checkpoint_hash,
@@ -125,7 +125,7 @@ def _run_seed(run: ResolvedRun, layout: RunLayout, seed: int, threads: tuple[int
 def _train(run: ResolvedRun, layout: RunLayout, seed: int, resume: bool, threads: tuple[int, str],
            console: Any) -> None:
     """Train (or resume) one seed's run into its folder, scoring each phase on the minimal-pair tasks asked."""
-    from antlm_bench.training.trainer import TrainConfig, train
+    from antlm_bench.training.trainer import train
 
     config = run.config
     minimal_pair_tasks = [r.name for r in run.requests if r.adapter().needs_scoring_model]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from antlm_bench.config import ModelConfig, OutputConfig, RunConfig
@@ -70,11 +71,12 @@ class GridCell:
     base: RunConfig = field(default_factory=RunConfig, compare=False)
     label: str | None = None
 
-    @property
+    @cached_property
     def identity(self) -> RunIdentity:
+        """Which run the cell is (made once: the record, the pending check, the executor and the log all ask)."""
         return RunIdentity(self.recipe, self.preset, self.schedule, self.seed, self.label)
 
-    @property
+    @cached_property
     def name(self) -> str:
         """The run folder's name (``run``'s), which also names the cell's log and configuration file."""
         return self.identity.folder_name

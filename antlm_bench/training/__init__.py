@@ -3,7 +3,7 @@
 - ``objectives``: the batches of each objective (CLM, MLM, MNTP, MIX) and the loss module.
 - ``lr_schedules``: per-objective learning-rate schedules, restarted at every phase.
 - ``checkpoint``: checkpoint folders and resume points (their record is ``antlm_bench.runs.record``).
-- ``trainer``: ``TrainConfig``, ``train`` and ``Trainer``, the loop over the trainer's parts, each readable alone:
+- ``trainer``: ``train``, ``TrainJob`` (an ``antlm_bench.config.TrainConfig`` resolved once) and ``Trainer``, the loop over the trainer's parts, each readable alone:
 
   - ``plan``: the schedule as global steps (phase boundaries, LR layouts), and which rows and objective each step
     trains (``StepPlan``).

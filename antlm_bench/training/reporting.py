@@ -35,7 +35,7 @@ from antlm_bench.training.plan import PhasePlan
 from antlm_bench.training.step import Dist
 
 if TYPE_CHECKING:  # the trainer builds the reporter
-    from antlm_bench.training.trainer import TrainConfig
+    from antlm_bench.config import TrainConfig
 
 # the training bar's columns and, off a terminal, its line (progress.progress_bar)
 BAR_COLUMNS = ("{task.fields[phase]}", Bar(24), "step {task.completed}/{task.total}", "epoch {task.fields[epoch]}",

@@ -39,16 +39,18 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from rich.console import Console
 
+from antlm_bench.config import (
+    TrainConfig,
+)
 from antlm_bench.errors import DivergedError, UserError, one_line
 from antlm_bench.models import build_model
 from antlm_bench.models.precision import Precision, resolve_precision
-from antlm_bench.options import MAX_SEED, SAVE_EVERY_MINUTES, parse_device, parse_label, parse_save_at_words
+from antlm_bench.options import parse_device
 from antlm_bench.progress import line_printer
 from antlm_bench.recipes import ResolvedPreset, load_recipe
 from antlm_bench.runs.identity import RunIdentity
@@ -86,76 +88,6 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.signum, self.step = signum, step
         self.exit_code = 128 + signum
         super().__init__(f"interrupted at step {step}; rerun with --resume")
-
-
-
-class TrainConfig(BaseModel):
-    """Everything ``antlm-bench train`` takes (validated here, at the edge)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str = "antlm-babyllama"
-    preset: str = "tiny"
-    output: Path
-    schedule: str | None = None  # default: the recipe's default_schedule
-    data_dir: Path | None = None  # the data folder; the corpus defaults to its pretrain_sample/
-    corpus: Path | None = None  # a BabyLM-style folder of *.train files (overrides data_dir's sample)
-    cache_dir: Path | None = None  # tokenizer and packed-corpus cache
-    seed: int = Field(42, ge=0, le=MAX_SEED)  # numpy and torch take seeds in [0, 2**32) (options.MAX_SEED)
-    # a name beside the seed (options.parse_label): in the records and rows, and in every random draw
-    # (runs.identity.training_seed); not part of the configuration
-    label: str | None = None
-    max_words: int | None = Field(None, gt=0)
-    resume: bool = False
-    overwrite: bool = False
-    eval_every: Literal["none", "phase", "epoch", "words"] = "none"  # words: each --save-at-words one, fast suite
-    eval_tasks: str = "blimp"
-    eval_limit: int | None = Field(None, gt=0)
-    convention: Literal["babylm-2025", "babylm-2024"] = "babylm-2025"  # scoring convention of --eval-every
-    save_every_steps: int | None = Field(None, gt=0)
-    save_every_minutes: float | None = Field(SAVE_EVERY_MINUTES, gt=0)
-    save_every_epoch: bool = False
-    # checkpoints/chck_<N>M at the first step where the words seen (repeats counted) reach each of these
-    save_at_words: list[int] = Field(default_factory=list)
-    micro_batch_size: int | None = Field(None, gt=0)  # default: the preset's
-    # a run's own knobs over the recipe file's (Recipe.overridden): part of the configuration fingerprint
-    lr: float | None = Field(None, gt=0, le=1)
-    global_batch_size: int | None = Field(None, gt=0)
-    warmup_ratio: float | None = Field(None, ge=0, lt=1)
-    max_steps: int | None = Field(None, gt=0)  # stop after this many global steps (smoke runs, benchmarks)
-    device: str = "auto"
-    # auto: bf16 autocast where the chip has native bf16 and the model is wide enough to gain (models.precision);
-    # a resume keeps the precision its run started with
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
-    deterministic: bool = False  # torch.use_deterministic_algorithms (bit-exact reruns; slower on GPU)
-    report_to: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list)
-    progress: bool = True
-    # CPU threads for torch, as the caller chose them (models.threads.choose_threads) and why; applied and recorded
-    # in run.json's config. None: torch's current setting. Not part of the run's identity (a resume may differ).
-    torch_threads: int | None = Field(None, gt=0)
-    torch_threads_reason: str = ""
-
-    @field_validator("save_at_words", mode="before")
-    @classmethod
-    def _words(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return parse_save_at_words(value)
-        if isinstance(value, (list, tuple)) and any(isinstance(v, str) for v in value):
-            return parse_save_at_words(",".join(str(v) for v in value))
-        return sorted(set(value)) if isinstance(value, (list, tuple)) else value
-
-    @field_validator("label", mode="before")
-    @classmethod
-    def _label(cls, value: Any) -> Any:
-        return parse_label(value)
-
-    @model_validator(mode="after")
-    def _words_eval(self) -> TrainConfig:
-        if any(w <= 0 for w in self.save_at_words):
-            raise ValueError("save_at_words: word counts must be positive")
-        if self.eval_every == "words" and not self.save_at_words:
-            raise ValueError("eval_every words needs --save-at-words")
-        return self
 
 
 

@@ -101,7 +101,7 @@ def test_babylm_2026_is_for_evaluation_only(command: str) -> None:
     from pydantic import ValidationError
 
     if command == "train":
-        from antlm_bench.training.trainer import TrainConfig
+        from antlm_bench.config import TrainConfig
 
         TrainConfig.model_validate({"model": "gpt-bert", "output": "x", "convention": "babylm-2025"})
         with pytest.raises(ValidationError, match="convention"):

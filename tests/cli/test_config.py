@@ -164,3 +164,24 @@ def test_run_reads_its_config_file_and_the_command_line_wins(tmp_path, monkeypat
     path.write_text("- a list\n")
     result = CliRunner().invoke(app, ["run", "--config", str(path)])
     assert result.exit_code == 2 and f"{path}: a run's configuration is a mapping" in result.output
+
+
+def test_train_flags_are_made_from_its_config():
+    """`train`'s options are TrainConfig's fields (the shared ones the sections' own definitions): each flag's help
+    and default are its field's, so what run.json records and what `train --help` says cannot drift apart."""
+    from antlm_bench.config import TrainConfig
+
+    fields = {flag_of(field): field for field in TrainConfig.model_fields.values() if flag_of(field)}
+    train = {max(p.opts, key=len): p for p in _commands()["train"].params}  # type: ignore[attr-defined]
+    checked = 0
+    for flag, field in fields.items():
+        param = train[flag]
+        default = None if field.default_factory is not None else field.default
+        assert param.help == field.description, flag
+        assert param.required if field.is_required() else param.default == default, flag
+        checked += 1
+    assert checked >= 28
+    # the shared ones are one definition: the section's field and TrainConfig's say the same
+    paths = flag_paths()
+    for flag in ("--max-words", "--device", "--save-at-words", "--label", "--eval-limit", "--convention"):
+        assert fields[flag].description == field_at(paths[flag]).description, flag

@@ -276,8 +276,9 @@ def test_a_failing_command_removes_the_folder_it_made_and_left_empty(tmp_path):
 
 
 def test_evaluate_and_train_take_the_lock_before_anything_else(tmp_path):
+    from antlm_bench.config import TrainConfig
     from antlm_bench.evaluate import evaluate
-    from antlm_bench.training.trainer import TrainConfig, train
+    from antlm_bench.training.trainer import train
 
     folder = tmp_path / "busy"
     child = hold_lock(folder)

@@ -192,7 +192,7 @@ def test_a_committed_run_folder_is_named_by_its_identity_and_its_rows_carry_that
     from antlm_bench.runs.identity import RunIdentity
     from antlm_bench.runs.run_file import read_run_record
 
-    run_files = sorted((Path(__file__).resolve().parents[1] / "leaderboards").rglob("run.json"))
+    run_files = sorted((Path(__file__).resolve().parents[2] / "leaderboards").rglob("run.json"))
     assert len(run_files) >= 100  # the committed studies
     for run_file in run_files:
         identity = RunIdentity.of_record(read_run_record(run_file))

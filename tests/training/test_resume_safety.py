@@ -17,8 +17,9 @@ from trainer_support import cli_args, tiny_config
 from typer.testing import CliRunner
 
 from antlm_bench.cli import app
+from antlm_bench.config import TrainConfig
 from antlm_bench.training.reporting import read_metrics
-from antlm_bench.training.trainer import TrainConfig, train
+from antlm_bench.training.trainer import train
 
 
 def _tree(folder: Path) -> dict[str, str]:

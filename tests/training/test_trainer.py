@@ -188,7 +188,8 @@ SCORER = """
 import sys
 from antlm_bench.results.tables import CheckpointInfo, RunInfo, ScoreRow, score_table
 from antlm_bench.runs.record import scoring_method
-from antlm_bench.training.trainer import TrainConfig, train
+from antlm_bench.config import TrainConfig
+from antlm_bench.training.trainer import train
 seen = []
 def scorer(request):
     method = scoring_method(request.record, False)[0]

@@ -15,13 +15,14 @@ from pydantic import ValidationError
 from safetensors.torch import load_file
 from trainer_support import ENV, KILLER, tiny_config
 
+from antlm_bench.config import TrainConfig
 from antlm_bench.errors import UserError
 from antlm_bench.options import BABYLM_STRICT_SMALL_WORDS, BABYLM_STRICT_WORDS, parse_save_at_words
 from antlm_bench.pipeline import score_checkpoint
 from antlm_bench.runs.layout import words_checkpoint_name
 from antlm_bench.runs.record import read_record
 from antlm_bench.training.reporting import read_metrics
-from antlm_bench.training.trainer import TrainConfig, train
+from antlm_bench.training.trainer import train
 
 WORDS = "1K,2.5K,5K,6000,9K,11K,500K"  # about 6700 words an epoch, two epochs: 500K is never reached
 
