@@ -16,7 +16,7 @@ from antlm_bench.config import RunConfig
 from antlm_bench.models import count_parameters
 from antlm_bench.models.threads import choose_threads
 from antlm_bench.options import resolve_device
-from antlm_bench.pipeline.evaluations import eval_settings, task_options
+from antlm_bench.pipeline.evaluations import eval_settings, glue_options, task_options
 from antlm_bench.recipes import ResolvedPreset, load_recipe
 from antlm_bench.registry import add_include_path
 from antlm_bench.runs.identity import RunIdentity
@@ -26,21 +26,20 @@ from antlm_bench.runs.schedule import parse_schedule
 @dataclass(frozen=True)
 class ResolvedRun:
     """A run request with its defaults decided once: the recipe at its preset, the canonical schedule, the tasks (a
-    bad name refused before any training) and the task options over the preset's budget."""
+    bad name refused before any training), the task options over the preset's budget (``notes``: the budget's
+    values applied, said before training) and each seed's run identity, in the order asked."""
 
     config: RunConfig
     preset: ResolvedPreset
     schedule: str
     requests: tuple[Any, ...]
     options: GlueOptions
+    identities: tuple[RunIdentity, ...]
+    notes: tuple[str, ...] = ()
 
-    def identity(self, seed: int) -> RunIdentity:
-        """Which run ``seed`` is: its folder's name, and what a record must say to be it."""
-        return RunIdentity(self.preset.recipe.name, self.preset.name, self.schedule, seed, self.config.label)
-
-    def settings_of(self, seed: int) -> Callable[[Any], dict[str, Any]]:
-        """A task request -> the settings its final evaluation of ``seed`` is keyed by."""
-        return lambda request: eval_settings(self.config, request, self.options, seed, self.schedule)
+    def settings_of(self, identity: RunIdentity) -> Callable[[Any], dict[str, Any]]:
+        """A task request -> the settings its final evaluation of the seed is keyed by."""
+        return lambda request: eval_settings(self.config, request, self.options, identity.seed, self.schedule)
 
 
 def default_preset() -> tuple[str, str]:
@@ -57,7 +56,7 @@ def run_threads(config: RunConfig, preset: ResolvedPreset) -> tuple[int, str]:
 
 
 def resolve_run(config: RunConfig, say: Callable[[str], None] = lambda _: None) -> ResolvedRun:
-    """The request's defaults decided (and said), and its notes: a preset's GLUE budget applied."""
+    """The request's defaults decided (the default preset said as it is chosen)."""
     from antlm_bench.tasks import resolve_tasks
 
     for folder in config.include_path:
@@ -70,4 +69,19 @@ def resolve_run(config: RunConfig, say: Callable[[str], None] = lambda _: None) 
     preset = recipe.resolve(name)
     schedule = parse_schedule(config.model.schedule or recipe.default_schedule).canonical
     requests = tuple(resolve_tasks(config.evaluation.tasks))  # fail on a bad task name before any training
-    return ResolvedRun(config, preset, schedule, requests, task_options(config, preset))
+    identities = tuple(RunIdentity(recipe.name, preset.name, schedule, seed, config.label) for seed in config.seeds)
+    return ResolvedRun(config, preset, schedule, requests, task_options(config, preset), identities,
+                       _budget_notes(config, preset, requests))
+
+
+def _budget_notes(config: RunConfig, preset: ResolvedPreset, requests: tuple[Any, ...]) -> tuple[str, ...]:
+    """A preset's GLUE budget, where it applies: said, since it changes what GLUE means for the run."""
+    budget = preset.spec.glue_budget
+    if not budget or not any(r.adapter().takes_options for r in requests):
+        return ()
+    given = glue_options(config).given()
+    applied = {k: v for k, v in budget.items() if k not in given}
+    if not applied:
+        return ()
+    return (f"preset {preset.name}: GLUE budget " + ", ".join(f"{k}={v}" for k, v in applied.items())
+            + " (override with --glue-epochs / --glue-max-train-examples)",)

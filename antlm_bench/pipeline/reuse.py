@@ -160,11 +160,11 @@ def pending_seeds(config: RunConfig) -> list[int]:
     run = resolve_run(config)
     requests = run.requests
     pending = []
-    for seed in config.seeds:
-        identity = run.identity(seed)
+    for identity in run.identities:
+        seed = identity.seed
         layout = RunLayout(config.output.folder.expanduser() / identity.folder_name)
 
-        settings_of = run.settings_of(seed)
+        settings_of = run.settings_of(identity)
         try:
             finished = finished_training(layout, identity, run.preset, config)
             final = layout.final_checkpoint() if finished else None

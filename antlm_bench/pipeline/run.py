@@ -22,6 +22,7 @@ from antlm_bench.pipeline.request import ResolvedRun, resolve_run, run_threads
 from antlm_bench.pipeline.reuse import finished_training, kept_final_evaluations
 from antlm_bench.progress import line_printer
 from antlm_bench.results.store import output_folder
+from antlm_bench.runs.identity import RunIdentity
 from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.record import read_record
 
@@ -50,28 +51,12 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)
 
 
-def _budget_notes(run: ResolvedRun) -> list[str]:
-    """A preset's GLUE budget, where it applies: said, since it changes what GLUE means for the run."""
-    budget = run.preset.spec.glue_budget
-    if not budget or not any(r.adapter().takes_options for r in run.requests):
-        return []
-    from antlm_bench.pipeline.evaluations import glue_options
-
-    given = glue_options(run.config).given()
-    applied = {k: v for k, v in budget.items() if k not in given}
-    if not applied:
-        return []
-    return [f"preset {run.preset.name}: GLUE budget " + ", ".join(f"{k}={v}" for k, v in applied.items())
-            + " (override with --glue-epochs / --glue-max-train-examples)"]
-
-
 def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     """Train (or reuse) one run per seed, evaluate its final checkpoint on every task, summarise."""
 
     say = line_printer(console)
     run = resolve_run(config, say)
-    notes = _budget_notes(run)
-    for note in notes:
+    for note in run.notes:
         say(note)
     # the recipe and the schedule it trains, its default said as such: the choice is plain before any training
     default = "" if config.model.schedule else " (the recipe's default)"
@@ -86,23 +71,22 @@ def run_benchmark(config: RunConfig, console: Any = None) -> RunSummary:
     say(f"torch threads: {threads[0]} ({threads[1]})")
     output = config.output.folder.expanduser()
     runs = []
-    for seed in config.seeds:
-        layout = RunLayout(output / run.identity(seed).folder_name)
+    for identity in run.identities:
+        layout = RunLayout(output / identity.folder_name)
         # one live `run` (or `train`) per run folder: a second one into it is refused, naming this pid
         with output_folder(layout.folder, "run"):
-            runs.append(_run_seed(run, layout, seed, threads, say, console))
-    return RunSummary(recipe.name, run.preset.name, run.schedule, runs, output, notes)
+            runs.append(_run_seed(run, layout, identity, threads, say, console))
+    return RunSummary(recipe.name, run.preset.name, run.schedule, runs, output, list(run.notes))
 
 
-def _run_seed(run: ResolvedRun, layout: RunLayout, seed: int, threads: tuple[int, str], say: Callable[[str], None],
-              console: Any) -> SeedRun:
+def _run_seed(run: ResolvedRun, layout: RunLayout, identity: RunIdentity, threads: tuple[int, str],
+              say: Callable[[str], None], console: Any) -> SeedRun:
     """One seed: its training finished, reused or resumed, then every final evaluation its marker does not show."""
-    folder = layout.folder
-    identity = run.identity(seed)
+    folder, seed, settings_of = layout.folder, identity.seed, run.settings_of(identity)
     if finished_training(layout, identity, run.preset, run.config):
         status = "reused"
         if layout.final_checkpoint() is None:
-            return _reuse_kept(layout, seed, run.requests, run.settings_of(seed), say)
+            return _reuse_kept(layout, seed, run.requests, settings_of, say)
         say(f"seed {seed}: training already finished in {folder}; reusing it")
     else:
         status = "resumed" if layout.run_file.exists() else "trained"
@@ -112,7 +96,7 @@ def _run_seed(run: ResolvedRun, layout: RunLayout, seed: int, threads: tuple[int
     seed_run = SeedRun(seed, folder, status)
     weights = checkpoint_hash(final)
     for request in run.requests:
-        settings = run.settings_of(seed)(request)
+        settings = settings_of(request)
         key = eval_key(weights, request, settings)
         if eval_marker(layout, request.name, key).exists():
             seed_run.reused.append(request.name)
