@@ -21,7 +21,7 @@ from antlm_bench.registry import add_include_path
 from antlm_bench.sweep.settings import UntilDecidedSettings
 
 if TYPE_CHECKING:
-    from antlm_bench.sweep import PreparedSweep
+    from antlm_bench.sweep import PreparedSweep, SweepInterrupted, SweepOutcome, SweepRecord
 
 
 @app.command("sweep")
@@ -108,25 +108,19 @@ def sweep_command(
     `antlm-bench leaderboard OUTPUT`."""
 
     from antlm_bench.config import read_config_file
-    from antlm_bench.sweep import SweepInterrupted, prepare_sweep, settings_of
-    from antlm_bench.sweep.record import DONE, INTERRUPTED, REUSED
+    from antlm_bench.sweep import prepare_sweep, settings_of
 
     for folder in include_path or []:
         add_include_path(folder)
     file_values = read_config_file(config_file, "a sweep file", "models:, schedules:, seeds:, ...") \
         if config_file is not None else {}
     source = str(config_file) if config_file is not None else "command line"
-    if until_decided and baseline is None and not (file_values.get("until_decided") or {}).get("baseline"):
-        raise UserError("--until-decided needs --baseline SCHEDULE (the schedule the others are compared with)")
-    decided = {k: v for k, v in {"baseline": baseline, "max_seeds": max_seeds, "tolerance": tolerance,
-                                 "round_seeds": round_seeds, "alpha": alpha,
-                                 "primary": [c.strip() for c in primary.split(",") if c.strip()] if primary else None,
-                                 "margins": _margins(margin) if margin else None,
-                                 "positive_controls": positive_control, "negative_control": negative_control or None,
-                                 "sensitivity": _sensitivity(sensitivity) if sensitivity else None,
-                                 }.items() if v is not None}
-    if decided and not until_decided and "until_decided" not in file_values:
-        raise UserError(f"--{next(iter(decided)).replace('_', '-')} is an option of --until-decided; add it")
+    decided = _until_decided_values(file_values, until_decided, {
+        "baseline": baseline, "max_seeds": max_seeds, "tolerance": tolerance, "round_seeds": round_seeds,
+        "alpha": alpha, "primary": [c.strip() for c in primary.split(",") if c.strip()] if primary else None,
+        "margins": _margins(margin) if margin else None, "positive_controls": positive_control,
+        "negative_control": negative_control or None,
+        "sensitivity": _sensitivity(sensitivity) if sensitivity else None})
     run_values = _run_option_pairs(run_option or [])
     run_values.update({k: v for k, v in {"tasks": tasks, "max_words": max_words, "limit": limit, "device": device,
                                          "threads": threads, "final_scoring": final_scoring}.items()
@@ -151,6 +145,26 @@ def sweep_command(
         return
 
     record, outcome = sweep.run(sys.argv, _say, sys.stderr)
+    _report(sweep, record, outcome)
+
+
+def _until_decided_values(file_values: dict[str, Any], until_decided: bool, given: dict[str, Any]) -> dict[str, Any]:
+    """--until-decided's options the command line gave (over the file's ``until_decided:``); one without
+    --until-decided (or the file's section), or --until-decided without a baseline, is one line."""
+    if until_decided and given["baseline"] is None and not (file_values.get("until_decided") or {}).get("baseline"):
+        raise UserError("--until-decided needs --baseline SCHEDULE (the schedule the others are compared with)")
+    decided = {k: v for k, v in given.items() if v is not None}
+    if decided and not until_decided and "until_decided" not in file_values:
+        raise UserError(f"--{next(iter(decided)).replace('_', '-')} is an option of --until-decided; add it")
+    return decided
+
+
+def _report(sweep: PreparedSweep, record: SweepRecord, outcome: SweepOutcome | SweepInterrupted) -> None:
+    """What the sweep did, said after it: what is left when it was stopped, the counts and failures, the decision,
+    the cells run ahead, and the command that compares the results; the exit status a failure or a stop gives."""
+    from antlm_bench.sweep import SweepInterrupted  # noqa: F811  (the class itself, for isinstance)
+    from antlm_bench.sweep.record import DONE, INTERRUPTED, REUSED
+
     if isinstance(outcome, SweepInterrupted):
         left = record.unfinished()
         _say(f"sweep stopped ({outcome}): {len(left)} cell(s) left to do: "
