@@ -7,7 +7,14 @@ from pathlib import Path
 import typer
 
 from antlm_bench.cli.app import app, console, flag, given_flags
-from antlm_bench.cli.paths import input_file, input_folder, output_folder, path_text
+from antlm_bench.cli.paths import (
+    check_input_folder,
+    check_output_folder,
+    input_file,
+    input_folder,
+    output_folder,
+    path_text,
+)
 from antlm_bench.config import (
     DataConfig,
     EvaluationConfig,
@@ -64,7 +71,10 @@ def run(
     from antlm_bench.registry import add_include_path
 
     file_values = read_config_file(config_file, "a run's configuration", CONFIG_KEYS) if config_file else {}
-    config = run_config(file_values, given_flags(ctx), str(config_file))
+    given = given_flags(ctx)
+    config = run_config(file_values, given, str(config_file))
+    if config_file is not None:  # the file's paths get the checks the options' callbacks give theirs
+        _check_file_paths(config, config_file, given)
     # a mistyped recipe is answered before the trainer (torch) is imported
     for folder in config.include_path:
         add_include_path(folder)
@@ -99,6 +109,17 @@ def run(
             console.print(f"curves over words seen (fast suite): {curves}")
     console.print(f"tables: {', '.join(str(r.folder) for r in summary.runs)}")
     console.print(f"compare schedules: antlm-bench leaderboard {summary.output}")
+
+
+def _check_file_paths(config: RunConfig, config_file: Path, given: dict[str, object]) -> None:
+    """A config file's output folder, corpus and cache folder, checked as ``--output`` and ``--corpus`` are (one line
+    naming the file's field); a path the command line gave was checked by its option."""
+    checks = (("--output", "output.folder", config.output.folder, check_output_folder),
+              ("--corpus", "data.corpus", config.data.corpus, check_input_folder),
+              ("--cache-dir", "data.cache_dir", config.data.cache_dir, check_output_folder))
+    for option, field, path, check in checks:
+        if path is not None and option not in given:
+            check(path.expanduser(), f"{config_file}: field {field}")
 
 
 def floor_lines(rows: list[dict]) -> list[str]:

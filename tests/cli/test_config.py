@@ -185,3 +185,16 @@ def test_train_flags_are_made_from_its_config():
     paths = flag_paths()
     for flag in ("--max-words", "--device", "--save-at-words", "--label", "--eval-limit", "--convention"):
         assert fields[flag].description == field_at(paths[flag]).description, flag
+
+
+def test_a_config_files_paths_are_checked_as_the_options_are(tmp_path):
+    """A file's output that is a file, or a corpus that is not there, is one line naming the file's field, exit 2,
+    before anything runs: the checks `--output` and `--corpus` get."""
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    path = tmp_path / "study.yaml"
+    for section, needle in (({"output": {"folder": str(afile)}}, "field output.folder"),
+                            ({"data": {"corpus": str(tmp_path / "missing")}}, "field data.corpus")):
+        path.write_text(json.dumps(section))
+        result = CliRunner().invoke(app, ["run", "--config", str(path)])
+        assert result.exit_code == 2 and f"{path}: {needle}" in result.output, result.output
