@@ -219,7 +219,7 @@ def C(id: str, *args: str, **kw: object) -> Case:  # noqa: N802  (a short constr
 SCHEDULE_OWNER = "schedule/trainer owner: schedule.py"
 LEADERBOARD_OWNER = "leaderboard/check owner"
 TRAIN_OWNER = "trainer owner: trainer.py / cli/train.py"
-STORE_OWNER = "results-store owner: evaluate.py / pipeline.py / tables.py"
+STORE_OWNER = "results-store owner: evaluate.py / pipeline/ / tables.py"
 
 CASES: list[Case] = [
     # schedules
