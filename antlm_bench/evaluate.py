@@ -36,6 +36,7 @@ from antlm_bench import __version__
 from antlm_bench.adapters.base import EvalContext
 from antlm_bench.adapters.glue.options import GlueOptions
 from antlm_bench.clock import utc_now
+from antlm_bench.config import DataDir, Threads
 from antlm_bench.conventions import DEFAULT_CONVENTION, resolve_convention
 from antlm_bench.data import atomic_write_bytes, resolve_data_dir
 from antlm_bench.errors import UserError, validation_line
@@ -66,7 +67,7 @@ class EvalConfig(BaseModel):
     batch_tokens: int = DEFAULT_BATCH_TOKENS  # token budget per forward pass
     device: str = "cpu"
     dtype: str = "float32"
-    data_dir: Path | None = None
+    data_dir: DataDir  # antlm_bench.config's, as run's and train's
     run_info: InstanceOf[RunInfo] | None = None  # the rows' run columns (default: from the checkpoint's record)
     checkpoint_info: InstanceOf[CheckpointInfo] | None = None  # the rows' checkpoint columns (likewise)
     convention: str = DEFAULT_CONVENTION  # antlm_bench.conventions: babylm-2025 or babylm-2024 (leading space)
@@ -75,7 +76,7 @@ class EvalConfig(BaseModel):
     model_path: Path | None = None  # the checkpoint folder of an in-memory model (its record; GLUE reads it)
     seeds: list[int] | None = None  # GLUE fine-tuning seeds (default [42])
     work_dir: Path | None = None  # scratch space
-    threads: int | None = None  # CPU threads for torch (see choose_threads)
+    threads: Threads  # CPU threads for torch (see choose_threads), as run's and train's
     fast: bool = False  # the official BabyLM 2025 fast subsets
     # an export's folder (antlm_export.json) is scored only after its weights are verified against the record;
     # True skips that, and the notes say so
