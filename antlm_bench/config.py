@@ -295,14 +295,20 @@ def flag_of(field: Any) -> str:
     return (field.json_schema_extra or {}).get("flag", "")
 
 
+def section_of(field: Any) -> type[Section] | None:
+    """The section a field holds (``RunConfig.data`` -> ``DataConfig``), or None for an option."""
+    annotation = field.annotation
+    return annotation if isinstance(annotation, type) and issubclass(annotation, Section) else None
+
+
 def flag_paths(model: type[BaseModel] = RunConfig) -> dict[str, tuple[str, ...]]:
     """Each flag of ``model``'s fields (sections included) -> the field's path: ``--max-words`` -> ``("data",
     "max_words")``; the one map from what a user types to where the value lives."""
     paths: dict[str, tuple[str, ...]] = {}
     for name, field in model.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, Section):
-            paths.update({flag: (name, *path) for flag, path in flag_paths(annotation).items()})
+        section = section_of(field)
+        if section is not None:
+            paths.update({flag: (name, *path) for flag, path in flag_paths(section).items()})
         elif flag_of(field):
             paths[flag_of(field)] = (name,)
     return paths
@@ -397,9 +403,8 @@ def run_config(file_values: Mapping[str, Any] | None = None, flags: Mapping[str,
     except ValidationError as err:
         first = err.errors()[0]
         loc = tuple(str(part) for part in first["loc"])
-        if first["type"] == "value_error" and loc[-1:] != () and loc[-1] in RunConfig.model_fields \
-                and isinstance(RunConfig.model_fields[loc[-1]].annotation, type) \
-                and issubclass(RunConfig.model_fields[loc[-1]].annotation, Section):
+        whole = RunConfig.model_fields.get(loc[-1]) if loc else None
+        if first["type"] == "value_error" and whole is not None and section_of(whole) is not None:
             # a rule across a section's fields (--eval-every words needs --save-at-words): its own words
             raise UserError(first["msg"].removeprefix("Value error, ")) from None
         by_flag = {path: flag for flag, path in paths.items() if path in given}
@@ -408,8 +413,8 @@ def run_config(file_values: Mapping[str, Any] | None = None, flags: Mapping[str,
             raise UserError(validation_line(err, option=True, flags={loc[0]: flag})) from None
         raise UserError(f"{source}: {validation_line(err)}") from None
 
-__all__ = ["CacheDir", "Convention", "Corpus", "DataConfig", "DataDir", "Device", "EvalEvery", "EvalLimit", "Label", "MaxWords",
-           "PrecisionName", "PresetName", "Recipe", "SaveAtWords", "SaveEveryMinutes", "ScheduleText", "Threads", "TrainConfig",
-            "EvaluationConfig", "MachineConfig", "ModelConfig", "OutputConfig", "RunConfig",
-           "TrainingConfig", "field_at", "flag_of", "flag_words", "flag_paths", "merged", "nested", "option", "read_config_file",
-           "run_config"]
+__all__ = ["CacheDir", "Convention", "Corpus", "DataConfig", "DataDir", "Device", "EvalEvery", "EvalLimit",
+           "EvaluationConfig", "Label", "MachineConfig", "MaxWords", "ModelConfig", "OutputConfig", "PrecisionName",
+           "PresetName", "Recipe", "RunConfig", "SaveAtWords", "SaveEveryMinutes", "ScheduleText", "Section",
+           "Threads", "TrainConfig", "TrainingConfig", "field_at", "flag_of", "flag_paths", "flag_words", "merged",
+           "nested", "option", "read_config_file", "run_config", "section_of"]

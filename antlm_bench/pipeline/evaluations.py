@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from antlm_bench.adapters.glue.options import GlueOptions
-from antlm_bench.config import RunConfig
+from antlm_bench.config import EvaluationConfig, RunConfig, flag_of
 from antlm_bench.data import atomic_write_bytes, hash_files
 from antlm_bench.locking import fault_point
 from antlm_bench.options import resolve_device
@@ -27,21 +27,20 @@ from antlm_bench.runs.layout import RunLayout
 from antlm_bench.runs.record import CheckpointRecord
 from antlm_bench.runs.schedule import parse_schedule
 
-# run's GLUE flags -> GlueOptions' fields
-GLUE_FLAGS = {"epochs": "--glue-epochs", "max_train_examples": "--glue-max-train-examples",
-              "protocol": "--glue-protocol"}
+# GlueOptions' fields -> the run options (EvaluationConfig's fields) that set them; a rejected value names their flag
+GLUE_FIELDS = {"epochs": "glue_epochs", "max_train_examples": "glue_max_train_examples", "probe": "probe",
+               "protocol": "glue_protocol"}
 
 
 def glue_options(config: RunConfig) -> GlueOptions:
     """GLUE's typed options of a run's flags (a bad one is one line naming its flag): ``run`` and each sweep cell
     refuse a bad one alike, before anything trains."""
-    evaluation, precision = config.evaluation, config.machine.precision
-    return GlueOptions.of_flags(
-        {"epochs": evaluation.glue_epochs, "max_train_examples": evaluation.glue_max_train_examples,
-         "probe": evaluation.probe or None, "protocol": evaluation.glue_protocol,
-         # GLUE fine-tunes by the rule training follows
-         "precision": precision if precision != "auto" else None},
-        flags=GLUE_FLAGS)
+    values = {name: getattr(config.evaluation, field) for name, field in GLUE_FIELDS.items()}
+    values["probe"] = values["probe"] or None  # off: the spec's own choice, not an option given
+    precision = config.machine.precision
+    values["precision"] = precision if precision != "auto" else None  # GLUE fine-tunes by the rule training follows
+    flags = {name: flag_of(EvaluationConfig.model_fields[field]) for name, field in GLUE_FIELDS.items()}
+    return GlueOptions.of_flags(values, flags=flags)
 
 
 def task_options(config: RunConfig, preset: ResolvedPreset) -> GlueOptions:

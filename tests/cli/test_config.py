@@ -21,6 +21,7 @@ from antlm_bench.config import (
     flag_words,
     read_config_file,
     run_config,
+    section_of,
 )
 from antlm_bench.errors import UserError
 
@@ -30,8 +31,7 @@ def _commands() -> dict[str, object]:
 
 
 def _sections() -> list[type[Section]]:
-    return [field.annotation for field in RunConfig.model_fields.values()
-            if isinstance(field.annotation, type) and issubclass(field.annotation, Section)]
+    return [section_of(field) for field in RunConfig.model_fields.values() if section_of(field) is not None]
 
 
 def test_every_option_is_a_field_with_a_flag_and_help_once():
